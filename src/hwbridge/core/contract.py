@@ -1,0 +1,60 @@
+"""The two MCS interfaces (spec sections 3 and 4) and the capability flags a driver declares.
+
+`MCSToolDriver` is the technical bridge (no LLM knowledge); `MCSDriver` is what a client or
+an LLM loop talks to. `HybridDriver` implements both.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import StrEnum
+from typing import Any
+
+from hwbridge.core.models import DriverMeta, DriverResponse, Tool
+
+__all__ = ["Capability", "MCSDriver", "MCSToolDriver"]
+
+
+class Capability(StrEnum):
+    """Capability flags a driver lists in `DriverMeta.capabilities`."""
+
+    STANDALONE = "standalone"  # implements MCSDriver
+    ORCHESTRATABLE = "orchestratable"  # implements MCSToolDriver
+    TWO_PHASE = "two_phase"  # detect_tool_call / execute_tool_call (consent seam)
+    TOOL_CALL_SIGNALING = "tool_call_signaling"  # might_be_tool_call / is_complete_tool_call
+    NATIVE_TOOLS = "native_tools"  # get_native_tools for provider function calling
+    MULTI_CONNECTION = "multi_connection"  # several networks or ports in one driver
+
+
+class MCSDriver(ABC):
+    """What a client uses: a system prompt, a tool description and a response processor."""
+
+    meta: DriverMeta
+
+    @abstractmethod
+    def get_function_description(self, model_name: str | None = None) -> str:
+        """A machine-readable description of the tools, rendered for `model_name`."""
+
+    @abstractmethod
+    def get_driver_system_message(self, model_name: str | None = None) -> str:
+        """A complete system prompt that embeds the function description."""
+
+    @abstractmethod
+    def process_llm_response(
+        self, llm_response: str | dict[str, Any], *, streaming: bool = False
+    ) -> DriverResponse:
+        """Find and execute the tool calls in an LLM output. Never raises."""
+
+
+class MCSToolDriver(ABC):
+    """The technical bridge: which tools exist and how each one executes."""
+
+    meta: DriverMeta
+
+    @abstractmethod
+    def list_tools(self) -> list[Tool]:
+        """The tools this driver offers."""
+
+    @abstractmethod
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        """Run one tool and return its JSON-safe result; raise ToolError to fail cleanly."""

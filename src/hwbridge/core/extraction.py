@@ -1,0 +1,310 @@
+"""Wire formats -> call candidates: every dialect an LLM or its SDK writes a tool call in.
+
+Claim-then-extract: a dict is recognised by its shape (OpenAI `tool_calls`, Anthropic
+`tool_use` blocks, Gemini `functionCall` parts, Responses API `function_call` items, an MCS
+`{"tool": ..., "arguments": ...}` dict); text is scanned for JSON objects with the C JSON
+decoder started at each `{` (a balanced scan: two objects are two candidates, nested objects
+stay inside their parent). Nothing here executes anything or knows any tool's schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hwbridge.core.healing import enclosing_brace, heal, loads, matching_end
+from hwbridge.core.models import Dialect
+from hwbridge.core.prompts import PromptStrategy
+
+__all__ = ["CallExtractor", "Found", "assistant_text", "loads", "unwrap_envelope"]
+
+_DECODER = json.JSONDecoder(strict=False)
+_MAX_OBJECT_STARTS = 256  # `{` positions tried per text; bounds the work on brace-heavy prose
+_NO_ARGS: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A call-shaped fragment, before it is matched against the driver's tools.
+
+    `arguments` is a dict when it parsed; `error` says why a call that names a tool could
+    not be read.
+    """
+
+    name: str
+    arguments: Any
+    call_id: str | None
+    dialect: Dialect
+    error: str | None = None
+    healed: tuple[str, ...] = ()
+
+
+class CallExtractor:
+    """Finds call candidates in any supported wire format, configured by a prompt pack."""
+
+    def __init__(self, strategy: PromptStrategy) -> None:
+        rules = strategy.parsing
+        self._tool_keys = tuple(rules.tool_keys)
+        self._arg_keys = tuple(rules.argument_keys)
+        self._healing = strategy.healing_rules
+        tag = re.escape(rules.call_tag)
+        self._tag_open = f"<{rules.call_tag}"
+        self._tag_name = re.compile(rf"<{tag}[^>]*>\s*([A-Za-z0-9_-]{{1,64}})\b")
+        keys = "|".join(re.escape(k) for k in self._tool_keys)
+        # `"tool": "name"`, `'tool': 'name'`, `tool=name`: where a call names its tool.
+        self._names_a_tool = re.compile(
+            rf"[\"']?\b(?:{keys})\b[\"']?\s*[:=]\s*[\"']([A-Za-z0-9_-]{{1,64}})"
+        )
+
+    # -- entry point -----------------------------------------------------------------------
+
+    def extract(
+        self, response: str | dict[str, Any], is_known: Callable[[str], bool]
+    ) -> list[Found]:
+        """All call candidates in `response`; broken calls to known tools carry an error."""
+        if isinstance(response, str):
+            return self._from_text(response, is_known)
+        return self._from_dict(response, is_known)
+
+    # -- dicts -----------------------------------------------------------------------------
+
+    def _from_dict(self, obj: dict[str, Any], is_known: Callable[[str], bool]) -> list[Found]:
+        obj = unwrap_envelope(obj)
+        tool_calls = obj.get("tool_calls")
+        if isinstance(tool_calls, list) and tool_calls:
+            return self._openai_tool_calls(tool_calls, is_known)
+        content = obj.get("content")
+        if isinstance(content, list):
+            return self._anthropic_blocks(content, is_known) or self._text_of_blocks(
+                content, is_known
+            )
+        parts = obj.get("parts")
+        if isinstance(parts, list):
+            return self._gemini_parts(parts, is_known)
+        output = obj.get("output")
+        if isinstance(output, list):
+            return self._responses_items(output, is_known)
+        kind = obj.get("type")
+        if kind == "tool_use":
+            return self._anthropic_blocks([obj], is_known)
+        if kind == "function_call":
+            return self._responses_items([obj], is_known)
+        if isinstance(obj.get("functionCall"), dict):
+            return self._gemini_parts([obj], is_known)
+        legacy = obj.get("function_call")
+        if isinstance(legacy, dict):
+            if "args" in legacy:  # Gemini part written in snake_case
+                return self._gemini_parts([obj], is_known)
+            name, raw = legacy.get("name"), legacy.get("arguments")
+            return [self._found(name, raw, None, "openai_function_call")]
+        if isinstance(content, str) and "role" in obj:
+            return self._from_text(content, is_known)
+        found = self._call_from_object(obj, "mcs")
+        return [found] if found else []
+
+    def _found(self, name: Any, raw_args: Any, call_id: Any, dialect: Dialect) -> Found:
+        name = name if isinstance(name, str) else ""
+        cid = call_id if isinstance(call_id, str) and call_id else None
+        if raw_args is None:
+            return Found(name, {}, cid, dialect)
+        if isinstance(raw_args, str):
+            if not raw_args.strip():
+                return Found(name, {}, cid, dialect)
+            try:
+                value, healed = heal(raw_args, self._healing)
+            except ValueError as exc:
+                return Found(name, None, cid, dialect, error=_problem(exc))
+            return Found(name, value, cid, dialect, healed=healed)
+        return Found(name, raw_args, cid, dialect)
+
+    def _openai_tool_calls(self, calls: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        out = []
+        for call in calls:
+            if not isinstance(call, dict):
+                continue
+            fn = call.get("function")
+            fn = fn if isinstance(fn, dict) else call
+            raw = fn.get("arguments", fn.get("args"))
+            dialect: Dialect = "ollama" if isinstance(raw, dict) and "id" not in call else "openai"
+            out.append(self._found(fn.get("name"), raw, call.get("id"), dialect))
+        return out
+
+    def _anthropic_blocks(self, blocks: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        return [
+            self._found(b.get("name"), b.get("input"), b.get("id"), "anthropic")
+            for b in blocks
+            if isinstance(b, dict) and b.get("type") == "tool_use"
+        ]
+
+    def _text_of_blocks(self, blocks: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        text = assistant_text(blocks)
+        return self._from_text(text, is_known) if text else []
+
+    def _gemini_parts(self, parts: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        out = []
+        text: list[str] = []
+        for part in parts:
+            if not isinstance(part, dict):
+                continue
+            call = part.get("functionCall") or part.get("function_call")
+            if isinstance(call, dict):
+                out.append(
+                    self._found(call.get("name"), call.get("args"), call.get("id"), "gemini")
+                )
+            elif isinstance(part.get("text"), str):
+                text.append(part["text"])
+        if not out and text:
+            return self._from_text("".join(text), is_known)
+        return out
+
+    def _responses_items(self, items: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        out = [
+            self._found(i.get("name"), i.get("arguments"), i.get("call_id"), "openai_responses")
+            for i in items
+            if isinstance(i, dict) and i.get("type") == "function_call"
+        ]
+        if not out:
+            text = "".join(
+                c.get("text", "")
+                for i in items
+                if isinstance(i, dict) and i.get("type") == "message"
+                for c in i.get("content") or []
+                if isinstance(c, dict) and isinstance(c.get("text"), str)
+            )
+            return self._from_text(text, is_known) if text else []
+        return out
+
+    # -- text ------------------------------------------------------------------------------
+
+    def _from_text(self, text: str, is_known: Callable[[str], bool]) -> list[Found]:
+        if "{" not in text and self._tag_open not in text:
+            return []
+        found: list[Found] = []
+        start = text.find("{")
+        tries = 0
+        while start != -1 and tries < _MAX_OBJECT_STARTS:
+            tries += 1
+            try:
+                value, end = _DECODER.raw_decode(text, start)
+            except ValueError:
+                start = text.find("{", start + 1)
+                continue
+            if isinstance(value, dict):
+                call = self._call_from_object(value, "text")
+                if call is not None:
+                    found.append(call)
+            start = text.find("{", end)
+        if any(is_known(f.name) for f in found):
+            return found
+        return found + self._heal_text(text, is_known)
+
+    def _call_from_object(self, obj: dict[str, Any], dialect: Dialect) -> Found | None:
+        """An object is a call when one of the pack's tool keys holds a name."""
+        for tool_key in self._tool_keys:
+            value = obj.get(tool_key)
+            if isinstance(value, str) and value:
+                name = value
+                break
+            if isinstance(value, dict) and isinstance(value.get("name"), str):
+                # {"function": {"name": ..., "arguments": ...}} written as text
+                return self._call_from_object(value, dialect)
+        else:
+            return None
+        raw = _NO_ARGS
+        for key in self._arg_keys:
+            if key in obj:
+                raw = obj[key]
+                break
+        healed: tuple[str, ...] = ()
+        if raw is _NO_ARGS:
+            # {"tool": "x", "a": 1}: arguments written beside the tool name
+            raw = {k: v for k, v in obj.items() if k not in (tool_key, "id", "call_id")}
+            healed = ("flat_arguments",) if raw else ()
+        call_id = obj.get("id") or obj.get("call_id")
+        found = self._found(name, raw, call_id, dialect)
+        if healed and not found.healed:
+            return Found(found.name, found.arguments, found.call_id, dialect, healed=healed)
+        return found
+
+    def _heal_text(self, text: str, is_known: Callable[[str], bool]) -> list[Found]:
+        """Broken calls that clearly name one of this driver's tools: heal or report them."""
+        out: list[Found] = []
+        seen_end = -1
+        spots = [(m.start(), m.group(1)) for m in self._names_a_tool.finditer(text)]
+        spots += [(m.start(), m.group(1)) for m in self._tag_name.finditer(text)]
+        for pos, name in sorted(spots):
+            if pos < seen_end or not is_known(name):
+                continue
+            open_at = enclosing_brace(text, pos)
+            if open_at is None:
+                open_at = text.find("{", pos)
+                if open_at == -1:
+                    out.append(Found(name, None, None, "text", error="no JSON object found"))
+                    seen_end = len(text)
+                    continue
+            end = matching_end(text, open_at)
+            span_end = len(text) if end is None else end
+            span = self._cut_tag(text[open_at:span_end])
+            seen_end = span_end
+            try:
+                value, healed = heal(span, self._healing)
+            except ValueError as exc:
+                out.append(Found(name, None, None, "text", error=_problem(exc)))
+                continue
+            call = self._call_from_object(value, "text") if isinstance(value, dict) else None
+            if call is None or call.name != name:
+                # The name stood inside the arguments, or after a tag: the span holds args.
+                call = Found(name, value, None, "text")
+            out.append(
+                Found(
+                    call.name,
+                    call.arguments,
+                    call.call_id,
+                    "text",
+                    call.error,
+                    healed + call.healed,
+                )
+            )
+        return out
+
+    def _cut_tag(self, span: str) -> str:
+        close = span.find(f"</{self._tag_open[1:]}")
+        return span[:close] if close != -1 else span
+
+
+def unwrap_envelope(obj: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message inside a whole API response (OpenAI, Ollama, Gemini)."""
+    choices = obj.get("choices")
+    if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+        message = choices[0].get("message") or choices[0].get("delta")
+        if isinstance(message, dict):
+            return message
+    message = obj.get("message")
+    if isinstance(message, dict) and "role" in message:
+        return message
+    candidates = obj.get("candidates")
+    if isinstance(candidates, list) and candidates and isinstance(candidates[0], dict):
+        content = candidates[0].get("content")
+        if isinstance(content, dict):
+            return content
+    return obj
+
+
+def assistant_text(content: Any) -> str:
+    """The prose of an assistant message's content (a string, or text blocks)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
+        )
+    return ""
+
+
+def _problem(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at character {exc.pos}"
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,52 @@
+"""Tool results as JSON: whatever a tool returns becomes JSON text and a JSON-safe value."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from datetime import date, datetime, time
+from decimal import Decimal
+from enum import Enum
+from pathlib import PurePath
+from typing import Any
+
+__all__ = ["dumps", "to_jsonable"]
+
+
+def to_jsonable(value: Any) -> Any:
+    """A copy of `value` that json.dumps accepts without help (non-finite floats become None)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, bytes | bytearray | memoryview):
+        return bytes(value).hex(" ").upper()
+    if isinstance(value, Enum):
+        return to_jsonable(value.value)
+    if isinstance(value, Decimal):
+        return to_jsonable(float(value))
+    if isinstance(value, datetime | date | time):
+        return value.isoformat()
+    if isinstance(value, PurePath):
+        return str(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return to_jsonable(dump(mode="json"))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_jsonable(dataclasses.asdict(value))
+    return str(value)
+
+
+def dumps(value: Any) -> tuple[str, Any]:
+    """JSON text of `value` and the JSON-safe value it encodes (`value` itself when it was)."""
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False), value
+    except (TypeError, ValueError):
+        safe = to_jsonable(value)
+        return json.dumps(safe, ensure_ascii=False), safe

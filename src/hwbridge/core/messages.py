@@ -1,0 +1,231 @@
+"""DriverResponse.messages in the dialect of the input, ready to append to the conversation.
+
+Text input gets the assistant message plus one result message (role from the prompt pack);
+native input gets exactly what that provider expects next: OpenAI `tool` messages with their
+`tool_call_id`, Anthropic `tool_result` blocks, Gemini `functionResponse` parts, Responses API
+`function_call_output` items. Calls of other drivers are left out of the echo so that every
+call in the history has its answer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from hwbridge.core.extraction import assistant_text, unwrap_envelope
+from hwbridge.core.models import ToolCall
+from hwbridge.core.prompts import PromptStrategy
+
+__all__ = ["Outcome", "build_messages"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one call: its JSON-safe result, or the hint the LLM gets instead."""
+
+    call: ToolCall
+    ok: bool
+    result: Any = None
+    result_json: str = "null"
+    retry: str | None = None
+    detail: str | None = None
+    error: dict[str, Any] | None = None
+
+    def content(self, strategy: PromptStrategy) -> str:
+        """The tool-result text for a native tool message."""
+        return strategy.bounded(self.result_json) if self.ok else (self.retry or "")
+
+
+def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    first = outcomes[0].call
+    origin = first.origin
+    builder = _BUILDERS.get(first.dialect, _text)
+    return builder(origin, outcomes, strategy)
+
+
+def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    if isinstance(origin, str):
+        said = origin
+    elif isinstance(origin, dict):
+        inner = unwrap_envelope(origin)
+        said = assistant_text(inner.get("content")) if "role" in inner else ""
+        said = said or json.dumps(origin, ensure_ascii=False)
+    else:
+        said = "\n".join(_call_json(o.call) for o in outcomes)
+    parts = [
+        strategy.result_text(o.call.tool, o.result_json) if o.ok else (o.retry or "")
+        for o in outcomes
+    ]
+    return [
+        {"role": "assistant", "content": said},
+        {"role": strategy.result_role, "content": "\n\n".join(parts)},
+    ]
+
+
+def _openai(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    content = _content_of(origin)
+    calls = [
+        {
+            "id": o.call.call_id,
+            "type": "function",
+            "function": {"name": o.call.tool, "arguments": _args_json(o.call)},
+        }
+        for o in outcomes
+    ]
+    out: list[dict[str, Any]] = [
+        {"role": "assistant", "content": content or None, "tool_calls": calls}
+    ]
+    out += [
+        {"role": "tool", "tool_call_id": o.call.call_id, "content": o.content(strategy)}
+        for o in outcomes
+    ]
+    return out
+
+
+def _ollama(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    calls = [{"function": {"name": o.call.tool, "arguments": o.call.arguments}} for o in outcomes]
+    out: list[dict[str, Any]] = [
+        {"role": "assistant", "content": _content_of(origin), "tool_calls": calls}
+    ]
+    for o in outcomes:
+        msg = {"role": "tool", "content": o.content(strategy), "tool_name": o.call.tool}
+        out.append(msg)
+    return out
+
+
+def _function_call(
+    origin: Any, outcomes: list[Outcome], strategy: PromptStrategy
+) -> list[dict[str, Any]]:
+    o = outcomes[0]
+    return [
+        {
+            "role": "assistant",
+            "content": _content_of(origin) or None,
+            "function_call": {"name": o.call.tool, "arguments": _args_json(o.call)},
+        },
+        {"role": "function", "name": o.call.tool, "content": o.content(strategy)},
+    ]
+
+
+def _responses(
+    origin: Any, outcomes: list[Outcome], strategy: PromptStrategy
+) -> list[dict[str, Any]]:
+    ours = {o.call.call_id for o in outcomes}
+    items = origin.get("output") if isinstance(origin, dict) else None
+    if not isinstance(items, list):
+        items = [origin] if isinstance(origin, dict) else []
+    echo = [
+        i
+        for i in items
+        if isinstance(i, dict) and (i.get("type") != "function_call" or i.get("call_id") in ours)
+    ]
+    if not echo:
+        echo = [
+            {
+                "type": "function_call",
+                "call_id": o.call.call_id,
+                "name": o.call.tool,
+                "arguments": _args_json(o.call),
+            }
+            for o in outcomes
+        ]
+    return echo + [
+        {"type": "function_call_output", "call_id": o.call.call_id, "output": o.content(strategy)}
+        for o in outcomes
+    ]
+
+
+def _anthropic(
+    origin: Any, outcomes: list[Outcome], strategy: PromptStrategy
+) -> list[dict[str, Any]]:
+    ours = {o.call.call_id for o in outcomes}
+    blocks: Any = None
+    if isinstance(origin, dict):
+        blocks = [origin] if origin.get("type") == "tool_use" else origin.get("content")
+    if isinstance(blocks, list):
+        kept = [
+            b
+            for b in blocks
+            if isinstance(b, dict) and (b.get("type") != "tool_use" or b.get("id") in ours)
+        ]
+    else:
+        kept = [
+            {
+                "type": "tool_use",
+                "id": o.call.call_id,
+                "name": o.call.tool,
+                "input": o.call.arguments,
+            }
+            for o in outcomes
+        ]
+    results = []
+    for o in outcomes:
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": o.call.call_id,
+            "content": o.content(strategy),
+        }
+        if not o.ok:
+            block["is_error"] = True
+        results.append(block)
+    return [{"role": "assistant", "content": kept}, {"role": "user", "content": results}]
+
+
+def _gemini(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    ours = {o.call.call_id for o in outcomes}
+    names = {o.call.tool for o in outcomes}
+    parts: Any = None
+    if isinstance(origin, dict):
+        inner = unwrap_envelope(origin)
+        parts = inner.get("parts") if isinstance(inner.get("parts"), list) else [inner]
+
+    def is_ours(part: dict[str, Any]) -> bool:
+        call = part.get("functionCall") or part.get("function_call")
+        if not isinstance(call, dict):
+            return True
+        return call.get("id") in ours if call.get("id") else call.get("name") in names
+
+    if isinstance(parts, list):
+        kept = [p for p in parts if isinstance(p, dict) and is_ours(p)]
+    else:
+        kept = [{"functionCall": {"name": o.call.tool, "args": o.call.arguments}} for o in outcomes]
+    responses = []
+    for o in outcomes:
+        payload: dict[str, Any]
+        if o.ok:
+            text = o.content(strategy)
+            payload = {"result": o.result if text == o.result_json else text}
+        else:
+            payload = {"error": o.retry}
+        fr: dict[str, Any] = {"name": o.call.tool, "response": payload}
+        if o.call.call_id:
+            fr["id"] = o.call.call_id
+        responses.append({"functionResponse": fr})
+    return [{"role": "model", "parts": kept}, {"role": "user", "parts": responses}]
+
+
+def _content_of(origin: Any) -> str:
+    if isinstance(origin, dict):
+        return assistant_text(unwrap_envelope(origin).get("content"))
+    return origin if isinstance(origin, str) else ""
+
+
+def _args_json(call: ToolCall) -> str:
+    return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def _call_json(call: ToolCall) -> str:
+    return json.dumps({"tool": call.tool, "arguments": call.arguments}, ensure_ascii=False)
+
+
+_BUILDERS = {
+    "text": _text,
+    "mcs": _text,
+    "openai": _openai,
+    "ollama": _ollama,
+    "openai_function_call": _function_call,
+    "openai_responses": _responses,
+    "anthropic": _anthropic,
+    "gemini": _gemini,
+}

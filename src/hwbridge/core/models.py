@@ -1,0 +1,210 @@
+"""The data that crosses the MCS boundary: driver metadata, tools, calls and responses.
+
+Every model is a frozen pydantic v2 model so a driver can hand them to any thread, and so
+`hwbridge schema DIR` can publish their JSON Schema (spec section 14).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+__all__ = [
+    "Dialect",
+    "DriverBinding",
+    "DriverMeta",
+    "DriverResponse",
+    "Tool",
+    "ToolCall",
+    "ToolError",
+    "ToolParameter",
+    "TrustManifest",
+]
+
+# Semantic Versioning 2.0.0, the official regular expression.
+_SEMVER = re.compile(
+    r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
+)
+# The intersection of what OpenAI, Anthropic and Gemini accept as a function name.
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+
+Dialect = Literal[
+    "text",
+    "mcs",
+    "openai",
+    "openai_function_call",
+    "openai_responses",
+    "anthropic",
+    "gemini",
+    "ollama",
+]
+"""The wire format a tool call arrived in; responses are written back in the same one."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class DriverBinding(_Frozen):
+    """What a driver connects: a capability over an adapter, described in a spec format."""
+
+    capability: str = Field(min_length=1, examples=["can-bus"])
+    adapter: str = Field(min_length=1, examples=["python-can"])
+    spec_format: str = Field(min_length=1, examples=["DBC"])
+
+
+class TrustManifest(_Frozen):
+    """Where a driver comes from, so a client can verify it before loading it."""
+
+    author: str = Field(min_length=1)
+    source_url: str | None = None
+    sha256: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{64}$")
+
+
+class DriverMeta(_Frozen):
+    """Identity and capabilities of a driver (spec section 3, `meta`)."""
+
+    id: UUID
+    name: str = Field(min_length=1)
+    version: str = Field(
+        description="Semantic version, e.g. 1.2.0", json_schema_extra={"pattern": _SEMVER.pattern}
+    )
+    bindings: list[DriverBinding] = Field(default_factory=list)
+    supported_llms: list[str] | None = None
+    capabilities: list[str] = Field(default_factory=list)
+    trust: TrustManifest | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.match(value):
+            raise ValueError(f"version {value!r} is not a semantic version such as 1.0.0")
+        return value
+
+
+with warnings.catch_warnings():
+    # `schema` is the MCS field name; it deliberately replaces pydantic's deprecated
+    # BaseModel.schema() classmethod on this model.
+    warnings.filterwarnings("ignore", message='Field name "schema"')
+
+    class ToolParameter(_Frozen):
+        """One argument of a tool; `schema` is its JSON Schema (type, enum, bounds...)."""
+
+        name: str = Field(min_length=1, max_length=64)
+        description: str | None = None
+        required: bool = False
+        schema: dict[str, Any] | None = None  # type: ignore[assignment]
+
+
+class Tool(_Frozen):
+    """A function the LLM may call: a name every provider accepts and typed parameters."""
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    title: str | None = None
+    description: str | None = None
+    parameters: list[ToolParameter] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Tool:
+        if not self.title and not self.description:
+            raise ValueError(f"tool {self.name!r} needs a title or a description")
+        seen: set[str] = set()
+        for p in self.parameters:
+            if p.name in seen:
+                raise ValueError(f"tool {self.name!r} declares parameter {p.name!r} twice")
+            seen.add(p.name)
+        return self
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON Schema of this tool's arguments object (what native tool APIs expect)."""
+        properties: dict[str, Any] = {}
+        for p in self.parameters:
+            prop = dict(p.schema) if p.schema else {}
+            if p.description and "description" not in prop:
+                prop["description"] = p.description
+            properties[p.name] = prop
+        schema: dict[str, Any] = {"type": "object", "properties": properties}
+        required = [p.name for p in self.parameters if p.required]
+        if required:
+            schema["required"] = required
+        schema["additionalProperties"] = False
+        return schema
+
+
+class ToolCall(_Frozen):
+    """One call the LLM asked for, as found by `detect_tool_call` (nothing executed yet).
+
+    `error` is set when the output clearly tried to call a tool but could not be parsed even
+    after healing; executing such a call yields `call_failed` with a retry prompt.
+    """
+
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    call_id: str | None = None
+    dialect: Dialect = "text"
+    error: str | None = None
+    healed: bool = False
+    # The LLM output this call was found in; used to echo it back in `messages`.
+    _origin: str | dict[str, Any] | None = PrivateAttr(default=None)
+
+    def with_origin(self, origin: str | dict[str, Any]) -> ToolCall:
+        """Remember the LLM output this call came from (not part of the schema)."""
+        self._origin = origin
+        return self
+
+    @property
+    def origin(self) -> str | dict[str, Any] | None:
+        return self._origin
+
+
+class DriverResponse(_Frozen):
+    """The outcome of `process_llm_response`, with the spec's semantics (section 3).
+
+    Neither flag set and `messages is None`: no call for this driver, the output is a final
+    answer (or belongs to another driver). Both flags may be set when one output carried
+    several calls and only some of them succeeded.
+    """
+
+    tool_call_result: Any = None
+    call_executed: bool = False
+    call_failed: bool = False
+    call_detail: str | None = None
+    retry_prompt: str | None = None
+    messages: list[dict[str, Any]] | None = None
+
+    @property
+    def is_final_answer(self) -> bool:
+        """True when no call was found: show the LLM output to the user."""
+        return not self.call_executed and not self.call_failed
+
+
+class ToolError(Exception):
+    """Raised by a tool to fail with a stable code and a message the LLM can act on."""
+
+    def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, "retryable": self.retryable}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_tool_error, (self.code, self.message, self.retryable))
+
+
+def _rebuild_tool_error(code: str, message: str, retryable: bool) -> ToolError:
+    return ToolError(code, message, retryable=retryable)
+
+
+def is_valid_tool_name(name: str) -> bool:
+    """True when every major provider accepts `name` as a function name."""
+    return bool(_TOOL_NAME.match(name))

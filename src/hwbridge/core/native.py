@@ -1,0 +1,93 @@
+"""Tool definitions for providers' native function calling, with no model registry.
+
+The caller names the wire format it talks; nothing here guesses from a model name.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from hwbridge.core.models import Tool
+from hwbridge.core.prompts import PromptStrategy
+
+__all__ = ["native_tools"]
+
+Provider = Literal["openai", "openai_responses", "anthropic", "gemini"]
+
+# The OpenAPI-subset Gemini accepts in function declarations.
+_GEMINI_KEYS = frozenset(
+    {
+        "type", "format", "description", "nullable", "enum", "properties", "required",
+        "items", "minimum", "maximum", "minItems", "maxItems", "minLength", "maxLength",
+        "pattern", "anyOf", "title", "propertyOrdering",
+    }
+)  # fmt: skip
+
+
+def native_tools(
+    tools: list[Tool], provider: Provider, strategy: PromptStrategy
+) -> list[dict[str, Any]]:
+    if provider == "openai":
+        return [
+            {
+                "type": "function",
+                "function": {
+                    "name": t.name,
+                    "description": strategy.description_of(t),
+                    "parameters": t.input_schema(),
+                },
+            }
+            for t in tools
+        ]
+    if provider == "openai_responses":
+        return [
+            {
+                "type": "function",
+                "name": t.name,
+                "description": strategy.description_of(t),
+                "parameters": t.input_schema(),
+            }
+            for t in tools
+        ]
+    if provider == "anthropic":
+        return [
+            {
+                "name": t.name,
+                "description": strategy.description_of(t),
+                "input_schema": t.input_schema(),
+            }
+            for t in tools
+        ]
+    if provider == "gemini":
+        declarations = []
+        for t in tools:
+            decl: dict[str, Any] = {"name": t.name, "description": strategy.description_of(t)}
+            if t.parameters:
+                decl["parameters"] = _gemini_schema(t.input_schema())
+            declarations.append(decl)
+        return [{"functionDeclarations": declarations}]
+    raise ValueError(
+        f"unknown provider {provider!r}; use openai, openai_responses, anthropic or gemini"
+    )
+
+
+def _gemini_schema(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_gemini_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in _GEMINI_KEYS:
+            continue
+        if key == "properties":
+            out[key] = {name: _gemini_schema(s) for name, s in value.items()}
+        elif key in ("items", "anyOf"):
+            out[key] = _gemini_schema(value)
+        elif key == "enum":
+            out[key] = [str(v) for v in value]
+        else:
+            out[key] = value
+    if isinstance(out.get("type"), list):  # ["number", "string"] -> anyOf
+        out["anyOf"] = [{"type": t} for t in out.pop("type")]
+    return out
