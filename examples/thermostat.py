@@ -44,7 +44,7 @@ driver = Thermostat()  # Thermostat(prompt_strategy="xml") picks another pack
 print(driver.get_driver_system_message())
 for output in [
     '{"tool": "get_temperature", "arguments": {"room": "living_room"}}',
-    'Setting it now: {"tool": "set_temperature", "arguments": {"room": "living_room", "celsius": 99}}',
+    'Now: {"tool": "set_temperature", "arguments": {"room": "living_room", "celsius": 99}}',
     "It is 21 degrees in the living room.",
 ]:
     r = driver.process_llm_response(output)

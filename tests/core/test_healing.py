@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -148,6 +150,11 @@ def test_close_brackets_and_literals_units() -> None:
         python_literals("{'a': True, 'b': None, 'c': (1,)}") == '{"a": true, "b": null, "c": [1]}'
     )
     assert python_literals("not python {") == "not python {"
+    # backslashes keep their Python meaning (and raise no invalid-escape warning)
+    assert json.loads(python_literals(r"{'re': '\d+\w', 'path': 'C:\\new'}")) == {
+        "re": r"\d+\w",
+        "path": "C:\\new",
+    }
 
 
 @given(st.text(max_size=200))

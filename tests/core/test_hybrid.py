@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 

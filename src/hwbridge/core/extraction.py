@@ -55,8 +55,9 @@ class CallExtractor:
         self._tag_name = re.compile(rf"<{tag}[^>]*>\s*([A-Za-z0-9_-]{{1,64}})\b")
         keys = "|".join(re.escape(k) for k in self._tool_keys)
         # `"tool": "name"`, `'tool': 'name'`, `tool=name`: where a call names its tool.
+        q = "[\"'\u201c\u201d\u2018\u2019\u201e]"  # straight and typographic quotes
         self._names_a_tool = re.compile(
-            rf"[\"']?\b(?:{keys})\b[\"']?\s*[:=]\s*[\"']([A-Za-z0-9_-]{{1,64}})"
+            rf"{q}?\b(?:{keys})\b{q}?\s*[:=]\s*{q}?([A-Za-z0-9_-]{{1,64}})"
         )
 
     # -- entry point -----------------------------------------------------------------------

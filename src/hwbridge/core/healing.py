@@ -23,6 +23,14 @@ __all__ = ["enclosing_brace", "heal", "matching_end", "scan_brackets"]
 _CLOSERS = {"{": "}", "[": "]"}
 _JSON_NAMES = {"true": "True", "false": "False", "null": "None"}
 _LENIENT = json.JSONDecoder(strict=False)
+# A backslash that starts no Python escape is literal; doubling it keeps that meaning
+# without the interpreter's invalid-escape warning.
+_ESCAPE = re.compile(r"\\(.?)", re.DOTALL)
+_PY_ESCAPES = frozenset("\\'\"abfnrtvx01234567NuU\n")
+
+
+def _keep_escape(m: re.Match[str]) -> str:
+    return m.group(0) if m.group(1) and m.group(1) in _PY_ESCAPES else "\\" + m.group(0)
 
 
 def scan_brackets(text: str, start: int = 0, stop: int | None = None) -> tuple[list[int], str]:
@@ -117,7 +125,7 @@ def python_literals(text: str) -> str:
             else (tok.type, tok.string)
             for tok in tokenize.generate_tokens(io.StringIO(text).readline)
         ]
-        source = tokenize.untokenize(tokens)
+        source = _ESCAPE.sub(_keep_escape, tokenize.untokenize(tokens))
         value = ast.literal_eval(source.strip())
         return json.dumps(value)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, tokenize.TokenError):

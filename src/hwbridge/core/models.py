@@ -163,6 +163,14 @@ class ToolCall(_Frozen):
     def origin(self) -> str | dict[str, Any] | None:
         return self._origin
 
+    def __eq__(self, other: object) -> bool:
+        """Calls are equal when they ask for the same thing, wherever they were found."""
+        if not isinstance(other, ToolCall):
+            return NotImplemented
+        return self.model_dump() == other.model_dump()
+
+    __hash__ = None  # type: ignore[assignment]  # arguments are a dict
+
 
 class DriverResponse(_Frozen):
     """The outcome of `process_llm_response`, with the spec's semantics (section 3).
