@@ -1,4 +1,4 @@
-"""The README quickstart: a custom MCS driver in about 20 lines."""
+"""An example driver: a thermostat with a read tool and a write tool that can refuse."""
 
 from hwbridge import DriverBinding, DriverMeta, HybridDriver, Tool, ToolError, ToolParameter
 
@@ -40,12 +40,13 @@ class Thermostat(HybridDriver):
         return {"ok": True}
 
 
-driver = Thermostat()  # Thermostat(prompt_strategy="xml") picks another pack
-print(driver.get_driver_system_message())
-for output in [
-    '{"tool": "get_temperature", "arguments": {"room": "living_room"}}',
-    'Now: {"tool": "set_temperature", "arguments": {"room": "living_room", "celsius": 99}}',
-    "It is 21 degrees in the living room.",
-]:
-    r = driver.process_llm_response(output)
-    print(r.call_executed, r.call_failed, r.tool_call_result, r.retry_prompt)
+if __name__ == "__main__":
+    driver = Thermostat()  # Thermostat(prompt_strategy="xml") picks another pack
+    print(driver.get_driver_system_message())
+    for output in [
+        '{"tool": "get_temperature", "arguments": {"room": "living_room"}}',
+        'Now: {"tool": "set_temperature", "arguments": {"room": "living_room", "celsius": 99}}',
+        "It is 21 degrees in the living room.",
+    ]:
+        r = driver.process_llm_response(output)
+        print(r.call_executed, r.call_failed, r.tool_call_result, r.retry_prompt)
