@@ -70,10 +70,10 @@ def test_bad_configuration_is_refused(kwargs: dict) -> None:
 
 
 def test_rate_limit_holds_under_a_threaded_flood() -> None:
+    start = time.monotonic()
     policy = SendPolicy(allow_messages=["*"], max_frames_per_second=50)
     allowed = 0
     lock = threading.Lock()
-    start = time.monotonic()
     stop = start + 0.6
 
     def flood() -> None:
@@ -114,9 +114,12 @@ def test_periodic_sends_share_the_rate_budget() -> None:
 
 def test_consent_denied_is_a_failure() -> None:
     asked: list[SendRequest] = []
-    no = SendPolicy(
-        allow_messages=["*"], require_consent=True, consent=lambda r: bool(asked.append(r))
-    )
+
+    def deny(request: SendRequest) -> bool:
+        asked.append(request)
+        return False
+
+    no = SendPolicy(allow_messages=["*"], require_consent=True, consent=deny)
     assert code_of(no, message()) == "CONSENT_DENIED"
     assert asked and asked[0].message == "ClimateCommand"
     nobody = SendPolicy(allow_messages=["*"], require_consent=True)
