@@ -116,3 +116,24 @@ def test_never_executes_invalid_arguments(arguments: dict[str, Any]) -> None:
     assert r.call_executed == valid
     assert r.call_failed == (not valid)
     assert bool(driver.executed) == valid
+
+
+@given(
+    st.sampled_from(["get_temperature", "set_temperature", "echo", "fail", "nope"]),
+    st.dictionaries(
+        st.sampled_from(["room", "celsius", "text", "count", "kind", "mode"]),
+        st.sampled_from(["kitchen", "attic", 21, 99, "tool_error", "retryable", "eco", True, None]),
+        max_size=3,
+    ),
+    st.sampled_from(["", "  ", "\n"]),
+)
+def test_process_is_exactly_detect_then_execute(
+    tool: str, arguments: dict[str, Any], pad: str
+) -> None:
+    """The fast path for a bare JSON call gives what the two public phases give."""
+    text = pad + json.dumps({"tool": tool, "arguments": arguments}) + pad
+    one, two = Thermostat(), Thermostat()
+    fused = one.process_llm_response(text)
+    phased = two.execute_tool_call(two.detect_tool_call(text))
+    assert fused == phased
+    assert one.executed == two.executed

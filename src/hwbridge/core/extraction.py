@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hwbridge.core.healing import enclosing_brace, heal, loads, matching_end
+from hwbridge.core.jsonsafe import loads as _fast_loads
 from hwbridge.core.models import Dialect
 from hwbridge.core.prompts import PromptStrategy
 
@@ -26,8 +26,7 @@ _MAX_OBJECT_STARTS = 256  # `{` positions tried per text; bounds the work on bra
 _NO_ARGS: Any = object()
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
+class Found(NamedTuple):
     """A call-shaped fragment, before it is matched against the driver's tools.
 
     `arguments` is a dict when it parsed; `error` says why a call that names a tool could
@@ -49,6 +48,8 @@ class CallExtractor:
         rules = strategy.parsing
         self._tool_keys = tuple(rules.tool_keys)
         self._arg_keys = tuple(rules.argument_keys)
+        self.tool_key = self._tool_keys[0]
+        self.argument_key = self._arg_keys[0]
         self._healing = strategy.healing_rules
         tag = re.escape(rules.call_tag)
         self._tag_open = f"<{rules.call_tag}"
@@ -112,6 +113,10 @@ class CallExtractor:
         if raw_args is None:
             return Found(name, {}, cid, dialect)
         if isinstance(raw_args, str):
+            try:
+                return Found(name, _fast_loads(raw_args), cid, dialect)
+            except ValueError:
+                pass
             if not raw_args.strip():
                 return Found(name, {}, cid, dialect)
             try:
@@ -183,7 +188,19 @@ class CallExtractor:
     def _from_text(self, text: str, is_known: Callable[[str], bool]) -> list[Found]:
         if "{" not in text and self._tag_open not in text:
             return []
+        stripped = text.strip()
+        if stripped[:1] == "{" and stripped[-1:] == "}":
+            # The common case: the whole output is one JSON object.
+            try:
+                value = _fast_loads(stripped)
+            except ValueError:
+                pass
+            else:
+                call = self._call_from_object(value, "text") if type(value) is dict else None
+                if call is not None and is_known(call.name):
+                    return [call]
         found: list[Found] = []
+        parsed: list[tuple[int, int]] = []  # spans of objects that are valid JSON
         start = text.find("{")
         tries = 0
         while start != -1 and tries < _MAX_OBJECT_STARTS:
@@ -193,17 +210,26 @@ class CallExtractor:
             except ValueError:
                 start = text.find("{", start + 1)
                 continue
+            parsed.append((start, end))
             if isinstance(value, dict):
                 call = self._call_from_object(value, "text")
                 if call is not None:
                     found.append(call)
             start = text.find("{", end)
-        if any(is_known(f.name) for f in found):
-            return found
-        return found + self._heal_text(text, is_known)
+        for f in found:
+            if is_known(f.name):
+                return found
+        return found + self._heal_text(text, is_known, parsed)
 
     def _call_from_object(self, obj: dict[str, Any], dialect: Dialect) -> Found | None:
         """An object is a call when one of the pack's tool keys holds a name."""
+        # The form the prompt asks for, {"tool": name, "arguments": {...}}, without the loops.
+        name = obj.get(self.tool_key)
+        if type(name) is str and name:
+            args = obj.get(self.argument_key)
+            if type(args) is dict:
+                cid = obj.get("id")
+                return Found(name, args, cid if type(cid) is str and cid else None, dialect)
         for tool_key in self._tool_keys:
             value = obj.get(tool_key)
             if isinstance(value, str) and value:
@@ -230,14 +256,22 @@ class CallExtractor:
             return Found(found.name, found.arguments, found.call_id, dialect, healed=healed)
         return found
 
-    def _heal_text(self, text: str, is_known: Callable[[str], bool]) -> list[Found]:
-        """Broken calls that clearly name one of this driver's tools: heal or report them."""
+    def _heal_text(
+        self, text: str, is_known: Callable[[str], bool], parsed: list[tuple[int, int]]
+    ) -> list[Found]:
+        """Broken calls that clearly name one of this driver's tools: heal or report them.
+
+        Only text outside objects that already parsed is considered: a valid object that is
+        not a call (a nested `{"tool": ...}` in data, say) stays data.
+        """
         out: list[Found] = []
         seen_end = -1
         spots = [(m.start(), m.group(1)) for m in self._names_a_tool.finditer(text)]
         spots += [(m.start(), m.group(1)) for m in self._tag_name.finditer(text)]
         for pos, name in sorted(spots):
             if pos < seen_end or not is_known(name):
+                continue
+            if any(a <= pos < b for a, b in parsed):
                 continue
             open_at = enclosing_brace(text, pos)
             if open_at is None:

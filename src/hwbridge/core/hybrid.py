@@ -10,17 +10,26 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.extraction import CallExtractor, Found
-from hwbridge.core.jsonsafe import dumps
+from hwbridge.core.jsonsafe import dumps, loads
 from hwbridge.core.messages import Outcome, build_messages
-from hwbridge.core.models import DriverMeta, DriverResponse, Tool, ToolCall, ToolError
+from hwbridge.core.models import (
+    CallView,
+    Dialect,
+    DriverMeta,
+    DriverResponse,
+    Tool,
+    ToolCall,
+    ToolError,
+    trusted,
+)
 from hwbridge.core.native import native_tools
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.core.validation import ArgumentValidator
@@ -39,22 +48,40 @@ _DERIVED = (
 _NOT_OBJECT = "arguments are not a JSON object"
 _NEEDS_ID = frozenset({"openai", "openai_responses", "anthropic"})
 _EMPTY = DriverResponse()
+_CALL_FIELDS = frozenset(ToolCall.model_fields)
+_RESPONSE_FIELDS = frozenset(DriverResponse.model_fields)
+
+
+class PendingCall(NamedTuple):
+    """A detected call inside the driver: a ToolCall's fields without the pydantic cost."""
+
+    tool: str
+    arguments: dict[str, Any]
+    call_id: str | None
+    dialect: Dialect
+    error: str | None
+    healed: bool
+    origin: str | dict[str, Any]
+
+
 _OPENERS = ("{", "```", "~~~")
 
 
 @dataclass(frozen=True)
 class _Catalog:
-    """The driver's tools, indexed once; validators are compiled on first use."""
+    """The driver's tools, indexed once, each with its compiled argument validator."""
 
     tools: tuple[Tool, ...]
     by_name: dict[str, Tool]
-    _validators: dict[str, ArgumentValidator] = field(default_factory=dict)
+    validators: dict[str, ArgumentValidator]
 
-    def validator(self, name: str) -> ArgumentValidator:
-        v = self._validators.get(name)
-        if v is None:
-            v = self._validators.setdefault(name, ArgumentValidator(self.by_name[name]))
-        return v
+    @classmethod
+    def of(cls, tools: list[Tool]) -> _Catalog:
+        return cls(
+            tuple(tools),
+            {t.name: t for t in tools},
+            {t.name: ArgumentValidator(t) for t in tools},
+        )
 
 
 @cache
@@ -104,8 +131,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
     def _catalog(self) -> _Catalog:
         catalog: _Catalog | None = self.__dict__.get("_hw_catalog")
         if catalog is None:
-            tools = tuple(self.list_tools())
-            catalog = _Catalog(tools, {t.name: t for t in tools})
+            catalog = _Catalog.of(self.list_tools())
             self.__dict__["_hw_catalog"] = catalog
         return catalog
 
@@ -149,7 +175,11 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         if streaming:
             return _EMPTY
         try:
-            calls = self.detect_tool_call(llm_response)
+            if type(llm_response) is str:
+                fast = self._fast_path(llm_response)
+                if fast is not None:
+                    return fast
+            calls = self._detect(llm_response)
             if not calls:
                 return _EMPTY
             return self.execute_tool_call(calls)
@@ -164,21 +194,89 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                 messages=[{"role": self.prompt_strategy.result_role, "content": hint}],
             )
 
+    def _fast_path(self, text: str) -> DriverResponse | None:
+        """The reply the prompt asks for, one `{"tool": ..., "arguments": {...}}` object with
+        valid arguments, executed without the general machinery. None: take the general path
+        (nothing has run). The result is exactly what detect then execute would give.
+        """
+        s = text.strip()
+        if s[:1] != "{" or s[-1:] != "}":
+            return None
+        try:
+            obj = loads(s)
+        except ValueError:
+            return None
+        if type(obj) is not dict or len(obj) != 2:
+            return None
+        extractor = self.__dict__.get("_hw_extractor") or self._extractor()
+        name = obj.get(extractor.tool_key)
+        args = obj.get(extractor.argument_key)
+        if type(name) is not str or type(args) is not dict:
+            return None
+        catalog = self.__dict__.get("_hw_catalog") or self._catalog()
+        validator = catalog.validators.get(name)
+        if validator is None or not validator.is_valid(args):
+            return None
+        strategy = self._prompt or PromptStrategy.default()
+        ok, result, result_json, retry, detail, _ = self._execute(name, args, strategy)
+        said = strategy.result_text(name, result_json) if ok else retry
+        values = {
+            "tool_call_result": result,
+            "call_executed": ok,
+            "call_failed": not ok,
+            "call_detail": detail,
+            "retry_prompt": retry,
+            "messages": [
+                {"role": "assistant", "content": text},
+                {"role": strategy.result_role, "content": said},
+            ],
+        }
+        return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
+
     def detect_tool_call(self, llm_response: str | dict[str, Any] | Any) -> list[ToolCall]:
         """The calls to this driver's tools in `llm_response`. Parses only; executes nothing."""
-        response = _normalize(llm_response)
-        catalog = self._catalog()
-        by_name = catalog.by_name
-        found = _extractor_for(self.prompt_strategy).extract(response, by_name.__contains__)
-        return [self._to_call(f, response) for f in found if f.name in by_name]
+        return [
+            trusted(
+                ToolCall,
+                {
+                    "tool": c.tool,
+                    "arguments": c.arguments,
+                    "call_id": c.call_id,
+                    "dialect": c.dialect,
+                    "error": c.error,
+                    "healed": c.healed,
+                },
+                {"_origin": c.origin},
+                _CALL_FIELDS,
+            )
+            for c in self._detect(llm_response)
+        ]
 
-    def execute_tool_call(self, calls: list[ToolCall]) -> DriverResponse:
+    def _detect(self, llm_response: str | dict[str, Any] | Any) -> list[PendingCall]:
+        response = llm_response if type(llm_response) in (str, dict) else _normalize(llm_response)
+        by_name = self._catalog().by_name
+        found = self._extractor().extract(response, by_name.__contains__)
+        return [_pending(f, response) for f in found if f.name in by_name]
+
+    def _extractor(self) -> CallExtractor:
+        extractor: CallExtractor | None = self.__dict__.get("_hw_extractor")
+        if extractor is None:
+            extractor = _extractor_for(self.prompt_strategy)
+            self.__dict__["_hw_extractor"] = extractor
+        return extractor
+
+    def execute_tool_call(self, calls: Sequence[CallView]) -> DriverResponse:
         """Validate and execute calls found by `detect_tool_call`, in order."""
         catalog = self._catalog()
-        calls = [c for c in calls if c.tool in catalog.by_name]
+        by_name = catalog.by_name
+        strategy = self._prompt or PromptStrategy.default()
+        if len(calls) == 1:  # the common case, without the list plumbing
+            if calls[0].tool not in by_name:
+                return _EMPTY
+            return _respond_one(self._run(calls[0], catalog, strategy), strategy)
+        calls = [c for c in calls if c.tool in by_name]
         if not calls:
             return _EMPTY
-        strategy = self.prompt_strategy
         outcomes = [self._run(call, catalog, strategy) for call in calls]
         return _respond(outcomes, strategy)
 
@@ -200,25 +298,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
     # -- internals -------------------------------------------------------------------------
 
-    def _to_call(self, found: Found, origin: str | dict[str, Any]) -> ToolCall:
-        error = found.error
-        args = found.arguments
-        if error is None and not isinstance(args, dict):
-            error = _NOT_OBJECT
-        call_id = found.call_id
-        if call_id is None and found.dialect in _NEEDS_ID:
-            call_id = "call_" + uuid.uuid4().hex[:16]
-        call = ToolCall.model_construct(
-            tool=found.name,
-            arguments=args if isinstance(args, dict) else {},
-            call_id=call_id,
-            dialect=found.dialect,
-            error=error,
-            healed=bool(found.healed),
-        )
-        return call.with_origin(origin)
-
-    def _run(self, call: ToolCall, catalog: _Catalog, strategy: PromptStrategy) -> Outcome:
+    def _run(self, call: CallView, catalog: _Catalog, strategy: PromptStrategy) -> Outcome:
         name = call.tool
         if call.error is not None:
             if call.error == _NOT_OBJECT:
@@ -231,12 +311,20 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                     call_example=strategy.call_example(),
                 )
             return _failed(call, "INVALID_CALL", hint, f"{name}: {call.error}")
-        problems = catalog.validator(name).problems(call.arguments, strategy)
+        problems = catalog.validators[name].problems(call.arguments, strategy)
         if problems:
             hint = strategy.retry("invalid_arguments", tool=name, problems="; ".join(problems))
             return _failed(call, "INVALID_ARGUMENTS", hint, f"{name}: {'; '.join(problems)}")
+        return Outcome(call, *self._execute(name, call.arguments, strategy))
+
+    def _execute(self, name: str, arguments: dict[str, Any], strategy: PromptStrategy) -> _Ran:
+        """Run a call whose arguments are valid; every failure is caught and described.
+
+        Returns (ok, result, result_json, retry, detail, error): a plain tuple, because this
+        is the hot path.
+        """
         try:
-            result = self.execute_tool(name, call.arguments)
+            result = self.execute_tool(name, arguments)
             text, safe = dumps(result)
         except ToolError as exc:
             hint = strategy.retry(
@@ -248,22 +336,57 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                     "retry_allowed" if exc.retryable else "retry_not_allowed"
                 ),
             )
-            return _failed(
-                call, exc.code, hint, f"{exc.code}: {exc.message}", retryable=exc.retryable
-            )
+            return _failure(exc.code, hint, f"{exc.code}: {exc.message}", exc.retryable)
         except Exception:
             error_id = uuid.uuid4().hex[:8]
             log.exception("tool %s failed (error id %s)", name, error_id)
             hint = strategy.retry("internal_error", tool=name, error_id=error_id)
-            return _failed(call, "INTERNAL_ERROR", hint, f"internal error {error_id} in {name}")
-        return Outcome(call, True, safe, text)
+            return _failure("INTERNAL_ERROR", hint, f"internal error {error_id} in {name}", True)
+        return (True, safe, text, None, None, None)
 
 
-def _failed(
-    call: ToolCall, code: str, hint: str, detail: str, *, retryable: bool = True
-) -> Outcome:
-    error = {"code": code, "message": hint, "retryable": retryable}
-    return Outcome(call, False, retry=hint, detail=detail, error=error)
+_Ran = tuple[bool, Any, str, str | None, str | None, dict[str, Any] | None]
+
+
+def _failure(code: str, hint: str, detail: str, retryable: bool) -> _Ran:
+    return (
+        False,
+        None,
+        "null",
+        hint,
+        detail,
+        {"code": code, "message": hint, "retryable": retryable},
+    )
+
+
+def _pending(found: Found, origin: str | dict[str, Any]) -> PendingCall:
+    error = found.error
+    args = found.arguments
+    if type(args) is not dict:
+        if error is None:
+            error = _NOT_OBJECT
+        args = {}
+    call_id = found.call_id
+    if call_id is None and found.dialect in _NEEDS_ID:
+        call_id = "call_" + uuid.uuid4().hex[:16]
+    return PendingCall(found.name, args, call_id, found.dialect, error, bool(found.healed), origin)
+
+
+def _failed(call: CallView, code: str, hint: str, detail: str) -> Outcome:
+    return Outcome(call, *_failure(code, hint, detail, True))
+
+
+def _respond_one(outcome: Outcome, strategy: PromptStrategy) -> DriverResponse:
+    ok = outcome.ok
+    values = {
+        "tool_call_result": outcome.result if ok else None,
+        "call_executed": ok,
+        "call_failed": not ok,
+        "call_detail": None if ok else outcome.detail,
+        "retry_prompt": None if ok else outcome.retry,
+        "messages": build_messages([outcome], strategy),
+    }
+    return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
 
 
 def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverResponse:
@@ -275,14 +398,15 @@ def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverRespons
         result = [o.result if o.ok else {"error": o.error} for o in outcomes]
     else:
         result = None
-    return DriverResponse.model_construct(
-        tool_call_result=result,
-        call_executed=executed,
-        call_failed=bool(failed),
-        call_detail="; ".join(o.detail or "" for o in failed) or None,
-        retry_prompt="\n".join(o.retry or "" for o in failed) or None,
-        messages=build_messages(outcomes, strategy),
-    )
+    values = {
+        "tool_call_result": result,
+        "call_executed": executed,
+        "call_failed": bool(failed),
+        "call_detail": "; ".join(o.detail or "" for o in failed) if failed else None,
+        "retry_prompt": "\n".join(o.retry or "" for o in failed) if failed else None,
+        "messages": build_messages(outcomes, strategy),
+    }
+    return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
 
 
 def _normalize(response: Any) -> str | dict[str, Any]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 from collections.abc import Mapping
 from datetime import date, datetime, time
@@ -12,7 +11,9 @@ from enum import Enum
 from pathlib import PurePath
 from typing import Any
 
-__all__ = ["dumps", "to_jsonable"]
+import orjson
+
+__all__ = ["dumps", "loads", "to_jsonable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -43,10 +44,28 @@ def to_jsonable(value: Any) -> Any:
     return str(value)
 
 
+# Types orjson would write natively but plain json cannot: let them fall back to to_jsonable
+# so that the returned value is JSON-safe for any serializer.
+_PASSTHROUGH = (
+    orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
+
+
 def dumps(value: Any) -> tuple[str, Any]:
-    """JSON text of `value` and the JSON-safe value it encodes (`value` itself when it was)."""
+    """Compact JSON text of `value` and the JSON-safe value it encodes.
+
+    The value is `value` itself when it already was JSON-safe (the common case, which costs
+    one orjson call); otherwise a converted copy.
+    """
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False), value
-    except (TypeError, ValueError):
+        return orjson.dumps(value, option=_PASSTHROUGH).decode(), value
+    except TypeError:
         safe = to_jsonable(value)
-        return json.dumps(safe, ensure_ascii=False), safe
+        return orjson.dumps(safe).decode(), safe
+
+
+def loads(text: str | bytes) -> Any:
+    """Strict, fast JSON parsing; raises ValueError on anything that is not JSON."""
+    return orjson.loads(text)

@@ -10,21 +10,19 @@ call in the history has its answer.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from hwbridge.core.extraction import assistant_text, unwrap_envelope
-from hwbridge.core.models import ToolCall
+from hwbridge.core.models import CallView
 from hwbridge.core.prompts import PromptStrategy
 
 __all__ = ["Outcome", "build_messages"]
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What happened to one call: its JSON-safe result, or the hint the LLM gets instead."""
 
-    call: ToolCall
+    call: CallView
     ok: bool
     result: Any = None
     result_json: str = "null"
@@ -45,6 +43,13 @@ def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[di
 
 
 def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    if len(outcomes) == 1 and type(origin) is str:
+        o = outcomes[0]
+        content = strategy.result_text(o.call.tool, o.result_json) if o.ok else o.retry
+        return [
+            {"role": "assistant", "content": origin},
+            {"role": strategy.result_role, "content": content},
+        ]
     if isinstance(origin, str):
         said = origin
     elif isinstance(origin, dict):
@@ -211,11 +216,11 @@ def _content_of(origin: Any) -> str:
     return origin if isinstance(origin, str) else ""
 
 
-def _args_json(call: ToolCall) -> str:
+def _args_json(call: CallView) -> str:
     return json.dumps(call.arguments, ensure_ascii=False)
 
 
-def _call_json(call: ToolCall) -> str:
+def _call_json(call: CallView) -> str:
     return json.dumps({"tool": call.tool, "arguments": call.arguments}, ensure_ascii=False)
 
 

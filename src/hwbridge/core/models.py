@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
@@ -50,6 +50,9 @@ Dialect = Literal[
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+_M = TypeVar("_M", bound=BaseModel)
 
 
 class DriverBinding(_Frozen):
@@ -161,7 +164,8 @@ class ToolCall(_Frozen):
 
     @property
     def origin(self) -> str | dict[str, Any] | None:
-        return self._origin
+        private = self.__pydantic_private__
+        return private.get("_origin") if private else None
 
     def __eq__(self, other: object) -> bool:
         """Calls are equal when they ask for the same thing, wherever they were found."""
@@ -170,6 +174,25 @@ class ToolCall(_Frozen):
         return self.model_dump() == other.model_dump()
 
     __hash__ = None  # type: ignore[assignment]  # arguments are a dict
+
+
+class CallView(Protocol):
+    """What executing a call needs: a ToolCall, or the driver's lighter internal record."""
+
+    @property
+    def tool(self) -> str: ...
+    @property
+    def arguments(self) -> dict[str, Any]: ...
+    @property
+    def call_id(self) -> str | None: ...
+    @property
+    def dialect(self) -> Dialect: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def healed(self) -> bool: ...
+    @property
+    def origin(self) -> str | dict[str, Any] | None: ...
 
 
 class DriverResponse(_Frozen):
@@ -211,6 +234,30 @@ class ToolError(Exception):
 
 def _rebuild_tool_error(code: str, message: str, retryable: bool) -> ToolError:
     return ToolError(code, message, retryable=retryable)
+
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def trusted(
+    cls: type[_M],
+    values: dict[str, Any],
+    private: dict[str, Any] | None = None,
+    fields: frozenset[str] | None = None,
+) -> _M:
+    """Build a model from values the library itself produced, skipping validation.
+
+    The hot path (`process_llm_response`) makes a ToolCall and a DriverResponse per call;
+    `model_construct` costs several microseconds each, this a fraction of one. Every field
+    must be given.
+    """
+    obj = _new(cls)
+    _set(obj, "__dict__", values)
+    _set(obj, "__pydantic_fields_set__", fields if fields is not None else set(values))
+    _set(obj, "__pydantic_extra__", None)
+    _set(obj, "__pydantic_private__", private)
+    return obj
 
 
 def is_valid_tool_name(name: str) -> bool:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from hwbridge.core.models import Tool
 
-__all__ = ["PromptPackError", "PromptStrategy", "estimate_tokens", "packaged_packs"]
+__all__ = ["PromptPackError", "PromptStrategy", "estimate_tokens", "packaged_packs", "packs_dir"]
 
 PACKAGED = ("json", "xml", "compact")
 
@@ -176,7 +176,7 @@ def packaged_packs() -> tuple[str, ...]:
     return PACKAGED
 
 
-def _packs_dir() -> Path:
+def packs_dir() -> Path:
     """Packs ship as hwbridge/prompts in the wheel; an editable install reads the repo's."""
     shipped = resources.files("hwbridge").joinpath("prompts")
     if shipped.is_dir():
@@ -212,7 +212,7 @@ def _packaged_raw(name: str) -> dict[str, Any]:
             f"unknown prompt pack {name!r}; packaged packs are {', '.join(PACKAGED)} "
             "(or give the path of a .toml file)"
         )
-    raw = _read_toml(_packs_dir() / f"{name}.toml")
+    raw = _read_toml(packs_dir() / f"{name}.toml")
     base = raw.get("meta", {}).get("extends")
     return _merge(_packaged_raw(base), raw) if base else raw
 
@@ -260,7 +260,17 @@ class PromptStrategy:
     Immutable and shareable between threads and drivers.
     """
 
-    __slots__ = ("_expected", "_healing", "_overrides", "_variants", "pack", "source")
+    __slots__ = (
+        "_expected",
+        "_healing",
+        "_max_chars",
+        "_overrides",
+        "_result",
+        "_role",
+        "_variants",
+        "pack",
+        "source",
+    )
 
     def __init__(
         self, pack: PromptPack, *, source: str, overrides: Mapping[str, Any] | None = None
@@ -273,6 +283,10 @@ class PromptStrategy:
         )
         self._healing = tuple((name, r) for name, r in pack.healing.items() if r.enabled)
         self._expected = pack.expected.model_dump()
+        # read on every tool call: keep them out of the pydantic attribute chain
+        self._result = pack.text.result
+        self._role = pack.render.result_role
+        self._max_chars = pack.render.max_result_chars
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -332,7 +346,7 @@ class PromptStrategy:
 
     @property
     def result_role(self) -> str:
-        return self.pack.render.result_role
+        return self._role
 
     @property
     def token_budget(self) -> int:
@@ -367,11 +381,13 @@ class PromptStrategy:
         return self.pack.text.native_system.format(guidance=guidance).strip()
 
     def result_text(self, tool: str, result_json: str) -> str:
-        return self.pack.text.result.format(tool=tool, result=self.bounded(result_json))
+        if len(result_json) > self._max_chars:
+            result_json = self.bounded(result_json)
+        return self._result.format(tool=tool, result=result_json)
 
     def bounded(self, text: str) -> str:
         """Cut an oversized result and say so, so one tool call cannot flood the context."""
-        limit = self.pack.render.max_result_chars
+        limit = self._max_chars
         if len(text) <= limit:
             return text
         note = self.pack.text.result_truncated.format(shown=limit, total=len(text))

@@ -1,55 +1,50 @@
 """Argument validation against each tool's JSON Schema, with hints that name the parameter.
 
-fastjsonschema compiles each tool's schema to Python once (lazily, on the first call of that
-tool), which keeps validation in the microseconds on the hot path.
+jsonschema-rs (a compiled validator) checks a tool's whole arguments schema (required names,
+no unknown names, types, enums, bounds) in well under a microsecond, so every call is
+validated. Only a failing call pays for the detailed hints: every missing and unknown name,
+then every bad value with what was expected.
 """
 
 from __future__ import annotations
 
 import json
-import logging
-import threading
-from collections.abc import Callable
 from typing import Any
 
-import fastjsonschema
+import jsonschema_rs
 
 from hwbridge.core.models import Tool
 from hwbridge.core.prompts import PromptStrategy
 
 __all__ = ["ArgumentValidator"]
 
-log = logging.getLogger(__name__)
+_MAX_HINTS = 6
+_PRESENCE = frozenset({"required", "additionalProperties"})
 
 
 class ArgumentValidator:
-    """Checks one tool's arguments; reports every missing or unknown name, then bad values."""
+    """Checks one tool's arguments against its compiled schema."""
 
-    __slots__ = ("_check", "_lock", "_names", "_required", "_schema", "tool")
+    __slots__ = ("_names", "_required", "_schema", "_validator", "is_valid", "tool")
 
     def __init__(self, tool: Tool) -> None:
         self.tool = tool
         self._names = {p.name: p for p in tool.parameters}
         self._required = [p for p in tool.parameters if p.required]
-        schema = tool.input_schema()
-        # Presence is checked by hand so every problem is reported at once.
-        schema.pop("required", None)
-        schema.pop("additionalProperties", None)
-        self._schema = schema
-        self._check: Callable[[Any], Any] | None = None
-        self._lock = threading.Lock()
-
-    def _compiled(self) -> Callable[[Any], Any]:
-        check = self._check
-        if check is None:
-            with self._lock:
-                if self._check is None:
-                    self._check = fastjsonschema.compile(self._schema)
-                check = self._check
-        return check
+        self._schema = tool.input_schema()
+        self._validator = jsonschema_rs.validator_for(self._schema)
+        self.is_valid = self._validator.is_valid
 
     def problems(self, arguments: dict[str, Any], strategy: PromptStrategy) -> list[str]:
         """Hints for the LLM, one per problem; empty when the arguments are valid."""
+        try:
+            if self.is_valid(arguments):
+                return []
+        except (ValueError, TypeError):  # a value JSON cannot hold
+            pass
+        return self._explain(arguments, strategy)
+
+    def _explain(self, arguments: dict[str, Any], strategy: PromptStrategy) -> list[str]:
         found = [
             strategy.retry(
                 "missing_parameter",
@@ -65,25 +60,59 @@ class ArgumentValidator:
             for name in arguments
             if name not in self._names
         ]
-        if found or not self._schema["properties"]:
+        if found:
             return found
         try:
-            self._compiled()(arguments)
-        except fastjsonschema.JsonSchemaValueException as exc:
-            path = exc.name or ""
-            name = path[5:] if path.startswith("data.") else path
-            got = json.dumps(exc.value, ensure_ascii=False, default=str)
-            if len(got) > 80:
-                got = got[:77] + "..."
+            errors = list(self._validator.iter_errors(arguments))
+        except (ValueError, TypeError) as exc:
+            errors = []
             found.append(
                 strategy.retry(
                     "wrong_value",
-                    name=name,
-                    expected=strategy.expected(exc.rule or "other", exc.rule_definition),
-                    got=got,
+                    name="arguments",
+                    expected=strategy.expected("other", None),
+                    got=str(exc)[:80],
                 )
             )
-        return found
+        for error in errors[:_MAX_HINTS]:
+            rule = str(error.schema_path[-1]) if error.schema_path else "other"
+            if rule in _PRESENCE:
+                continue
+            found.append(
+                strategy.retry(
+                    "wrong_value",
+                    name=_path(error.instance_path),
+                    expected=strategy.expected(rule, self._rule_value(error.schema_path)),
+                    got=_shown(error.instance),
+                )
+            )
+        # The check failed, so never report "valid" even if no detail could be named.
+        return found or [
+            strategy.retry(
+                "wrong_value", name="arguments", expected=strategy.expected("other", None), got="?"
+            )
+        ]
+
+    def _rule_value(self, schema_path: Any) -> Any:
+        node: Any = self._schema
+        for step in schema_path:
+            try:
+                node = node[step]
+            except (KeyError, IndexError, TypeError):
+                return None
+        return node
+
+
+def _path(instance_path: Any) -> str:
+    out = ""
+    for step in instance_path:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
+    return out or "arguments"
+
+
+def _shown(value: Any) -> str:
+    got = json.dumps(value, ensure_ascii=False, default=str)
+    return got if len(got) <= 80 else got[:77] + "..."
 
 
 def _type_of(schema: dict[str, Any] | None) -> str:
