@@ -1,0 +1,358 @@
+"""`CanDatabase`: a loaded CAN database, with lookups built for a live bus and an LLM.
+
+It wraps a cantools `Database` and precomputes, once, everything that happens per frame or
+per tool call: the message of an arbitration id (J1939 messages matched by PGN, whatever
+the priority and source address of the frame), per-signal value specs for JSON-safe
+decoding and validated encoding, and lowercase indexes for search. Nothing changes after
+construction, so one instance can be shared by every thread.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NoReturn
+
+from hwbridge.can.database_catalog import (
+    SignalIndex,
+    describe_message,
+    j1939_pgn,
+    summarize_message,
+)
+from hwbridge.can.database_codec import DecodedFrame, EncodedFrame, MessageCodec
+from hwbridge.can.database_loader import (
+    FORMATS,
+    DatabaseError,
+    DatabaseRepairWarning,
+    load_database,
+)
+from hwbridge.can.dbc_repair import Repair
+from hwbridge.can.values import JsonValue, SignalSpec
+from hwbridge.core.models import ToolError
+
+__all__ = [
+    "FORMATS",
+    "CanDatabase",
+    "DatabaseError",
+    "DatabaseRepairWarning",
+    "DecodedFrame",
+    "EncodedFrame",
+    "JsonValue",
+    "SignalSpec",
+]
+
+_EXTENDED = 1 << 31  # dict key flag: extended and standard ids never collide
+_ID_TEXT = re.compile(r"^(0x[0-9a-f]+|\d+)$", re.IGNORECASE)
+_MAX_CHOICES_LISTED = 10
+
+
+class CanDatabase:
+    """A CAN database ready for a bus monitor and for tools; immutable and thread-safe."""
+
+    __slots__ = (
+        "_by_key",
+        "_by_lower",
+        "_by_name",
+        "_by_pgn",
+        "_by_pgn_source",
+        "_codecs",
+        "_db",
+        "_index",
+        "_messages",
+        "_path",
+        "_renamed",
+        "_repairs",
+        "_signals_by_lower",
+        "_signals_by_name",
+    )
+    _db: Any
+    _path: str | None
+    _repairs: tuple[Repair, ...]
+    _renamed: Mapping[str, str]
+    _messages: tuple[Any, ...]
+    _by_name: dict[str, Any]
+    _by_lower: dict[str, tuple[str, ...]]
+    _by_key: dict[int, Any]
+    _by_pgn: dict[int, Any]
+    _by_pgn_source: dict[int, Any]
+    _codecs: dict[int, MessageCodec]
+    _signals_by_name: dict[str, tuple[SignalSpec, ...]]
+    _signals_by_lower: dict[str, tuple[SignalSpec, ...]]
+    _index: SignalIndex
+
+    def __init__(
+        self,
+        db: Any,
+        *,
+        path: str | Path | None = None,
+        repairs: Sequence[Repair] = (),
+        renamed: Mapping[str, str] | None = None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "_db", db)
+        set_(self, "_path", str(path) if path is not None else None)
+        set_(self, "_repairs", tuple(repairs))
+        aliases = MappingProxyType(dict(renamed or {}))
+        set_(self, "_renamed", aliases)
+        messages = tuple(db.messages)
+        set_(self, "_messages", messages)
+
+        by_name: dict[str, Any] = {}
+        by_lower: dict[str, list[str]] = {}
+        by_key: dict[int, Any] = {}
+        by_pgn: dict[int, Any] = {}
+        by_pgn_source: dict[int, Any] = {}
+        codecs: dict[int, MessageCodec] = {}
+        all_specs: list[SignalSpec] = []
+        for m in messages:
+            if m.name not in by_name:
+                by_name[m.name] = m
+                by_lower.setdefault(m.name.lower(), []).append(m.name)
+            key = m.frame_id | _EXTENDED if m.is_extended_frame else m.frame_id
+            by_key.setdefault(key, m)
+            if m.protocol == "j1939" and m.is_extended_frame:
+                pgn = j1939_pgn(m.frame_id)
+                by_pgn.setdefault(pgn, m)
+                by_pgn_source.setdefault(pgn << 8 | (m.frame_id & 0xFF), m)
+            muxes = {s.multiplexer_signal for s in m.signals}
+            specs = tuple(
+                SignalSpec.from_cantools(
+                    s, m.name, is_multiplexer=s.is_multiplexer or s.name in muxes
+                )
+                for s in m.signals
+            )
+            codecs[id(m)] = MessageCodec(m, specs, aliases)
+            all_specs.extend(specs)
+        signals_by_name: dict[str, list[SignalSpec]] = {}
+        signals_by_lower: dict[str, list[SignalSpec]] = {}
+        for spec in all_specs:
+            signals_by_name.setdefault(spec.name, []).append(spec)
+            signals_by_lower.setdefault(spec.name.lower(), []).append(spec)
+        set_(self, "_by_name", by_name)
+        set_(self, "_by_lower", {k: tuple(v) for k, v in by_lower.items()})
+        set_(self, "_by_key", by_key)
+        set_(self, "_by_pgn", by_pgn)
+        set_(self, "_by_pgn_source", by_pgn_source)
+        set_(self, "_codecs", codecs)
+        set_(self, "_signals_by_name", {k: tuple(v) for k, v in signals_by_name.items()})
+        set_(self, "_signals_by_lower", {k: tuple(v) for k, v in signals_by_lower.items()})
+        set_(self, "_index", SignalIndex(all_specs))
+
+    def __setattr__(self, name: str, value: object) -> NoReturn:
+        raise AttributeError(f"CanDatabase is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> NoReturn:
+        raise AttributeError(f"CanDatabase is immutable (cannot delete {name!r})")
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def load(
+        cls, path: str | Path, *, strict: bool = False, encoding: str | None = None
+    ) -> CanDatabase:
+        """Load a .dbc, .kcd, .sym or .arxml file.
+
+        A DBC that cantools refuses is repaired in memory when the defect is a known one
+        and loaded with a `DatabaseRepairWarning`; anything else raises `DatabaseError`
+        naming the file, the line and the problem. `strict=True` also refuses overlapping
+        signals, as cantools' strict mode does.
+        """
+        loaded = load_database(path, strict=strict, encoding=encoding)
+        return cls(loaded.db, path=path, repairs=loaded.repairs, renamed=loaded.renamed)
+
+    @classmethod
+    def from_cantools(cls, db: Any, *, path: str | Path | None = None) -> CanDatabase:
+        """Wrap a cantools `Database` that is already loaded (it must not change afterwards)."""
+        return cls(db, path=path)
+
+    # -- what it holds -------------------------------------------------------------------
+
+    @property
+    def cantools(self) -> Any:
+        """The wrapped cantools `Database` (read it; do not modify it)."""
+        return self._db
+
+    @property
+    def path(self) -> str | None:
+        return self._path
+
+    @property
+    def repairs(self) -> tuple[Repair, ...]:
+        """What was repaired to load the file (empty when it loaded as it is)."""
+        return self._repairs
+
+    @property
+    def renamed(self) -> Mapping[str, str]:
+        """Identifiers renamed by a repair (original -> loaded); both are accepted."""
+        return self._renamed
+
+    @property
+    def messages(self) -> tuple[Any, ...]:
+        """The cantools messages, in file order."""
+        return self._messages
+
+    @property
+    def message_names(self) -> tuple[str, ...]:
+        return tuple(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._by_name
+
+    def __repr__(self) -> str:
+        where = f" {self._path!r}" if self._path else ""
+        return f"<CanDatabase{where}: {len(self._messages)} messages>"
+
+    # -- lookups -------------------------------------------------------------------------
+
+    def message_for_frame(self, arbitration_id: int, is_extended: bool) -> Any | None:
+        """The message a received frame belongs to, or None.
+
+        Exact id first; then, for extended frames, J1939 messages by PGN (any priority,
+        any source address; a message whose source address also matches is preferred).
+        """
+        key = arbitration_id | _EXTENDED if is_extended else arbitration_id
+        message = self._by_key.get(key)
+        if message is not None or not is_extended or not self._by_pgn:
+            return message
+        pgn = (arbitration_id >> 8) & 0x3FFFF
+        if (pgn >> 8) & 0xFF < 240:
+            pgn &= 0x3FF00
+        found = self._by_pgn_source.get(pgn << 8 | (arbitration_id & 0xFF))
+        return found if found is not None else self._by_pgn.get(pgn)
+
+    def message(self, name: str | int) -> Any:
+        """A message by name (any case, renamed or original), or by id (int, "0x1A0").
+
+        Raises ToolError UNKNOWN_MESSAGE with the closest names.
+        """
+        if isinstance(name, int) and not isinstance(name, bool):
+            found = self._by_id(name)
+            if found is not None:
+                return found
+            raise ToolError("UNKNOWN_MESSAGE", f"no message has id 0x{name:X}")
+        found = self._by_name.get(str(name))
+        if found is not None:
+            return found
+        text = str(name).strip()
+        text = self._renamed.get(text, text)
+        found = self._by_name.get(text)
+        if found is not None:
+            return found
+        lowered = self._by_lower.get(text.lower())
+        if lowered is not None and len(lowered) == 1:
+            return self._by_name[lowered[0]]
+        if _ID_TEXT.match(text):
+            found = self._by_id(int(text, 0) if text.lower().startswith("0x") else int(text))
+            if found is not None:
+                return found
+        return self._unknown_message(text)
+
+    def _by_id(self, frame_id: int) -> Any | None:
+        found = self._by_key.get(frame_id)
+        return found if found is not None else self._by_key.get(frame_id | _EXTENDED)
+
+    def _unknown_message(self, name: str) -> NoReturn:
+        names = list(self._by_name)
+        lowered = {n.lower(): n for n in names}
+        close = [lowered[c] for c in difflib.get_close_matches(name.lower(), lowered, n=5)]
+        if len(close) < 5 and len(name) >= 3:
+            close += [n for n in names if name.lower() in n.lower() and n not in close][
+                : 5 - len(close)
+            ]
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ToolError("UNKNOWN_MESSAGE", f"no message named {name!r}{hint}")
+
+    def signals(self, message: str | int | Any) -> tuple[SignalSpec, ...]:
+        """The value specs of a message's signals, in the message's order."""
+        return tuple(self._codec(message).specs.values())
+
+    def resolve_signal(self, name: str) -> SignalSpec:
+        """A signal by `Message.Signal` or by a bare name that occurs in one message only.
+
+        Raises ToolError AMBIGUOUS_SIGNAL (listing the qualified names) or UNKNOWN_SIGNAL.
+        """
+        text = name.strip()
+        if "." in text and text not in self._signals_by_name:
+            message_name, _, signal_name = text.rpartition(".")
+            codec = self._codec(message_name)
+            return codec.specs[codec.signal_name(signal_name)]
+        text = self._renamed.get(text, text)
+        found = self._signals_by_name.get(text) or self._signals_by_lower.get(text.lower())
+        if found is None:
+            hits = self._index.search(text, limit=5)
+            hint = f"; did you mean {', '.join(s.qualified for s, _ in hits)}?" if hits else ""
+            raise ToolError("UNKNOWN_SIGNAL", f"no signal named {name!r}{hint}")
+        if len(found) > 1:
+            listed = ", ".join(s.qualified for s in found[:_MAX_CHOICES_LISTED])
+            if len(found) > _MAX_CHOICES_LISTED:
+                listed += f", ... ({len(found)} messages)"
+            raise ToolError(
+                "AMBIGUOUS_SIGNAL",
+                f"{name} is in {len(found)} messages; name one of {listed}",
+            )
+        return found[0]
+
+    def _codec(self, message: str | int | Any) -> MessageCodec:
+        if isinstance(message, str | int):
+            message = self.message(message)
+        codec = self._codecs.get(id(message))
+        if codec is None:
+            raise ToolError("UNKNOWN_MESSAGE", f"{message!r} is not a message of this database")
+        return codec
+
+    # -- values --------------------------------------------------------------------------
+
+    def decode(self, message: str | int | Any, data: bytes) -> DecodedFrame:
+        """Decode `data` as `message`; values are JSON-safe (labels as value/label dicts)."""
+        return self._codec(message).decode(data)
+
+    def decode_frame(
+        self, arbitration_id: int, data: bytes, is_extended: bool = False
+    ) -> DecodedFrame | None:
+        """Decode a received frame, or None when no message of the database matches it."""
+        message = self.message_for_frame(arbitration_id, is_extended)
+        if message is None:
+            return None
+        return self._codecs[id(message)].decode(data)
+
+    def encode(self, message: str | int | Any, values: Mapping[str, object]) -> EncodedFrame:
+        """Validate `values` and encode a frame of `message`.
+
+        Values are physical numbers or labels (any case); signals left out take the DBC
+        start value (else 0, else the minimum) and are listed in `EncodedFrame.defaulted`.
+        Raises ToolError UNKNOWN_MESSAGE, UNKNOWN_SIGNAL, OUT_OF_RANGE or INVALID_VALUE.
+        """
+        return self._codec(message).encode(values)
+
+    # -- catalog -------------------------------------------------------------------------
+
+    def list_messages(self, pattern: str | None = None) -> list[dict[str, Any]]:
+        """Message summaries; `pattern` is a case-insensitive substring or glob (`*Speed*`)."""
+        if not pattern or not pattern.strip():
+            chosen: Sequence[Any] = self._messages
+        else:
+            p = pattern.strip().lower()
+            if any(c in p for c in "*?["):
+                chosen = [m for m in self._messages if fnmatch.fnmatchcase(m.name.lower(), p)]
+            else:
+                chosen = [m for m in self._messages if p in m.name.lower()]
+            if not chosen and _ID_TEXT.match(p):
+                found = self._by_id(int(p, 0) if p.startswith("0x") else int(p))
+                chosen = [found] if found is not None else []
+        return [summarize_message(m) for m in chosen]
+
+    def describe_message(self, message: str | int | Any) -> dict[str, Any]:
+        """Ids, timing, senders, comment and every signal (unit, range, labels, mux)."""
+        codec = self._codec(message)
+        return describe_message(codec.message, codec.specs.values())
+
+    def search_signals(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
+        """Signals whose name, unit or comment match `query`; tolerant of case and typos."""
+        return [self._index.result(s, how) for s, how in self._index.search(query, limit)]
