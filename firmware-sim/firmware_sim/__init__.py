@@ -1,0 +1,1 @@
+"""Simulated ECUs and devices, reachable over real transports (python-can, TCP, ptys)."""
