@@ -3,6 +3,9 @@
 This module only re-exports the public API.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from hwbridge.core import (
     Capability,
     DriverBinding,
@@ -23,7 +26,30 @@ from hwbridge.core import (
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from hwbridge.can import CanDatabase, CanDriver, SendPolicy, counter_and_checksum
+
+# The CAN bridge is imported on first use, so that the core alone does not load python-can.
+_LAZY = {
+    "CanDriver": "hwbridge.can",
+    "CanDatabase": "hwbridge.can",
+    "SendPolicy": "hwbridge.can",
+    "counter_and_checksum": "hwbridge.can",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hwbridge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
+    "CanDatabase",
+    "CanDriver",
     "Capability",
     "DriverBinding",
     "DriverMeta",
@@ -33,11 +59,13 @@ __all__ = [
     "MCSToolDriver",
     "PromptPackError",
     "PromptStrategy",
+    "SendPolicy",
     "Tool",
     "ToolCall",
     "ToolError",
     "ToolParameter",
     "TrustManifest",
     "__version__",
+    "counter_and_checksum",
     "estimate_tokens",
 ]

@@ -204,3 +204,27 @@ def test_sixteen_threads_share_one_driver() -> None:
 
 def _stable(r: DriverResponse) -> str:
     return json.dumps(r.model_dump(), sort_keys=True)
+
+
+class ReadOnlyThermostat(Thermostat):
+    def refused_tools(self):
+        from hwbridge import ToolError
+
+        return {"set_temperature": ToolError("READ_ONLY", "This thermostat is read-only.")}
+
+    def list_tools(self):
+        return [t for t in super().list_tools() if t.name != "set_temperature"]
+
+
+def test_refused_tools_fail_instead_of_passing_through() -> None:
+    driver = ReadOnlyThermostat()
+    assert "set_temperature" not in driver.get_function_description()
+    for output in (
+        call("set_temperature", room="kitchen", celsius=20),
+        {"type": "tool_use", "id": "t1", "name": "set_temperature", "input": {}},
+    ):
+        r = driver.process_llm_response(output)
+        assert r.call_failed
+        assert r.call_detail == "READ_ONLY: This thermostat is read-only."
+    assert driver.executed == []
+    assert driver.process_llm_response(call("launch", x=1)) == DriverResponse()

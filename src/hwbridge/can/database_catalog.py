@@ -111,6 +111,37 @@ class _Entry:
     flat: str  # lowercase without separators: "engine_speed" -> "enginespeed"
     unit: str
     comment: str
+    tokens: frozenset[str]  # the signal name split at separators and camelCase
+    context: frozenset[str]  # the message name's and the comment's words
+
+
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
+_VOWELS = re.compile(r"(?<!^)[aeiou]")
+
+
+def _words(text: str) -> list[str]:
+    """'Veh_V_ActlEng' -> ['veh', 'v', 'actl', 'eng']; 'vehicle speed' -> [...]."""
+    return [w.lower() for part in _SEPARATORS.split(text) for w in _CAMEL.findall(part)]
+
+
+def _forms(word: str) -> set[str]:
+    """A query word and the abbreviations DBC authors write for it (speed: spd, spe)."""
+    forms = {word}
+    if len(word) >= 4:
+        forms.add(word[:3])
+        forms.add(word[:4])
+        forms.add(_VOWELS.sub("", word))
+    return forms
+
+
+def _word_matches(word: str, vocabulary: frozenset[str]) -> tuple[set[str], set[str]]:
+    """Tokens equal to `word`, and tokens that abbreviate it or are a typo away from it."""
+    exact = {word} & vocabulary
+    forms = _forms(word)
+    near = {t for t in vocabulary if t in forms or (len(t) >= 3 and word.startswith(t))}
+    if len(word) >= 4:
+        near.update(difflib.get_close_matches(word, vocabulary, n=20, cutoff=0.8))
+    return exact, near - exact
 
 
 def _flat(text: str) -> str:
@@ -120,7 +151,7 @@ def _flat(text: str) -> str:
 class SignalIndex:
     """Signal search ranked exact > prefix > substring > unit/comment > fuzzy name."""
 
-    __slots__ = ("_entries", "_flat_names")
+    __slots__ = ("_entries", "_flat_names", "_vocabulary")
 
     def __init__(self, specs: Sequence[SignalSpec]) -> None:
         self._entries = tuple(
@@ -130,9 +161,15 @@ class SignalIndex:
                 _flat(s.name),
                 (s.unit or "").lower(),
                 (s.comment or "").lower(),
+                frozenset(_words(s.name)),
+                frozenset(_words(s.message) + _words(s.comment or "")),
             )
             for s in specs
         )
+        vocabulary: set[str] = set()
+        for e in self._entries:
+            vocabulary |= e.tokens
+        self._vocabulary = frozenset(vocabulary)
         names: dict[str, list[int]] = {}
         for i, e in enumerate(self._entries):
             names.setdefault(e.flat, []).append(i)
@@ -163,6 +200,30 @@ class SignalIndex:
         for tier, label in zip(tiers, labels, strict=True):
             for _, i in sorted(tier):
                 found.append((self._entries[i].spec, label))
+                taken.add(i)
+                if len(found) >= limit:
+                    return found
+        words = [w for w in _words(query) if len(w) >= 2]
+        if len(words) > 1:
+            # "vehicle speed" against Veh_V_ActlEng: every word scored on its own
+            matches = [_word_matches(w, self._vocabulary) for w in words]
+            scored = []
+            for i, e in enumerate(self._entries):
+                if i in taken:
+                    continue
+                in_name = 0
+                total = 0
+                for w, (exact, near) in zip(words, matches, strict=True):
+                    if exact & e.tokens:
+                        total, in_name = total + 3, in_name + 1
+                    elif near & e.tokens or (e.unit and w == e.unit):
+                        total, in_name = total + 2, in_name + 1
+                    elif w in e.context:
+                        total += 1
+                if in_name and in_name * 2 >= len(words):
+                    scored.append((-total, len(e.name), i))
+            for _, _, i in sorted(scored):
+                found.append((self._entries[i].spec, "words"))
                 taken.add(i)
                 if len(found) >= limit:
                     return found

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -74,13 +74,18 @@ class _Catalog:
     tools: tuple[Tool, ...]
     by_name: dict[str, Tool]
     validators: dict[str, ArgumentValidator]
+    refused: dict[str, ToolError]
+    claimed: frozenset[str]  # every name this driver answers: its tools and refused ones
 
     @classmethod
-    def of(cls, tools: list[Tool]) -> _Catalog:
+    def of(cls, tools: list[Tool], refused: Mapping[str, ToolError]) -> _Catalog:
+        by_name = {t.name: t for t in tools}
         return cls(
             tuple(tools),
-            {t.name: t for t in tools},
+            by_name,
             {t.name: ArgumentValidator(t) for t in tools},
+            {k: v for k, v in refused.items() if k not in by_name},
+            frozenset(by_name) | frozenset(refused),
         )
 
 
@@ -131,9 +136,16 @@ class HybridDriver(MCSDriver, MCSToolDriver):
     def _catalog(self) -> _Catalog:
         catalog: _Catalog | None = self.__dict__.get("_hw_catalog")
         if catalog is None:
-            catalog = _Catalog.of(self.list_tools())
+            catalog = _Catalog.of(self.list_tools(), self.refused_tools())
             self.__dict__["_hw_catalog"] = catalog
         return catalog
+
+    def refused_tools(self) -> Mapping[str, ToolError]:
+        """Tool names this driver claims but will not run (say, send tools under a read-only
+        policy). A call to one fails with its ToolError instead of passing through to
+        another driver; the names are not offered to the LLM.
+        """
+        return {}
 
     def tools_changed(self) -> None:
         """Re-read `list_tools()` on next use (for drivers whose tools really change)."""
@@ -254,9 +266,9 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
     def _detect(self, llm_response: str | dict[str, Any] | Any) -> list[PendingCall]:
         response = llm_response if type(llm_response) in (str, dict) else _normalize(llm_response)
-        by_name = self._catalog().by_name
-        found = self._extractor().extract(response, by_name.__contains__)
-        return [_pending(f, response) for f in found if f.name in by_name]
+        claimed = self._catalog().claimed
+        found = self._extractor().extract(response, claimed.__contains__)
+        return [_pending(f, response) for f in found if f.name in claimed]
 
     def _extractor(self) -> CallExtractor:
         extractor: CallExtractor | None = self.__dict__.get("_hw_extractor")
@@ -268,13 +280,13 @@ class HybridDriver(MCSDriver, MCSToolDriver):
     def execute_tool_call(self, calls: Sequence[CallView]) -> DriverResponse:
         """Validate and execute calls found by `detect_tool_call`, in order."""
         catalog = self._catalog()
-        by_name = catalog.by_name
+        claimed = catalog.claimed
         strategy = self._prompt or PromptStrategy.default()
         if len(calls) == 1:  # the common case, without the list plumbing
-            if calls[0].tool not in by_name:
+            if calls[0].tool not in claimed:
                 return _EMPTY
             return _respond_one(self._run(calls[0], catalog, strategy), strategy)
-        calls = [c for c in calls if c.tool in by_name]
+        calls = [c for c in calls if c.tool in claimed]
         if not calls:
             return _EMPTY
         outcomes = [self._run(call, catalog, strategy) for call in calls]
@@ -300,6 +312,9 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
     def _run(self, call: CallView, catalog: _Catalog, strategy: PromptStrategy) -> Outcome:
         name = call.tool
+        refusal = catalog.refused.get(name)
+        if refusal is not None:
+            return Outcome(call, *_tool_error(name, refusal, strategy))
         if call.error is not None:
             if call.error == _NOT_OBJECT:
                 hint = strategy.retry("not_an_object", tool=name)
@@ -327,16 +342,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             result = self.execute_tool(name, arguments)
             text, safe = dumps(result)
         except ToolError as exc:
-            hint = strategy.retry(
-                "tool_error",
-                tool=name,
-                code=exc.code,
-                message=exc.message,
-                retry_hint=strategy.retry(
-                    "retry_allowed" if exc.retryable else "retry_not_allowed"
-                ),
-            )
-            return _failure(exc.code, hint, f"{exc.code}: {exc.message}", exc.retryable)
+            return _tool_error(name, exc, strategy)
         except Exception:
             error_id = uuid.uuid4().hex[:8]
             log.exception("tool %s failed (error id %s)", name, error_id)
@@ -346,6 +352,17 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
 
 _Ran = tuple[bool, Any, str, str | None, str | None, dict[str, Any] | None]
+
+
+def _tool_error(name: str, exc: ToolError, strategy: PromptStrategy) -> _Ran:
+    hint = strategy.retry(
+        "tool_error",
+        tool=name,
+        code=exc.code,
+        message=exc.message,
+        retry_hint=strategy.retry("retry_allowed" if exc.retryable else "retry_not_allowed"),
+    )
+    return _failure(exc.code, hint, f"{exc.code}: {exc.message}", exc.retryable)
 
 
 def _failure(code: str, hint: str, detail: str, retryable: bool) -> _Ran:

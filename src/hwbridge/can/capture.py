@@ -1,0 +1,154 @@
+"""capture: record the bus for a while and summarise it, never dump frames.
+
+Per message: count, rate, mean period and its deviation from the database's cycle time.
+Per signal: min, max, mean, last value and number of changes (labels counted as labels).
+The size of the result is bounded whatever the bus carries.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from itertools import pairwise
+from typing import Any
+
+from hwbridge.can.database import CanDatabase
+from hwbridge.can.monitor import BusMonitor, FrameRecord
+from hwbridge.core.models import ToolError
+
+__all__ = ["MAX_CAPTURE_MS", "capture"]
+
+MAX_CAPTURE_MS = 10_000
+MAX_MESSAGES = 40  # summarised in full; the rest are counted by name
+MAX_UNKNOWN_IDS = 20
+
+
+class _SignalStats:
+    __slots__ = ("changes", "count", "labels", "last", "maximum", "minimum", "total")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.total = 0.0
+        self.minimum = math.inf
+        self.maximum = -math.inf
+        self.last: Any = None
+        self.changes = 0
+        self.labels: Counter[str] = Counter()
+
+    def add(self, value: Any) -> None:
+        if self.count and value != self.last:
+            self.changes += 1
+        self.last = value
+        self.count += 1
+        if isinstance(value, dict):
+            label = value.get("label")
+            if isinstance(label, str):
+                self.labels[label] += 1
+            value = value.get("value")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            self.total += value
+            self.minimum = min(self.minimum, value)
+            self.maximum = max(self.maximum, value)
+
+    def summary(self, unit: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.minimum <= self.maximum:
+            out["min"] = _num(self.minimum)
+            out["max"] = _num(self.maximum)
+            out["mean"] = _num(round(self.total / self.count, 6))
+        if unit:
+            out["unit"] = unit
+        out["last"] = self.last
+        out["changes"] = self.changes
+        if self.labels:
+            out["labels"] = dict(self.labels.most_common(10))
+        return out
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else x
+
+
+def capture(
+    db: CanDatabase,
+    monitor: BusMonitor,
+    duration_ms: float,
+    messages: list[str] | None = None,
+) -> dict[str, Any]:
+    """Wait `duration_ms` (bounded) and summarise what the monitor received meanwhile."""
+    duration_s = min(max(float(duration_ms), 10.0), MAX_CAPTURE_MS) / 1000.0
+    wanted: set[int] | None = None
+    if messages:
+        wanted = {id(db.message(name)) for name in messages}
+    if duration_s > monitor.history_s:
+        raise ToolError(
+            "INVALID_VALUE",
+            f"the monitor keeps {monitor.history_s:g} s of history; capture at most that",
+        )
+    start = monitor.now()
+    time.sleep(duration_s)
+    end = monitor.now()
+    frames = monitor.history(start=start, end=end)
+    by_message: dict[int, list[FrameRecord]] = {}
+    names: dict[int, Any] = {}
+    unknown: Counter[int] = Counter()
+    errors = 0
+    for rec in frames:
+        if rec.is_error_frame:
+            errors += 1
+            continue
+        message = db.message_for_frame(rec.arbitration_id, rec.is_extended_id)
+        if message is None:
+            unknown[rec.arbitration_id] += 1
+            continue
+        key = id(message)
+        if wanted is not None and key not in wanted:
+            continue
+        names[key] = message
+        by_message.setdefault(key, []).append(rec)
+    ranked = sorted(by_message, key=lambda k: -len(by_message[k]))
+    summaries = {
+        names[k].name: _summarise(db, names[k], by_message[k], duration_s)
+        for k in ranked[:MAX_MESSAGES]
+    }
+    out: dict[str, Any] = {
+        "duration_ms": round((end - start) * 1000),
+        "frames": len(frames),
+        "messages": summaries,
+    }
+    if len(ranked) > MAX_MESSAGES:
+        out["more_messages"] = {names[k].name: len(by_message[k]) for k in ranked[MAX_MESSAGES:]}
+    if wanted is not None:
+        silent = [db.message(n).name for n in messages or () if id(db.message(n)) not in names]
+        if silent:
+            out["not_received"] = silent
+    if unknown and wanted is None:
+        out["unknown_ids"] = {f"0x{aid:X}": n for aid, n in unknown.most_common(MAX_UNKNOWN_IDS)}
+    if errors:
+        out["error_frames"] = errors
+    return out
+
+
+def _summarise(
+    db: CanDatabase, message: Any, frames: list[FrameRecord], duration_s: float
+) -> dict[str, Any]:
+    count = len(frames)
+    out: dict[str, Any] = {"count": count, "rate_hz": round(count / duration_s, 2)}
+    if count > 1:
+        span = frames[-1].timestamp - frames[0].timestamp
+        period_ms = span / (count - 1) * 1000
+        out["mean_period_ms"] = round(period_ms, 2)
+        gaps = [(b.timestamp - a.timestamp) * 1000 for a, b in pairwise(frames)]
+        out["max_gap_ms"] = round(max(gaps), 2)
+        cycle = message.cycle_time
+        if cycle:
+            out["cycle_time_ms"] = cycle
+            out["cycle_deviation_percent"] = round((period_ms - cycle) / cycle * 100, 1)
+    stats: dict[str, _SignalStats] = {}
+    for rec in frames:
+        for name, value in db.decode(message, rec.data).signals.items():
+            stats.setdefault(name, _SignalStats()).add(value)
+    units = {spec.name: spec.unit for spec in db.signals(message)}
+    out["signals"] = {name: s.summary(units.get(name)) for name, s in stats.items()}
+    return out

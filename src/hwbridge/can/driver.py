@@ -1,0 +1,210 @@
+"""CanDriver: the CAN bridge as an MCS hybrid driver, built from a DBC and a bus.
+
+    with CanDriver.from_dbc("dbc/demo_vehicle.dbc", bus="virtual:demo") as driver:
+        driver.process_llm_response('{"tool": "read_signals", ...}')
+
+Read-only unless a SendPolicy says otherwise. Closing the driver stops periodic sends and
+releases the bus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from hwbridge.can.adapter import BusSpec, CanAdapter
+from hwbridge.can.database import CanDatabase
+from hwbridge.can.network import Network
+from hwbridge.can.policy import SendPolicy
+from hwbridge.can.sending import HookFactory
+from hwbridge.can.texts import can_texts
+from hwbridge.can.tools import CanToolDriver, Exposure
+from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
+from hwbridge.core.prompts import PromptStrategy, estimate_tokens
+
+__all__ = ["CanDriver"]
+
+NetworkSpec = Mapping[str, Any]
+"""{"dbc": path or CanDatabase, "bus": bus spec or None, "bitrate": ..., "hooks": {...}}"""
+
+
+class CanDriver(HybridDriver):
+    """An LLM-ready CAN driver: tools generated from the database, gated by a SendPolicy."""
+
+    meta = DriverMeta(
+        id="3c9d7a4e-2f61-4b8a-a0d5-7e1c9b2f6a83",
+        name="hwbridge CAN",
+        version="0.1.0",
+        bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
+        capabilities=["multi_connection"],
+    )
+
+    def __init__(
+        self,
+        networks: Sequence[Network],
+        policy: SendPolicy | None = None,
+        *,
+        exposure: Exposure = "auto",
+        prompt_strategy: str | Path | PromptStrategy = "json",
+        prompt_overrides: dict[str, Any] | str | Path | None = None,
+    ) -> None:
+        super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
+        self.policy = policy or SendPolicy()
+        self._networks = tuple(networks)
+        try:
+            self.tool_driver = CanToolDriver(
+                self._networks, self.policy, exposure=exposure, fits=self._fits
+            )
+        except BaseException:
+            for network in self._networks:
+                network.close()
+            raise
+
+    @classmethod
+    def from_dbc(
+        cls,
+        path: str | Path | CanDatabase,
+        bus: BusSpec | CanAdapter | None = None,
+        policy: SendPolicy | None = None,
+        *,
+        network: str = "can",
+        bitrate: float | None = None,
+        history_s: float = 30.0,
+        hooks: Mapping[str, HookFactory] | None = None,
+        exposure: Exposure = "auto",
+        prompt_strategy: str | Path | PromptStrategy = "json",
+        prompt_overrides: dict[str, Any] | str | Path | None = None,
+    ) -> CanDriver:
+        """A driver for one database on one bus (None: offline, catalog and decoding only).
+
+        `bus` is a bus string (`virtual:CH`, `socketcand://HOST:PORT/CH`, `slcan://PORT@BAUD`,
+        `socketcan:CH`, `INTERFACE:CH`), python-can keyword arguments, an open `can.BusABC`
+        or a CanAdapter.
+        """
+        policy = policy or SendPolicy()
+        net = Network.open(
+            network, path, bus, policy, history_s=history_s, bitrate=bitrate, hooks=hooks
+        )
+        return cls(
+            [net],
+            policy,
+            exposure=exposure,
+            prompt_strategy=prompt_strategy,
+            prompt_overrides=prompt_overrides,
+        )
+
+    @classmethod
+    def from_networks(
+        cls,
+        networks: Mapping[str, NetworkSpec],
+        policy: SendPolicy | None = None,
+        *,
+        history_s: float = 30.0,
+        exposure: Exposure = "catalog",
+        prompt_strategy: str | Path | PromptStrategy = "json",
+    ) -> CanDriver:
+        """Several networks in one driver, each with its own database and bus; every tool
+        then takes the network's name."""
+        policy = policy or SendPolicy()
+        opened: list[Network] = []
+        try:
+            for name, spec in networks.items():
+                opened.append(
+                    Network.open(
+                        name,
+                        spec["dbc"],
+                        spec.get("bus"),
+                        policy,
+                        history_s=history_s,
+                        bitrate=spec.get("bitrate"),
+                        hooks=spec.get("hooks"),
+                    )
+                )
+        except BaseException:
+            for net in opened:
+                net.close()
+            raise
+        return cls(opened, policy, exposure=exposure, prompt_strategy=prompt_strategy)
+
+    # -- what it holds ---------------------------------------------------------------------
+
+    @property
+    def networks(self) -> dict[str, Network]:
+        return dict(self.tool_driver.networks)
+
+    @property
+    def database(self) -> CanDatabase:
+        """The database of the first (usually only) network."""
+        return self._networks[0].db
+
+    # -- MCSToolDriver (delegated) ---------------------------------------------------------
+
+    def list_tools(self) -> list[Tool]:
+        return self.tool_driver.list_tools()
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        return self.tool_driver.execute_tool(tool_name, arguments)
+
+    def refused_tools(self) -> Mapping[str, ToolError]:
+        """Send tools the policy keeps closed: a call fails with SEND_NOT_ALLOWED (it never
+        passes through as if it were a final answer)."""
+        offered = {t.name for t in self.tool_driver.list_tools()}
+        refusals: dict[str, ToolError] = {}
+        if not self.policy.allows_sending:
+            closed = ToolError(
+                "SEND_NOT_ALLOWED",
+                "The send policy is read-only: nothing can be sent on this bus.",
+            )
+            names = ["send_message", "start_periodic", "stop_periodic", "send_frame"]
+            names += [f"send_{m.name}" for n in self._networks for m in n.db.messages]
+            return {name: closed for name in names if name not in offered}
+        if not self.policy.allows_raw_frames:
+            refusals["send_frame"] = ToolError(
+                "SEND_NOT_ALLOWED",
+                "Raw frames are not allowed by the send policy; use send_message.",
+            )
+        for network in self._networks:
+            for message in network.db.messages:
+                name = f"send_{message.name}"
+                if name not in offered and not self.policy.allows_message(message.name):
+                    refusals[name] = ToolError(
+                        "SEND_NOT_ALLOWED",
+                        f"Sending {message.name} is not allowed by the send policy.",
+                    )
+        return refusals
+
+    # -- prompt ----------------------------------------------------------------------------
+
+    def driver_guidance(self, model_name: str | None = None) -> str:
+        guidance = can_texts().guidance
+        if all(n.adapter is None for n in self._networks):
+            return guidance.offline.strip()
+        if not self.policy.allows_sending:
+            return guidance.read_only.strip()
+        allowed = ", ".join(self.policy.describe()["allow_messages"]) or "raw frames"
+        return guidance.can_send.format(allowed=allowed).strip()
+
+    def _fits(self, tools: list[Tool]) -> bool:
+        strategy = self.prompt_strategy
+        prompt = strategy.system_message(tools, self.driver_guidance())
+        return estimate_tokens(prompt) <= strategy.token_budget
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop periodic sends and release every bus; idempotent."""
+        self.tool_driver.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

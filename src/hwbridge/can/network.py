@@ -1,0 +1,94 @@
+"""One CAN network: a database, the bus it is on, the monitor that listens to it.
+
+A driver holds one or more networks (spec section 14, multi-connection). Opening a network
+wires the adapter's single listener to the monitor before the first frame can arrive; with
+no bus the network is offline and only the catalog and decoding work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwbridge.can.adapter import BusSpec, CanAdapter, PythonCanAdapter
+from hwbridge.can.database import CanDatabase
+from hwbridge.can.database_bits import extract
+from hwbridge.can.monitor import BusMonitor
+from hwbridge.can.policy import SendPolicy
+from hwbridge.can.reading import Reader
+from hwbridge.can.sending import HookFactory, Sender
+
+__all__ = ["Network", "multiplexer_extractors"]
+
+
+def _extractor(signal: Any) -> Callable[[bytearray], Hashable]:
+    def multiplexer_value(data: bytearray) -> Hashable:
+        return extract(signal, bytes(data))
+
+    return multiplexer_value
+
+
+def multiplexer_extractors(db: CanDatabase) -> dict[int, Callable[[bytearray], Hashable]]:
+    """frame id -> a function giving the multiplexer's raw value of a frame's data.
+
+    The monitor keeps the latest frame per (id, multiplexer value) with these, so a signal
+    of any multiplexer branch can be read without decoding on the receive path.
+    """
+    out: dict[int, Callable[[bytearray], Hashable]] = {}
+    for message in db.messages:
+        if not message.is_multiplexed():
+            continue
+        for signal in message.signals:
+            if signal.is_multiplexer and signal.multiplexer_ids is None:
+                out[message.frame_id] = _extractor(signal)
+                break
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Network:
+    """A database with its (optional) live bus."""
+
+    name: str
+    db: CanDatabase
+    adapter: CanAdapter | None
+    monitor: BusMonitor | None
+    reader: Reader
+    sender: Sender
+
+    @classmethod
+    def open(
+        cls,
+        name: str,
+        database: CanDatabase | str | Path,
+        bus: BusSpec | CanAdapter | None,
+        policy: SendPolicy,
+        *,
+        history_s: float = 30.0,
+        bitrate: float | None = None,
+        hooks: Mapping[str, HookFactory] | None = None,
+    ) -> Network:
+        db = database if isinstance(database, CanDatabase) else CanDatabase.load(database)
+        adapter: CanAdapter | None = None
+        monitor: BusMonitor | None = None
+        if bus is not None:
+            if bitrate is None and isinstance(bus, Mapping):
+                bitrate = bus.get("bitrate")
+            monitor = BusMonitor(
+                history_s=history_s, mux=multiplexer_extractors(db) or None, bitrate=bitrate
+            )
+            if isinstance(bus, CanAdapter):
+                adapter = bus
+                adapter.add_listener(monitor.on_message)
+            else:
+                adapter = PythonCanAdapter(bus, listeners=[monitor.on_message])
+        return cls(
+            name, db, adapter, monitor, Reader(db, monitor), Sender(db, adapter, policy, hooks)
+        )
+
+    def close(self) -> None:
+        self.sender.stop_all()
+        if self.adapter is not None:
+            self.adapter.close()

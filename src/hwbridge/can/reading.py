@@ -1,0 +1,366 @@
+"""Read tools: latest values, whole messages, waiting for a condition, decoding bytes.
+
+Values come from the BusMonitor's latest frames and are decoded only here, on demand. Every
+wait is bounded by the call's timeout; what the bus says is returned as data.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from hwbridge.can.database import CanDatabase, SignalSpec
+from hwbridge.can.monitor import BusMonitor, FrameRecord
+from hwbridge.core.models import ToolError
+
+__all__ = ["Reader", "compare", "parse_hex", "parse_id"]
+
+_OPS: dict[str, Callable[[Any, Any], bool]] = {
+    ">": operator.gt,
+    ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+}
+OPS = tuple(_OPS)
+DEFAULT_TIMEOUT_MS = 1000
+MAX_TIMEOUT_MS = 30_000
+
+
+def parse_id(value: int | str) -> int:
+    """An arbitration id given as a number or as text (0x1A0, 1A0h, 416)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        frame_id = value
+    else:
+        text = str(value).strip().lower().removesuffix("h")
+        try:
+            frame_id = int(text, 16) if text.startswith("0x") else int(text, 0)
+        except ValueError:
+            try:
+                frame_id = int(text, 16)
+            except ValueError:
+                raise ToolError(
+                    "INVALID_VALUE", f"{value!r} is not an arbitration id (e.g. 0x1A0)"
+                ) from None
+    if not 0 <= frame_id <= 0x1FFFFFFF:
+        raise ToolError("INVALID_VALUE", f"id 0x{frame_id:X} is outside 0..0x1FFFFFFF")
+    return frame_id
+
+
+def parse_hex(text: str, *, max_len: int = 64) -> bytes:
+    """Frame bytes from hex text: '01 A2 FF', '01A2FF', '0x01,0xA2'."""
+    cleaned = text.replace("0x", "").replace("0X", "")
+    for sep in " ,:-_\t\n":
+        cleaned = cleaned.replace(sep, "")
+    try:
+        data = bytes.fromhex(cleaned)
+    except ValueError:
+        raise ToolError("INVALID_VALUE", f"{text!r} is not hex bytes (e.g. 01 A2 FF)") from None
+    if len(data) > max_len:
+        raise ToolError("INVALID_VALUE", f"{len(data)} bytes is more than a frame carries")
+    return data
+
+
+def numeric(value: Any) -> float | None:
+    """The number in a decoded value ({"value": 3, "label": "D"} -> 3)."""
+    if isinstance(value, dict):
+        value = value.get("value")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[Any], bool]:
+    """A predicate on a decoded value; a label target compares as its raw value."""
+    fn = _OPS.get(op)
+    if fn is None:
+        raise ToolError("INVALID_VALUE", f"op must be one of {', '.join(OPS)}; got {op!r}")
+    if isinstance(target, str):
+        raw = spec.labels.get(target.strip().lower())
+        if raw is None:
+            try:
+                number = float(target)
+            except ValueError:
+                known = ", ".join(spec.choices.values()) if spec.choices else "none"
+                raise ToolError(
+                    "INVALID_VALUE",
+                    f"{spec.qualified} has no label {target!r}; its labels are: {known}",
+                ) from None
+        else:
+            number = float(raw)
+    else:
+        number = float(target)
+
+    def check(value: Any) -> bool:
+        got = numeric(value)
+        return got is not None and fn(got, number)
+
+    return check
+
+
+class Reader:
+    """Read tools over one database and one monitor (None: no bus attached)."""
+
+    def __init__(self, database: CanDatabase, monitor: BusMonitor | None) -> None:
+        self.db = database
+        self.monitor = monitor
+
+    def require_bus(self) -> BusMonitor:
+        if self.monitor is None:
+            raise ToolError(
+                "NO_BUS",
+                "No bus is attached to this driver, so live values cannot be read; "
+                "list_messages, describe_message, search_signals and decode_frame still work.",
+            )
+        return self.monitor
+
+    # -- frames of a message ---------------------------------------------------------------
+
+    def _matches(self, message: Any) -> Callable[[FrameRecord], bool]:
+        db = self.db
+
+        def match(rec: FrameRecord) -> bool:
+            return db.message_for_frame(rec.arbitration_id, rec.is_extended_id) is message
+
+        return match
+
+    def _latest(self, message: Any, mux_ids: Iterable[int] = ()) -> FrameRecord | None:
+        """The newest frame of `message` (within one of `mux_ids` when given)."""
+        monitor = self.require_bus()
+        if message.protocol == "j1939" and message.is_extended_frame:
+            ids = [
+                aid for aid in monitor.ids_seen() if self.db.message_for_frame(aid, True) is message
+            ]
+        else:
+            ids = [message.frame_id]
+        best: FrameRecord | None = None
+        keys = tuple(mux_ids)
+        for aid in ids:
+            for key in keys or (None,):
+                rec = monitor.latest(aid, key)
+                if rec is not None and (best is None or rec.timestamp > best.timestamp):
+                    best = rec
+        return best
+
+    def _wait(
+        self, message: Any, mux_ids: tuple[int, ...], timeout_s: float, newer_than: float
+    ) -> FrameRecord | None:
+        monitor = self.require_bus()
+        match = self._matches(message)
+        wanted = frozenset(mux_ids)
+        mux_spec = _multiplexer_spec(self.db, message) if wanted else None
+
+        def predicate(rec: FrameRecord) -> bool:
+            if rec.timestamp <= newer_than or not match(rec):
+                return False
+            if mux_spec is None:
+                return True
+            value = self.db.decode(message, rec.data).signals.get(mux_spec.name)
+            number = numeric(value)
+            return number is not None and int(number) in wanted
+
+        return monitor.wait_for(None, predicate, timeout_s=timeout_s)
+
+    def _fresh(
+        self, message: Any, mux_ids: tuple[int, ...], max_age_s: float | None, deadline: float
+    ) -> FrameRecord | None:
+        monitor = self.require_bus()
+        rec = self._latest(message, mux_ids)
+        now = monitor.now()
+        if rec is not None and (max_age_s is None or now - rec.timestamp <= max_age_s):
+            return rec
+        newer_than = -math.inf if max_age_s is None else now - max_age_s
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        return self._wait(message, mux_ids, remaining, newer_than)
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def read_signals(
+        self, names: list[str], max_age_ms: float | None = None, timeout_ms: float | None = None
+    ) -> dict[str, Any]:
+        monitor = self.require_bus()
+        specs: dict[str, SignalSpec] = {}
+        errors: dict[str, str] = {}
+        for name in dict.fromkeys(names):
+            try:
+                specs[name] = self.db.resolve_signal(name)
+            except ToolError as exc:
+                errors[name] = f"{exc.code}: {exc.message}"
+        if not specs:
+            raise ToolError("UNKNOWN_SIGNAL", "; ".join(errors.values()) or "no signal names given")
+        timeout_s = _timeout_s(timeout_ms, specs.values())
+        deadline = time.monotonic() + timeout_s
+        max_age_s = None if max_age_ms is None else max_age_ms / 1000.0
+        values: dict[str, Any] = {}
+        missing: dict[str, Any] = {}
+        decoded: dict[tuple[int, int], tuple[FrameRecord, dict[str, Any]]] = {}
+        for name, spec in specs.items():
+            message = self.db.message(spec.message)
+            rec = self._fresh(message, spec.multiplexer_ids, max_age_s, deadline)
+            if rec is None:
+                missing[name] = _not_received(message, spec, timeout_s, max_age_ms)
+                continue
+            key = (id(message), id(rec))
+            if key not in decoded:
+                decoded[key] = (rec, self.db.decode(message, rec.data).signals)
+            rec, signals = decoded[key]
+            values[name] = _value_entry(spec, signals.get(spec.name), rec, monitor.now())
+        out: dict[str, Any] = {"values": values}
+        if missing:
+            out["not_received"] = missing
+        if errors:
+            out["errors"] = errors
+        return out
+
+    def read_message(self, name: str | int, timeout_ms: float | None = None) -> dict[str, Any]:
+        monitor = self.require_bus()
+        message = self.db.message(name)
+        timeout_s = _timeout_s(timeout_ms, self.db.signals(message))
+        rec = self._fresh(message, (), None, time.monotonic() + timeout_s)
+        if rec is None:
+            cycle = message.cycle_time
+            raise ToolError(
+                "NOT_RECEIVED",
+                f"{message.name} was not received within {timeout_s * 1000:.0f} ms"
+                + (f" (its cycle time is {cycle} ms)" if cycle else " (it has no cycle time)"),
+                retryable=True,
+            )
+        frame = self.db.decode(message, rec.data)
+        out: dict[str, Any] = {
+            "message": message.name,
+            "id": _id_text(rec.arbitration_id, rec.is_extended_id),
+            "age_ms": _age_ms(monitor.now(), rec.timestamp),
+            "data": rec.data.hex(" ").upper(),
+            "signals": frame.signals,
+        }
+        if frame.notes:
+            out["notes"] = list(frame.notes)
+        return out
+
+    def wait_for_signal(
+        self, name: str, op: str, target: float | int | str, timeout_ms: float
+    ) -> dict[str, Any]:
+        monitor = self.require_bus()
+        spec = self.db.resolve_signal(name)
+        message = self.db.message(spec.message)
+        check = compare(spec, op, target)
+        timeout_s = min(max(timeout_ms, 0), MAX_TIMEOUT_MS) / 1000.0
+        started = monitor.now()
+        current = self._latest(message, spec.multiplexer_ids)
+        last_value: Any = None
+        if current is not None:
+            last_value = self.db.decode(message, current.data).signals.get(spec.name)
+            if check(last_value):
+                return _met(spec, last_value, current, started, already=True)
+        match = self._matches(message)
+        seen: list[Any] = []
+
+        def predicate(rec: FrameRecord) -> bool:
+            if not match(rec):
+                return False
+            value = self.db.decode(message, rec.data).signals.get(spec.name)
+            if value is None:
+                return False  # another multiplexer branch
+            seen.append(value)
+            return check(value)
+
+        rec = monitor.wait_for(None, predicate, timeout_s=timeout_s)
+        if rec is not None:
+            value = self.db.decode(message, rec.data).signals.get(spec.name)
+            return _met(spec, value, rec, started, already=False)
+        if seen:
+            last_value = seen[-1]
+        return {
+            "met": False,
+            "signal": spec.qualified,
+            "condition": f"{spec.name} {op} {target}",
+            "waited_ms": round(timeout_s * 1000),
+            "last_value": last_value,
+            "unit": spec.unit,
+        }
+
+    def decode_frame(self, frame_id: int | str, data: str) -> dict[str, Any]:
+        aid = parse_id(frame_id)
+        payload = parse_hex(data)
+        extended = aid > 0x7FF
+        message = self.db.message_for_frame(aid, extended)
+        if message is None and not extended:
+            message = self.db.message_for_frame(aid, True)
+        if message is None:
+            raise ToolError(
+                "UNKNOWN_MESSAGE", f"no message of the database has id 0x{aid:X}; try list_messages"
+            )
+        frame = self.db.decode(message, payload)
+        out: dict[str, Any] = {"message": message.name, "id": f"0x{aid:X}", **frame.to_dict()}
+        if len(payload) < message.length:
+            out.setdefault("notes", []).append(
+                f"{len(payload)} bytes given; {message.name} has {message.length}"
+            )
+        return out
+
+
+def _multiplexer_spec(db: CanDatabase, message: Any) -> SignalSpec | None:
+    for spec in db.signals(message):
+        if spec.is_multiplexer and spec.multiplexer_signal is None:
+            return spec
+    return None
+
+
+def _timeout_s(timeout_ms: float | None, specs: Iterable[SignalSpec]) -> float:
+    if timeout_ms is not None:
+        return min(max(float(timeout_ms), 0.0), MAX_TIMEOUT_MS) / 1000.0
+    return DEFAULT_TIMEOUT_MS / 1000.0
+
+
+def _age_ms(now: float, timestamp: float) -> int:
+    return max(0, round((now - timestamp) * 1000))
+
+
+def _id_text(aid: int, extended: bool) -> str:
+    return f"0x{aid:08X}" if extended else f"0x{aid:03X}"
+
+
+def _value_entry(spec: SignalSpec, value: Any, rec: FrameRecord, now: float) -> dict[str, Any]:
+    entry: dict[str, Any] = dict(value) if isinstance(value, dict) else {"value": value}
+    if spec.unit:
+        entry["unit"] = spec.unit
+    entry["age_ms"] = _age_ms(now, rec.timestamp)
+    entry["message"] = spec.message
+    return entry
+
+
+def _met(
+    spec: SignalSpec, value: Any, rec: FrameRecord, started: float, *, already: bool
+) -> dict[str, Any]:
+    out: dict[str, Any] = {"met": True, "signal": spec.qualified, "value": value}
+    if spec.unit:
+        out["unit"] = spec.unit
+    out["after_ms"] = 0 if already else max(0, round((rec.timestamp - started) * 1000))
+    if already:
+        out["already_met"] = True
+    return out
+
+
+def _not_received(
+    message: Any, spec: SignalSpec, timeout_s: float, max_age_ms: float | None
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "message": message.name,
+        "waited_ms": round(timeout_s * 1000),
+        "cycle_time_ms": message.cycle_time,
+    }
+    if max_age_ms is not None:
+        out["reason"] = f"no value newer than {max_age_ms:g} ms"
+    elif spec.multiplexer_ids:
+        out["reason"] = (
+            f"no frame with {spec.multiplexer_signal} in {list(spec.multiplexer_ids)} received"
+        )
+    else:
+        out["reason"] = "not received"
+    return out

@@ -1,0 +1,355 @@
+"""CanToolDriver: the CAN tools, built from the database and the send policy.
+
+Generic tools keep the prompt the same size whatever the database; typed `read_<Message>` /
+`send_<Message>` tools are added when they fit the prompt budget. Send tools exist only when
+the policy allows sending. The tool driver knows nothing about LLMs (spec section 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from hwbridge.can.capture import MAX_CAPTURE_MS, capture
+from hwbridge.can.monitor import BusMonitor
+from hwbridge.can.network import Network
+from hwbridge.can.policy import SendPolicy
+from hwbridge.can.reading import MAX_TIMEOUT_MS, OPS
+from hwbridge.can.texts import CanTexts, can_texts
+from hwbridge.can.typed_tools import TypedTool, read_tool, send_tool
+from hwbridge.core.contract import MCSToolDriver
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
+
+__all__ = ["CanToolDriver", "Exposure"]
+
+Exposure = Literal["auto", "catalog", "messages"]
+MAX_LISTED = 100
+_ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
+
+
+def _timeout(texts: CanTexts, tool: str, maximum: int = MAX_TIMEOUT_MS) -> ToolParameter:
+    return ToolParameter(
+        name="timeout_ms",
+        description=texts.param(tool, "timeout_ms"),
+        schema={"type": "integer", "minimum": 0, "maximum": maximum},
+    )
+
+
+class CanToolDriver(MCSToolDriver):
+    """The CAN tools over one or more networks; immutable after construction."""
+
+    meta = DriverMeta(
+        id="0b6f3c1e-6a0d-4c5e-9f51-3d2a8e7c4b10",
+        name="hwbridge CAN tools",
+        version="0.1.0",
+        bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
+        capabilities=["orchestratable", "multi_connection"],
+    )
+
+    def __init__(
+        self,
+        networks: Sequence[Network],
+        policy: SendPolicy,
+        *,
+        exposure: Exposure = "auto",
+        fits: Callable[[list[Tool]], bool] | None = None,
+        texts: CanTexts | None = None,
+    ) -> None:
+        if not networks:
+            raise ValueError("a CanToolDriver needs at least one network")
+        if exposure not in ("auto", "catalog", "messages"):
+            raise ValueError("exposure must be 'auto', 'catalog' or 'messages'")
+        self.texts = texts or can_texts()
+        self.policy = policy
+        self.networks = {n.name: n for n in networks}
+        if len(self.networks) != len(networks):
+            raise ValueError("network names must be unique")
+        self._multi = len(networks) > 1
+        generic = self._generic_tools()
+        typed: list[tuple[Tool, TypedTool]] = []
+        if exposure != "catalog" and not self._multi:
+            typed = self._typed_tools(networks[0])
+            if (
+                exposure == "auto"
+                and fits is not None
+                and not fits(generic + [t for t, _ in typed])
+            ):
+                sends = [(t, k) for t, k in typed if k.kind == "send"]
+                typed = sends if sends and fits(generic + [t for t, _ in sends]) else []
+        self._tools = tuple(generic + [t for t, _ in typed])
+        self._typed = {t.name: k for t, k in typed}
+        self.exposure = "messages" if typed else "catalog"
+
+    # -- MCSToolDriver ---------------------------------------------------------------------
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        typed = self._typed.get(tool_name)
+        if typed is not None:
+            return self._typed_call(typed, dict(arguments))
+        handler = getattr(self, f"_tool_{tool_name}", None)
+        if handler is None or tool_name not in {t.name for t in self._tools}:
+            raise ToolError("UNKNOWN_TOOL", f"{tool_name} is not a tool of this driver")
+        args = dict(arguments)
+        network = self._network(args.pop("network", None))
+        return handler(network, args)
+
+    # -- tool definitions ------------------------------------------------------------------
+
+    def _param(
+        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
+    ) -> ToolParameter:
+        return ToolParameter(
+            name=name, description=self.texts.param(tool, name), required=required, schema=schema
+        )
+
+    def _tool(self, name: str, *params: ToolParameter) -> Tool:
+        all_params = list(params)
+        if self._multi:
+            all_params.insert(
+                0,
+                ToolParameter(
+                    name="network",
+                    description=self.texts.param("list_messages", "network"),
+                    required=True,
+                    schema={"type": "string", "enum": list(self.networks)},
+                ),
+            )
+        return Tool(name=name, description=self.texts.tool(name), parameters=all_params)
+
+    def _generic_tools(self) -> list[Tool]:
+        p = self._param
+        text = {"type": "string", "minLength": 1}
+        names = {"type": "array", "items": text, "minItems": 1, "maxItems": 50}
+        tools = [
+            self._tool("list_messages", p("list_messages", "filter", {"type": "string"})),
+            self._tool("describe_message", p("describe_message", "message", text, True)),
+            self._tool(
+                "search_signals",
+                p("search_signals", "query", text, True),
+                p("search_signals", "limit", {"type": "integer", "minimum": 1, "maximum": 50}),
+            ),
+            self._tool(
+                "read_signals",
+                p("read_signals", "signals", names, True),
+                p("read_signals", "max_age_ms", {"type": "integer", "minimum": 0}),
+                _timeout(self.texts, "read_signals"),
+            ),
+            self._tool(
+                "read_message",
+                p("read_message", "message", text, True),
+                _timeout(self.texts, "read_message"),
+            ),
+            self._tool(
+                "wait_for_signal",
+                p("wait_for_signal", "signal", text, True),
+                p("wait_for_signal", "op", {"type": "string", "enum": list(OPS)}, True),
+                p("wait_for_signal", "value", {"type": ["number", "string"]}, True),
+                ToolParameter(
+                    name="timeout_ms",
+                    description=self.texts.param("wait_for_signal", "timeout_ms"),
+                    required=True,
+                    schema={"type": "integer", "minimum": 0, "maximum": MAX_TIMEOUT_MS},
+                ),
+            ),
+            self._tool(
+                "capture",
+                p(
+                    "capture",
+                    "duration_ms",
+                    {"type": "integer", "minimum": 10, "maximum": MAX_CAPTURE_MS},
+                    True,
+                ),
+                p("capture", "messages", names),
+            ),
+            self._tool("bus_status"),
+            self._tool(
+                "decode_frame",
+                p("decode_frame", "id", {"type": ["integer", "string"]}, True),
+                p("decode_frame", "data", {"type": "string"}, True),
+            ),
+        ]
+        if not self.policy.allows_sending:
+            return tools
+        message = self._sendable_schema()
+        values = {"type": "object", "additionalProperties": {"type": ["number", "string"]}}
+        if any(self._sendable(n) for n in self.networks.values()):
+            tools += [
+                self._tool(
+                    "send_message",
+                    p("send_message", "message", message, True),
+                    p("send_message", "signals", values),
+                    p("send_message", "dry_run", {"type": "boolean"}),
+                ),
+                self._tool(
+                    "start_periodic",
+                    p("start_periodic", "message", message, True),
+                    p("start_periodic", "signals", values),
+                    p(
+                        "start_periodic",
+                        "period_ms",
+                        {"type": "integer", "minimum": 10, "maximum": 60_000},
+                        True,
+                    ),
+                ),
+                self._tool("stop_periodic", p("stop_periodic", "message", message, True)),
+            ]
+        if self.policy.allows_raw_frames:
+            tools.append(
+                self._tool(
+                    "send_frame",
+                    p("send_frame", "id", {"type": ["integer", "string"]}, True),
+                    p("send_frame", "data", {"type": "string"}, True),
+                    p("send_frame", "extended", {"type": "boolean"}),
+                )
+            )
+        return tools
+
+    def _sendable(self, network: Network) -> list[str]:
+        return [m.name for m in network.db.messages if self.policy.allows_message(m.name)]
+
+    def _sendable_schema(self) -> dict[str, Any]:
+        names = sorted({n for net in self.networks.values() for n in self._sendable(net)})
+        if 0 < len(names) <= _ENUM_LIMIT:
+            return {"type": "string", "enum": names}
+        return {"type": "string", "minLength": 1}
+
+    def _typed_tools(self, network: Network) -> list[tuple[Tool, TypedTool]]:
+        out: list[tuple[Tool, TypedTool]] = []
+        taken: set[str] = set()
+        for message in network.db.messages:
+            read = read_tool(network.db, message, self.texts)
+            if read is not None and read.name not in taken:
+                taken.add(read.name)
+                out.append((read, TypedTool("read", message.name)))
+        if self.policy.allows_sending:
+            for name in self._sendable(network):
+                send = send_tool(network.db, network.db.message(name), self.texts)
+                if send is not None and send.name not in taken:
+                    taken.add(send.name)
+                    out.append((send, TypedTool("send", name)))
+        return out
+
+    # -- dispatch --------------------------------------------------------------------------
+
+    def _network(self, name: str | None) -> Network:
+        if name is None:
+            if self._multi:
+                raise ToolError(
+                    "INVALID_VALUE", f"name the network: one of {', '.join(self.networks)}"
+                )
+            return next(iter(self.networks.values()))
+        network = self.networks.get(name)
+        if network is None:
+            raise ToolError(
+                "INVALID_VALUE", f"no network {name!r}; networks: {', '.join(self.networks)}"
+            )
+        return network
+
+    def _typed_call(self, typed: TypedTool, args: dict[str, Any]) -> Any:
+        network = self._network(None)
+        if typed.kind == "read":
+            return network.reader.read_message(typed.message, args.get("timeout_ms"))
+        dry_run = bool(args.pop("dry_run", False))
+        return network.sender.send_message(
+            typed.message, args, dry_run=dry_run, tool=f"send_{typed.message}"
+        )
+
+    def _tool_list_messages(self, net: Network, args: Mapping[str, Any]) -> Any:
+        messages = net.db.list_messages(args.get("filter"))
+        shown = [
+            {k: m[k] for k in ("name", "id", "cycle_time_ms", "signals") if m.get(k) is not None}
+            for m in messages[:MAX_LISTED]
+        ]
+        out: dict[str, Any] = {"total": len(messages), "messages": shown}
+        if len(messages) > MAX_LISTED:
+            out["more"] = len(messages) - MAX_LISTED
+        return out
+
+    def _tool_describe_message(self, net: Network, args: Mapping[str, Any]) -> Any:
+        out = net.db.describe_message(args["message"])
+        out["sendable"] = self.policy.allows_message(out["name"])
+        return out
+
+    def _tool_search_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return {"results": net.db.search_signals(args["query"], int(args.get("limit", 10)))}
+
+    def _tool_read_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.reader.read_signals(
+            list(args["signals"]), args.get("max_age_ms"), args.get("timeout_ms")
+        )
+
+    def _tool_read_message(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.reader.read_message(args["message"], args.get("timeout_ms"))
+
+    def _tool_wait_for_signal(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.reader.wait_for_signal(
+            args["signal"], args["op"], args["value"], args["timeout_ms"]
+        )
+
+    def _tool_capture(self, net: Network, args: Mapping[str, Any]) -> Any:
+        monitor = self._monitor(net)
+        return capture(net.db, monitor, args["duration_ms"], args.get("messages"))
+
+    def _tool_bus_status(self, net: Network, args: Mapping[str, Any]) -> Any:
+        monitor = self._monitor(net)
+        assert net.adapter is not None
+        status = net.adapter.status()
+        stats = monitor.stats(1.0)
+        unknown = [
+            aid
+            for aid in stats.ids
+            if net.db.message_for_frame(aid, aid > 0x7FF) is None
+            and net.db.message_for_frame(aid, True) is None
+        ]
+        out: dict[str, Any] = {
+            "state": "connected" if status.connected else "down",
+            "bus": status.bus,
+            "bus_state": status.bus_state,
+            "frames_per_s": round(stats.frames_per_s, 1),
+            "bus_load_percent": (
+                None if stats.bus_load_percent is None else round(stats.bus_load_percent, 1)
+            ),
+            "frames_total": stats.frames_total,
+            "error_frames": stats.error_frames,
+            "ids_seen": len(stats.ids),
+            "ids_not_in_database": [f"0x{aid:X}" for aid in unknown[:MAX_LISTED]],
+            "messages_in_database": len(net.db.messages),
+            "periodic_sends": net.sender.running(),
+            "send_policy": self.policy.describe(),
+        }
+        if stats.bus_load_percent is None:
+            out["note"] = "bus load needs the bitrate (pass bitrate= to the driver)"
+        if status.last_error:
+            out["last_error"] = status.last_error
+        return out
+
+    def _tool_decode_frame(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.reader.decode_frame(args["id"], args["data"])
+
+    def _tool_send_message(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.sender.send_message(
+            args["message"], args.get("signals") or {}, bool(args.get("dry_run", False))
+        )
+
+    def _tool_send_frame(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.sender.send_frame(args["id"], args["data"], args.get("extended"))
+
+    def _tool_start_periodic(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.sender.start_periodic(
+            args["message"], args.get("signals") or {}, args["period_ms"]
+        )
+
+    def _tool_stop_periodic(self, net: Network, args: Mapping[str, Any]) -> Any:
+        return net.sender.stop_periodic(args["message"])
+
+    def _monitor(self, net: Network) -> BusMonitor:
+        monitor = net.reader.require_bus()  # NO_BUS when offline
+        assert net.adapter is not None
+        return monitor
+
+    def close(self) -> None:
+        for network in self.networks.values():
+            network.close()
