@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from can.util import cast_from_string
 
@@ -17,13 +17,18 @@ import can
 __all__ = [
     "ACCEPTED_FORMS",
     "DEFAULT_SOCKETCAND_PORT",
+    "REPLAY_PREFIX",
     "bus_kwargs",
     "describe_bus",
+    "is_replay_url",
     "parse_bus_url",
 ]
 
 DEFAULT_SOCKETCAND_PORT = 29536
 """The port socketcand listens on when none is given."""
+
+REPLAY_PREFIX = "replay:"
+"""A capture file played back as a read-only bus (hwbridge.can.replay, not a can.Bus)."""
 
 ACCEPTED_FORMS = (
     "virtual:CHANNEL",
@@ -31,6 +36,7 @@ ACCEPTED_FORMS = (
     "slcan://PORT@BAUD",
     "socketcan:CHANNEL",
     "INTERFACE:CHANNEL (any python-can interface)",
+    "replay:PATH?speed=FACTOR|max&loop=0|1&plays=N&channel=CH (a capture file, read-only)",
 )
 
 _FORMS_HELP = (
@@ -88,10 +94,17 @@ def _channel_for(interface: str, channel: str) -> str | int:
     return int(channel) if numeric else channel
 
 
+def is_replay_url(spec: object) -> TypeGuard[str]:
+    """True for `replay:PATH...`, which `hwbridge.can.replay` parses and opens."""
+    return isinstance(spec, str) and spec[: len(REPLAY_PREFIX)].lower() == REPLAY_PREFIX
+
+
 def parse_bus_url(text: str) -> dict[str, Any]:
     """Keyword arguments for `can.Bus` from a bus string; ValueError lists the accepted forms."""
     if not isinstance(text, str):
         raise TypeError(f"bus string must be str, not {type(text).__name__}")
+    if is_replay_url(text):
+        raise _bad(text, "a replay: bus is a capture file, opened by ReplayAdapter, not can.Bus")
     body, sep, query = text.partition("?")
     if not body:
         raise _bad(text, "empty")

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from hwbridge.can.adapter import BusSpec, CanAdapter, PythonCanAdapter
+from hwbridge.can.bus_url import is_replay_url
 from hwbridge.can.database import CanDatabase
 from hwbridge.can.database_bits import extract
 from hwbridge.can.monitor import BusMonitor
 from hwbridge.can.policy import SendPolicy
 from hwbridge.can.reading import Reader
+from hwbridge.can.replay import ReplayAdapter
 from hwbridge.can.sending import HookFactory, Sender
 
 __all__ = ["Network", "multiplexer_extractors"]
@@ -82,6 +84,8 @@ class Network:
             if isinstance(bus, CanAdapter):
                 adapter = bus
                 adapter.add_listener(monitor.on_message)
+            elif is_replay_url(bus):
+                adapter = ReplayAdapter.from_url(bus, listeners=[monitor.on_message])
             else:
                 adapter = PythonCanAdapter(bus, listeners=[monitor.on_message])
         return cls(

@@ -121,10 +121,16 @@ class Reader:
     # -- frames of a message ---------------------------------------------------------------
 
     def _matches(self, message: Any) -> Callable[[FrameRecord], bool]:
+        """Frames of `message`: its own id, or (J1939) any frame the database maps to it."""
         db = self.db
+        frame_id = message.frame_id
+        extended = bool(message.is_extended_frame)
+        by_pgn = message.protocol == "j1939" and extended
 
         def match(rec: FrameRecord) -> bool:
-            return db.message_for_frame(rec.arbitration_id, rec.is_extended_id) is message
+            if rec.arbitration_id == frame_id and rec.is_extended_id == extended:
+                return True
+            return by_pgn and db.message_for_frame(rec.arbitration_id, True) is message
 
         return match
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import can
-from hwbridge.can.adapter import CanAdapter, PeriodicHandle, build_message
+from hwbridge.can.adapter import CAN_FD_LENGTHS, CanAdapter, PeriodicHandle, build_message
 from hwbridge.can.database import CanDatabase, EncodedFrame
 from hwbridge.can.database_bits import extract, insert
 from hwbridge.can.policy import SendPolicy, SendRequest
@@ -136,9 +136,13 @@ class Sender:
         return message, self.db.encode(message, signals)
 
     def _frame(self, message: Any, frame: EncodedFrame) -> can.Message:
-        msg = build_message(
-            frame.arbitration_id, frame.data, extended=frame.is_extended, fd=frame.is_fd
-        )
+        data = frame.data
+        fd = frame.is_fd or len(data) > 8  # longer than a classic frame: CAN-FD
+        if fd and len(data) not in CAN_FD_LENGTHS:
+            # a CAN-FD frame carries 12, 16, 20, 24, 32, 48 or 64 bytes: pad like a stack does
+            size = min(n for n in CAN_FD_LENGTHS if n >= len(data))
+            data = data + bytes(size - len(data))
+        msg = build_message(frame.arbitration_id, data, extended=frame.is_extended, fd=fd)
         hook = self._hook(message)
         if hook is not None:
             hook(msg)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from hwbridge.can.adapter import AdapterStatus
 from hwbridge.can.capture import MAX_CAPTURE_MS, capture
 from hwbridge.can.monitor import BusMonitor
 from hwbridge.can.network import Network
@@ -23,6 +24,7 @@ from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, Too
 __all__ = ["CanToolDriver", "Exposure"]
 
 Exposure = Literal["auto", "catalog", "messages"]
+_ADAPTER_FIELDS = frozenset(AdapterStatus.__dataclass_fields__)
 MAX_LISTED = 100
 _ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
 
@@ -324,6 +326,11 @@ class CanToolDriver(MCSToolDriver):
             out["note"] = "bus load needs the bitrate (pass bitrate= to the driver)"
         if status.last_error:
             out["last_error"] = status.last_error
+        extra = {k: v for k, v in status.to_dict().items() if k not in _ADAPTER_FIELDS}
+        if extra:  # e.g. a replayed capture: path, speed, progress, position_s
+            out["source"] = extra
+            if status.bus_state in ("replaying", "finished"):
+                out["state"] = status.bus_state
         return out
 
     def _tool_decode_frame(self, net: Network, args: Mapping[str, Any]) -> Any:
