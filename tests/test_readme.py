@@ -38,3 +38,15 @@ def test_demo_runs_to_the_end() -> None:
     )
     assert "final answer: no call" in out.stdout
     assert "recorded" in out.stdout
+
+
+def test_can_example_runs_as_written() -> None:
+    section = README.split("## The CAN bridge", 1)[1]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, "-c", code.group(1)], capture_output=True, text=True, check=True, cwd=root
+    )
+    assert "read_signals" in out.stdout
+    assert "not_received" in out.stdout  # nothing sends on the demo channel in this example
