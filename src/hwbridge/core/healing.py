@@ -12,7 +12,7 @@ import io
 import json
 import re
 import tokenize
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from functools import cache
 from typing import Any
 
@@ -33,17 +33,12 @@ def _keep_escape(m: re.Match[str]) -> str:
     return m.group(0) if m.group(1) and m.group(1) in _PY_ESCAPES else "\\" + m.group(0)
 
 
-def scan_brackets(text: str, start: int = 0, stop: int | None = None) -> tuple[list[int], str]:
-    """Scan `text[start:stop]`, skipping string literals; return the open brackets and quote.
-
-    The result is the positions of the brackets still open at `stop`, and the quote
-    character of a string still open there ("" when none).
-    """
-    stack: list[int] = []
+def _brackets(text: str, start: int, stop: int) -> Iterator[tuple[int, str, str]]:
+    """(position, bracket, open quote) for each bracket outside string literals; the final
+    item has bracket "" and tells whether a string is still open at `stop`."""
     quote = ""
     escaped = False
-    end = len(text) if stop is None else stop
-    for i in range(start, end):
+    for i in range(start, stop):
         ch = text[i]
         if quote:
             if escaped:
@@ -54,11 +49,27 @@ def scan_brackets(text: str, start: int = 0, stop: int | None = None) -> tuple[l
                 quote = ""
         elif ch in "\"'":
             quote = ch
+        elif ch in "{[]}":
+            yield i, ch, quote
+    yield stop, "", quote
+
+
+def scan_brackets(text: str, start: int = 0, stop: int | None = None) -> tuple[list[int], str]:
+    """Scan `text[start:stop]`, skipping string literals; return the open brackets and quote.
+
+    The result is the positions of the brackets still open at `stop`, and the quote
+    character of a string still open there ("" when none).
+    """
+    stack: list[int] = []
+    open_quote = ""
+    for i, ch, quote in _brackets(text, start, len(text) if stop is None else stop):
+        if not ch:
+            open_quote = quote
         elif ch in "{[":
             stack.append(i)
-        elif ch in "}]" and stack:
+        elif stack:
             stack.pop()
-    return stack, quote
+    return stack, open_quote
 
 
 def enclosing_brace(text: str, pos: int, *, max_tries: int = 64) -> int | None:
@@ -81,22 +92,12 @@ def enclosing_brace(text: str, pos: int, *, max_tries: int = 64) -> int | None:
 def matching_end(text: str, start: int) -> int | None:
     """Index just past the bracket that closes the one at `start`, or None if never closed."""
     depth = 0
-    quote = ""
-    escaped = False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
+    for i, ch, _ in _brackets(text, start, len(text)):
+        if not ch:
+            break
+        if ch in "{[":
             depth += 1
-        elif ch in "}]":
+        else:
             depth -= 1
             if depth == 0:
                 return i + 1
