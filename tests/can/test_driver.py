@@ -313,3 +313,14 @@ def test_broken_database_fails_clearly(tmp_path: Path) -> None:
     with pytest.raises(DatabaseError) as err:
         CanDriver.from_dbc(SHARED / "cantools" / "issue_199.dbc")
     assert "issue_199.dbc:" in str(err.value)
+
+
+def test_results_stay_bounded_on_huge_messages() -> None:
+    with CanDriver.from_dbc(SHARED / "css" / "OBD-v4.4.dbc") as d:
+        r = call(d, "describe_message", message="OBD_RX_EXT")
+        assert r.call_executed, r.retry_prompt
+        assert r.tool_call_result["more_signals"] > 100
+        assert r.messages is not None
+        text = r.messages[-1]["content"]
+        assert "result cut" not in text  # whole, valid JSON within the limit
+        json.loads(text.split("\n", 1)[1])

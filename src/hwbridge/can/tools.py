@@ -26,6 +26,7 @@ __all__ = ["CanToolDriver", "Exposure"]
 Exposure = Literal["auto", "catalog", "messages"]
 _ADAPTER_FIELDS = frozenset(AdapterStatus.__dataclass_fields__)
 MAX_LISTED = 100
+MAX_DESCRIBED_SIGNALS = 40
 _ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
 
 
@@ -273,6 +274,10 @@ class CanToolDriver(MCSToolDriver):
     def _tool_describe_message(self, net: Network, args: Mapping[str, Any]) -> Any:
         out = net.db.describe_message(args["message"])
         out["sendable"] = self.policy.allows_message(out["name"])
+        signals = out["signals"]
+        if len(signals) > MAX_DESCRIBED_SIGNALS:  # e.g. OBD DBCs: hundreds per message
+            out["signals"] = signals[:MAX_DESCRIBED_SIGNALS]
+            out["more_signals"] = len(signals) - MAX_DESCRIBED_SIGNALS
         return out
 
     def _tool_search_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
