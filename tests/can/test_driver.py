@@ -228,6 +228,16 @@ def test_typed_tools_and_exposure(channel: str) -> None:
         params = {p.name: p.schema for p in send.parameters}
         assert params["CabinSetpoint"] == {"type": "number", "minimum": 16, "maximum": 30}
         assert "enum" in (params["AcRequest"] or {})
+        # FanLevel labels only some values (Off, Auto; 1..7 are plain numbers): both accepted
+        assert params["FanLevel"] == {
+            "anyOf": [
+                {"type": "string", "enum": ["Off", "Auto"]},
+                {"type": "integer", "minimum": 0, "maximum": 8},
+            ]
+        }
+        for level in (3, "Auto"):
+            r = call(d, "send_ClimateCommand", FanLevel=level, dry_run=True)
+            assert r.call_executed, r.retry_prompt
     with CanDriver.from_dbc(DEMO, exposure="catalog") as d:
         assert not any(t.name.startswith("read_E") for t in d.list_tools())
 

@@ -32,15 +32,18 @@ def _number(x: float) -> int | float:
 
 
 def _signal_schema(spec: SignalSpec, texts: CanTexts) -> dict[str, Any]:
-    if spec.choices:
-        labels = list(dict.fromkeys(spec.choices.values()))
-        return {"type": "string", "enum": labels}
-    schema: dict[str, Any] = {
+    number: dict[str, Any] = {
         "type": "integer" if spec.int_like else "number",
         "minimum": _number(spec.low),
         "maximum": _number(spec.high),
     }
-    return schema
+    if not spec.choices:
+        return number
+    labels = {"type": "string", "enum": list(dict.fromkeys(spec.choices.values()))}
+    span = spec.high - spec.low
+    if spec.int_like and spec.scale == 1 and len(spec.choices) > span:
+        return labels  # every value has a label: the labels are the whole vocabulary
+    return {"anyOf": [labels, number]}  # e.g. FanLevel: Off, 1..7, Auto
 
 
 def _signal_description(spec: SignalSpec, texts: CanTexts) -> str | None:
