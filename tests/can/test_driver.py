@@ -334,3 +334,25 @@ def test_results_stay_bounded_on_huge_messages() -> None:
         text = r.messages[-1]["content"]
         assert "result cut" not in text  # whole, valid JSON within the limit
         json.loads(text.split("\n", 1)[1])
+
+
+def test_hooked_sends_report_the_wire_frame_and_dry_runs_leave_the_counter(
+    demo_db: CanDatabase, channel: str, peer: can.BusABC
+) -> None:
+    from hwbridge import counter_and_checksum
+
+    policy = SendPolicy(allow_messages=["ClimateCommand"])
+    hooks = {"ClimateCommand": counter_and_checksum("RollingCounter", "Checksum")}
+    with CanDriver.from_dbc(DEMO, bus=f"virtual:{channel}", policy=policy, hooks=hooks) as d:
+        for _ in range(3):
+            dry = call(d, "send_ClimateCommand", CabinSetpoint=21, dry_run=True)
+            assert dry.tool_call_result["sent"] is False
+        sent = [call(d, "send_ClimateCommand", CabinSetpoint=21).tool_call_result for _ in range(2)]
+    frames = recv_all(peer, timeout_s=0.2)
+    counters = [
+        demo_db.decode("ClimateCommand", bytes(f.data)).signals["RollingCounter"] for f in frames
+    ]
+    assert counters == [0, 1]  # the dry runs did not advance it
+    assert sent[1]["signals"]["RollingCounter"] == 1
+    assert "Checksum" in sent[1]["set_by_hook"]
+    assert sent[1]["data"] == bytes(frames[1].data).hex(" ").upper()

@@ -135,7 +135,7 @@ class Sender:
             raise ToolError("INVALID_VALUE", "signals must be an object of name -> value")
         return message, self.db.encode(message, signals)
 
-    def _frame(self, message: Any, frame: EncodedFrame) -> can.Message:
+    def _frame(self, message: Any, frame: EncodedFrame, *, hook: bool = True) -> can.Message:
         data = frame.data
         fd = frame.is_fd or len(data) > 8  # longer than a classic frame: CAN-FD
         if fd and len(data) not in CAN_FD_LENGTHS:
@@ -143,23 +143,37 @@ class Sender:
             size = min(n for n in CAN_FD_LENGTHS if n >= len(data))
             data = data + bytes(size - len(data))
         msg = build_message(frame.arbitration_id, data, extended=frame.is_extended, fd=fd)
-        hook = self._hook(message)
-        if hook is not None:
-            hook(msg)
+        rewrite = self._hook(message) if hook else None
+        if rewrite is not None:
+            rewrite(msg)
         return msg
+
+    def _describe(self, message: Any, frame: EncodedFrame, msg: can.Message) -> dict[str, Any]:
+        """The frame as it goes out: after a hook, its signals are decoded from the wire
+        bytes, and what the hook rewrote (counter, checksum) is no longer called defaulted."""
+        out = frame.to_dict()
+        data = bytes(msg.data)
+        out["data"] = data.hex(" ").upper()
+        if data[: len(frame.data)] != frame.data:
+            sent = self.db.decode(message, data).signals
+            rewritten = [k for k, v in sent.items() if frame.signals.get(k) != v]
+            out["signals"] = sent
+            out["defaulted"] = [k for k in out["defaulted"] if k not in rewritten]
+            out["set_by_hook"] = rewritten
+        return out
 
     def send_message(
         self, name: str, signals: Mapping[str, Any], dry_run: bool = False, tool: str = ""
     ) -> dict[str, Any]:
         message, frame = self._encode(name, signals)
-        msg = self._frame(message, frame)
+        dry = dry_run or self.policy.dry_run
+        # a dry run must not advance a rolling counter the receiver is tracking
+        msg = self._frame(message, frame, hook=not dry)
         request = SendRequest(
             "message", msg.arbitration_id, bytes(msg.data), bool(msg.is_extended_id),
             message.name, frame.signals, tool=tool or "send_message",
         )  # fmt: skip
-        dry = dry_run or self.policy.dry_run
-        out = frame.to_dict()
-        out["data"] = bytes(msg.data).hex(" ").upper()
+        out = self._describe(message, frame, msg)
         if dry:
             out["sent"] = False
             out["dry_run"] = True
@@ -199,7 +213,8 @@ class Sender:
         self.policy.check(request)
         if self.policy.dry_run:
             self.policy.release_periodic(message.name)
-            return {"started": False, "dry_run": True, "period_ms": period_ms, **frame.to_dict()}
+            described = self._describe(message, frame, msg)
+            return {"started": False, "dry_run": True, "period_ms": period_ms, **described}
         try:
             with self._lock:
                 old = self._periodic.pop(message.name, None)
@@ -212,7 +227,7 @@ class Sender:
         with self._lock:
             self._periodic[message.name] = handle
         self.policy.audit(request, outcome="periodic_started")
-        out = frame.to_dict()
+        out = self._describe(message, frame, msg)
         out.update(started=True, period_ms=period_ms, replaced=old is not None)
         return out
 
