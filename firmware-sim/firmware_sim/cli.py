@@ -1,0 +1,239 @@
+"""`python -m firmware_sim`: run the simulated vehicle and expose it over real transports.
+
+One line per transport goes to stdout once it accepts connections, exactly
+`socketcand: socketcand://HOST:PORT/vcan0`, `slcan: /dev/pts/N`, `elm327: /dev/pts/N`;
+then the simulator runs until SIGINT or SIGTERM and exits 0. Bad input (a DBC that does not
+load, a malformed option) exits 2 with one line on stderr; a transport that cannot start
+exits 1. `hwbridge sim` calls `main(argv)` in its own process, so nothing here reads
+sys.argv or exits the interpreter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
+from typing import Any, Protocol
+
+from firmware_sim.vehicle import FAULTS
+
+__all__ = ["SOCKETCAND_BUS", "build_parser", "main", "parse_fault"]
+
+SOCKETCAND_BUS = "vcan0"
+_PROG = "python -m firmware_sim"
+_DEFAULT_SOCKETCAND = "127.0.0.1:0"
+_EPILOG = f"""\
+With no transport option, a socketcand server starts on {_DEFAULT_SOCKETCAND} (any free port).
+Printed once ready, one line per transport:
+  socketcand: socketcand://HOST:PORT/{SOCKETCAND_BUS}
+  slcan: /dev/pts/N
+  elm327: /dev/pts/N
+Faults: overheat, error_frames, silence:MESSAGE, out_of_range:SIGNAL.
+Runs until SIGINT or SIGTERM.
+"""
+
+
+class UsageError(Exception):
+    """Bad input from the user: exit status 2."""
+
+
+class _Device(Protocol):
+    def start(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser that raises instead of exiting, so `main` can return a status."""
+
+    def error(self, message: str) -> Any:
+        raise UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> Any:
+        if message:
+            sys.stderr.write(message)
+        raise _Exit(status)
+
+
+class _Exit(Exception):
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=_PROG,
+        description="Simulated vehicle: periodic CAN messages from a DBC and an OBD-II ECU.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--dbc", required=True, metavar="FILE", help="the vehicle's database")
+    parser.add_argument(
+        "--channel", default="sim", metavar="NAME", help="python-can virtual channel (sim)"
+    )
+    parser.add_argument(
+        "--socketcand", metavar="HOST:PORT", help="serve socketcand here (port 0: any free port)"
+    )
+    parser.add_argument("--slcan", action="store_true", help="an SLCAN adapter on a pty")
+    parser.add_argument("--elm327", action="store_true", help="an ELM327 OBD adapter on a pty")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="NAME[:TARGET]",
+        help="inject a fault at start (repeatable)",
+    )
+    parser.add_argument("--seed", type=int, default=0, metavar="N", help="model seed (0)")
+    parser.add_argument("--no-drive", action="store_true", help="stay parked at idle")
+    parser.add_argument("--vin", help="the VIN the OBD-II ECU reports (17 characters)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
+    return parser
+
+
+def parse_fault(text: str) -> tuple[str, dict[str, str]]:
+    """`silence:EngineData` -> ("silence", {"message": "EngineData"})."""
+    name, _, target = text.partition(":")
+    name, target = name.strip(), target.strip()
+    if name not in FAULTS:
+        raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
+    key = {"silence": "message", "out_of_range": "signal"}.get(name)
+    if key is None:
+        if target:
+            raise UsageError(f"fault {name} takes no target (got {target!r})")
+        return name, {}
+    if not target:
+        raise UsageError(f"fault {name} needs a target: {name}:{key.upper()}")
+    return name, {key: target}
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--socketcand wants HOST:PORT (port 0 for any free port), got {text!r}")
+    return host.strip("[]"), int(port)
+
+
+def _device(kind: str, channel: str) -> _Device:
+    """The serial device `kind`, imported on demand (its module may be absent)."""
+    try:
+        if kind == "slcan":
+            from firmware_sim.slcan_device import SlcanDevice
+
+            return SlcanDevice(channel)
+        from firmware_sim.elm327 import Elm327Device
+
+        return Elm327Device(channel)
+    except ImportError as exc:
+        raise RuntimeError(f"the {kind} device is not available: {exc}") from exc
+
+
+@contextlib.contextmanager
+def _signals_set(stop: threading.Event) -> Iterator[None]:
+    """SIGINT and SIGTERM set `stop` while inside; the previous handlers come back after."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous[signum] = signal.signal(signum, on_signal)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _setup_logging(verbose: bool) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(
+            level=logging.INFO if verbose else logging.WARNING,
+            format="firmware_sim: %(levelname)s: %(message)s",
+            stream=sys.stderr,
+        )
+
+
+def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = None) -> int:
+    """Run the simulator; returns the exit status. `stop` ends it from another thread."""
+    try:
+        args = build_parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
+        faults = [parse_fault(f) for f in args.fault]
+        endpoint = _host_port(args.socketcand) if args.socketcand else None
+    except _Exit as exc:
+        return exc.status
+    except UsageError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if endpoint is None and not (args.slcan or args.elm327):
+        endpoint = _host_port(_DEFAULT_SOCKETCAND)
+    _setup_logging(args.verbose)
+    stop = stop if stop is not None else threading.Event()
+    with _signals_set(stop):
+        return _serve(args, faults, endpoint, stop)
+
+
+def _serve(
+    args: argparse.Namespace,
+    faults: list[tuple[str, dict[str, str]]],
+    endpoint: tuple[str, int] | None,
+    stop: threading.Event,
+) -> int:
+    from firmware_sim.obd import DEFAULT_VIN
+    from firmware_sim.socketcand import SocketcandServer
+    from firmware_sim.vehicle import VirtualVehicle
+    from hwbridge.can.database import CanDatabase, DatabaseError
+
+    try:
+        db = CanDatabase.load(args.dbc)
+    except (DatabaseError, OSError, ValueError) as exc:
+        print(f"{_PROG}: error: cannot load {args.dbc}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        vehicle = VirtualVehicle(
+            db,
+            channel=args.channel,
+            seed=args.seed,
+            drive=not args.no_drive,
+            vin=args.vin or DEFAULT_VIN,
+        )
+        for name, target in faults:
+            vehicle.inject_fault(name, **target)
+    except ValueError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    cleanup: list[Callable[[], None]] = []
+    try:
+        vehicle.start()
+        cleanup.append(vehicle.stop)
+        lines = []
+        if endpoint is not None:
+            server = SocketcandServer(
+                {SOCKETCAND_BUS: args.channel}, host=endpoint[0], port=endpoint[1]
+            )
+            server.start()
+            cleanup.append(server.stop)
+            lines.append(f"socketcand: {server.url(SOCKETCAND_BUS)}")
+        for kind, wanted in (("slcan", args.slcan), ("elm327", args.elm327)):
+            if wanted:
+                device = _device(kind, args.channel)
+                path = device.start()
+                cleanup.append(device.stop)
+                lines.append(f"{kind}: {path}")
+        print("\n".join(lines), flush=True)
+        while not stop.wait(0.5):
+            pass
+        return 0
+    except (OSError, RuntimeError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for close in reversed(cleanup):
+            close()

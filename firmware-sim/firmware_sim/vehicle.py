@@ -1,0 +1,389 @@
+"""`VirtualVehicle`: a simulated car on a python-can `virtual` channel.
+
+Every periodic message of the database goes out at its cycle time, filled from a
+`VehicleModel` that one scheduler thread steps in real time: it sleeps until the next frame
+is due, steps the model, sends what is due. A notifier on the same bus takes climate
+commands from testers and feeds the OBD-II responder, so the vehicle answers OBD requests
+from the very state it broadcasts. Tests and demos drive it through small, thread-safe
+methods (`set_throttle`, `set_gear`, `inject_fault`, ...) and read `state`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import logging
+import threading
+import time
+from pathlib import Path
+from types import MappingProxyType, TracebackType
+from typing import Any, Final, Self
+
+import can
+from firmware_sim.model import VehicleModel, VehicleState
+from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
+from firmware_sim.signals import MessagePlan, climate_request, out_of_range_raw
+from hwbridge.can.database import CanDatabase
+from hwbridge.core.models import ToolError
+
+__all__ = ["FAULTS", "VirtualVehicle"]
+
+log = logging.getLogger(__name__)
+
+FAULTS: Final = ("overheat", "silence", "out_of_range", "error_frames")
+_ERROR_PERIOD_S = 0.05
+_TICK_S = 0.05  # the model advances at least this often, whatever the database sends
+_NOTIFIER_TIMEOUT_S = 0.1
+_CLIMATE_COMMAND = "ClimateCommand"
+# A protocol (stuff) error as SocketCAN reports it: class CAN_ERR_PROT | CAN_ERR_BUSERROR.
+_ERROR_ID = 0x088
+_ERROR_DATA = bytes([0, 0, 0x04, 0, 0, 0, 0, 0])
+
+
+class VirtualVehicle:
+    """A simulated vehicle sending the periodic messages of `dbc` on virtual `channel`.
+
+    `seed` makes the model reproducible; `drive=False` keeps it parked at idle instead of
+    running the drive cycle; `model` replaces the default `VehicleModel(seed)` (e.g. to
+    start with a warm engine); `obd=False` leaves out the OBD-II responder.
+    """
+
+    def __init__(
+        self,
+        dbc: str | Path | CanDatabase,
+        *,
+        channel: str = "sim",
+        seed: int = 0,
+        drive: bool | None = None,
+        model: VehicleModel | None = None,
+        obd: bool = True,
+        vin: str = DEFAULT_VIN,
+    ) -> None:
+        self.db = dbc if isinstance(dbc, CanDatabase) else CanDatabase.load(dbc)
+        self.channel = channel
+        self.vin = check_vin(vin)
+        self._model = model if model is not None else VehicleModel(seed)
+        if drive is not None and drive != self._model.driving:
+            if drive:
+                self._model.resume_driving()
+            else:
+                self._model.pause_driving()
+        self._plans: list[MessagePlan] = []
+        for message in self.db.messages:
+            if message.cycle_time and not getattr(message, "is_container", False):
+                self._plans.append(MessagePlan(self.db, message))
+        climate = self.db.message(_CLIMATE_COMMAND) if _CLIMATE_COMMAND in self.db else None
+        self._climate_key = (
+            (int(climate.frame_id), bool(climate.is_extended_frame)) if climate else None
+        )
+        self._want_obd = obd
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bus: can.BusABC | None = None
+        self._notifier: can.Notifier | None = None
+        self._obd: ObdResponder | None = None
+        # faults: immutable values swapped under the lock, read without it by the sender
+        self._silenced: frozenset[str] = frozenset()
+        self._out_of_range: MappingProxyType[str, dict[str, int | float]] = MappingProxyType({})
+        self._error_frames = False
+        self._sent: dict[str, int] = dict.fromkeys((p.name for p in self._plans), 0)
+        self._errors_sent = 0
+        self._commands = 0
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Open the bus and start sending; returns self."""
+        if self._thread is not None:
+            raise RuntimeError("vehicle already started")
+        self._stop.clear()
+        bus = self._bus = can.Bus(interface="virtual", channel=self.channel)
+        try:
+            self._notifier = can.Notifier(bus, [self._on_frame], timeout=_NOTIFIER_TIMEOUT_S)
+            if self._want_obd:
+                self._obd = ObdResponder(bus, self._notifier, self, vin=self.vin)
+                self._obd.start()
+            self._thread = threading.Thread(target=self._run, name="vehicle-sender", daemon=True)
+            self._thread.start()
+        except BaseException:
+            self._close()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop sending, join every thread, close the bus; idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+        self._close()
+
+    def _close(self) -> None:
+        if self._obd is not None:
+            self._obd.stop()
+            self._obd = None
+        if self._notifier is not None:
+            self._notifier.stop(2.0)
+            self._notifier = None
+        if self._bus is not None:
+            self._bus.shutdown()
+            self._bus = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- reading --------------------------------------------------------------------------
+
+    @property
+    def state(self) -> VehicleState:
+        """A consistent snapshot of the vehicle now."""
+        with self._lock:
+            return self._model.snapshot()
+
+    @property
+    def obd(self) -> ObdResponder | None:
+        return self._obd
+
+    @property
+    def periodic_messages(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self._plans)
+
+    @property
+    def frames_sent(self) -> dict[str, int]:
+        """Frames sent so far, per message."""
+        with self._lock:
+            return dict(self._sent)
+
+    @property
+    def error_frames_sent(self) -> int:
+        return self._errors_sent
+
+    @property
+    def commands_received(self) -> int:
+        """Climate commands taken from the bus so far."""
+        return self._commands
+
+    # -- controls -------------------------------------------------------------------------
+
+    def set_throttle(self, pct: float) -> None:
+        """Throttle 0-100 %; takes over from the drive cycle."""
+        with self._lock:
+            self._model.set_throttle(pct)
+
+    def set_brake(self, on: bool) -> None:
+        """Brake pedal; takes over from the drive cycle."""
+        with self._lock:
+            self._model.set_brake(on)
+
+    def set_gear(self, lever: str) -> None:
+        """Gear lever P, R, N, D, S or L; takes over from the drive cycle."""
+        with self._lock:
+            self._model.set_gear(lever)
+
+    def pause_driving(self) -> None:
+        """Stop the drive cycle: throttle released, the vehicle coasts."""
+        with self._lock:
+            self._model.pause_driving()
+
+    def resume_driving(self) -> None:
+        """Hand the pedals back to the drive cycle."""
+        with self._lock:
+            self._model.resume_driving()
+
+    def set_door(self, name: str, open_: bool) -> None:
+        """front_left, front_right, rear_left, rear_right, tailgate or hood."""
+        with self._lock:
+            self._model.set_door(name, open_)
+
+    def set_lock(self, state: str) -> None:
+        """Unlocked, Locked or DoubleLocked."""
+        with self._lock:
+            self._model.set_lock(state)
+
+    def set_lights(
+        self, headlights: str | None = None, turn: str | None = None, fog: bool | None = None
+    ) -> None:
+        with self._lock:
+            self._model.set_lights(headlights, turn, fog)
+
+    def set_climate(
+        self,
+        *,
+        setpoint_c: float | None = None,
+        fan_level: int | None = None,
+        ac: bool | None = None,
+        recirculation: bool | None = None,
+        air_distribution: int | None = None,
+        rear_defrost: bool | None = None,
+    ) -> None:
+        """Change the climate request as the head unit would; None keeps a field."""
+        given = {
+            "setpoint_c": setpoint_c,
+            "fan_level": fan_level,
+            "ac": ac,
+            "recirculation": recirculation,
+            "air_distribution": air_distribution,
+            "rear_defrost": rear_defrost,
+        }
+        changes: dict[str, Any] = {k: v for k, v in given.items() if v is not None}
+        with self._lock:
+            self._model.set_climate(dataclasses.replace(self._model.climate, **changes))
+
+    def clear_dtcs(self) -> None:
+        """Clear stored and pending trouble codes and the MIL (what OBD mode 04 does)."""
+        with self._lock:
+            self._model.clear_dtcs()
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def inject_fault(
+        self, name: str, *, message: str | None = None, signal: str | None = None
+    ) -> None:
+        """Start a fault: overheat, silence (message=), out_of_range (signal=), error_frames."""
+        if name == "overheat":
+            with self._lock:
+                self._model.set_overheat(True)
+        elif name == "silence":
+            plan = self._plan_of(message, "silence needs message=NAME")
+            with self._lock:
+                self._silenced = self._silenced | {plan.name}
+        elif name == "out_of_range":
+            self._inject_out_of_range(signal)
+        elif name == "error_frames":
+            self._error_frames = True
+        else:
+            raise ValueError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
+
+    def _plan_of(self, message: str | None, missing: str) -> MessagePlan:
+        if not message:
+            raise ValueError(missing)
+        try:
+            found = self.db.message(message)
+        except ToolError as exc:
+            raise ValueError(exc.message) from None
+        for plan in self._plans:
+            if plan.message is found:
+                return plan
+        raise ValueError(f"{found.name} is not a periodic message; the vehicle never sends it")
+
+    def _inject_out_of_range(self, signal: str | None) -> None:
+        if not signal:
+            raise ValueError("out_of_range needs signal=NAME")
+        try:
+            spec = self.db.resolve_signal(signal)
+        except ToolError as exc:
+            raise ValueError(exc.message) from None
+        plan = self._plan_of(spec.message, "")
+        raw = out_of_range_raw(spec)
+        if raw is None:
+            raise ValueError(f"every value {spec.name} can carry is within its range")
+        with self._lock:
+            faults = {k: dict(v) for k, v in self._out_of_range.items()}
+            faults.setdefault(plan.name, {})[spec.name] = raw
+            self._out_of_range = MappingProxyType(faults)
+
+    def clear_faults(self) -> None:
+        """End every fault (stored trouble codes stay until cleared, as in a real ECU)."""
+        with self._lock:
+            self._model.set_overheat(False)
+            self._silenced = frozenset()
+            self._out_of_range = MappingProxyType({})
+            self._error_frames = False
+
+    @property
+    def faults(self) -> tuple[str, ...]:
+        """Active faults, e.g. ("overheat", "silence:EngineData")."""
+        with self._lock:
+            active = ["overheat"] if self._model.overheat else []
+            active += [f"silence:{m}" for m in sorted(self._silenced)]
+            active += [
+                f"out_of_range:{m}.{s}" for m, sigs in self._out_of_range.items() for s in sigs
+            ]
+        if self._error_frames:
+            active.append("error_frames")
+        return tuple(active)
+
+    # -- threads --------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        bus = self._bus
+        assert bus is not None
+        plans = self._plans
+        periods = [p.period_s for p in plans] + [_TICK_S, _ERROR_PERIOD_S]
+        tick, error_slot = len(plans), len(plans) + 1
+        last = time.monotonic()
+        heap = [(last, index) for index in range(len(periods))]  # all due now, in order
+        stop = self._stop
+        while not stop.is_set():
+            delay = heap[0][0] - time.monotonic()
+            if delay > 0.0 and stop.wait(delay):
+                return
+            now = time.monotonic()
+            with self._lock:
+                self._model.step(now - last)
+                state = self._model.snapshot()
+            last = now
+            while heap[0][0] <= now:
+                due, index = heapq.heappop(heap)
+                if index < tick:
+                    self._send(bus, plans[index], state)
+                elif index == error_slot and self._error_frames:
+                    self._send_error(bus)
+                following = due + periods[index]
+                # a late frame is sent once, not in a burst: the schedule slips instead
+                if following <= now:
+                    following = now + periods[index]
+                heapq.heappush(heap, (following, index))
+
+    def _send(self, bus: can.BusABC, plan: MessagePlan, state: VehicleState) -> None:
+        if plan.name in self._silenced:
+            return
+        try:
+            msg = plan.frame(state, self._out_of_range.get(plan.name))
+            bus.send(msg)
+        except (can.CanError, ToolError) as exc:
+            log.warning("%s not sent: %s", plan.name, exc)
+            return
+        except Exception:  # keep the other messages going
+            log.exception("%s not sent", plan.name)
+            return
+        with self._lock:
+            self._sent[plan.name] += 1
+
+    def _send_error(self, bus: can.BusABC) -> None:
+        msg = can.Message(
+            arbitration_id=_ERROR_ID, is_error_frame=True, is_extended_id=False, data=_ERROR_DATA
+        )
+        try:
+            bus.send(msg)
+        except can.CanError as exc:
+            log.warning("error frame not sent: %s", exc)
+            return
+        self._errors_sent += 1
+
+    def _on_frame(self, msg: can.Message) -> None:
+        """Frames from other nodes (a notifier callback): climate commands."""
+        if msg.is_error_frame or msg.is_remote_frame or self._climate_key is None:
+            return
+        if (msg.arbitration_id, msg.is_extended_id) != self._climate_key:
+            return
+        try:
+            decoded = self.db.decode(_CLIMATE_COMMAND, bytes(msg.data))
+            with self._lock:
+                self._model.set_climate(climate_request(decoded.signals, self._model.climate))
+                self._commands += 1
+        except Exception:  # an exception would end the notifier thread, and OBD with it
+            log.exception("climate command not applied: %s", msg)
