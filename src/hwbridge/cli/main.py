@@ -1,44 +1,160 @@
-"""The `hwbridge` command: thin subcommands over the library."""
+"""The `hwbridge` command (also `python -m hwbridge`): thin subcommands over the library.
+
+Each subcommand lives in its own module with `register(subparsers)`; heavy imports wait
+until a subcommand runs. Every failure a user can meet ends as one `hwbridge: ...` line on
+stderr with exit code 2 (usage) or 1 (runtime); `--debug` shows the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
+import traceback
 from collections.abc import Sequence
-from pathlib import Path
 
-from hwbridge.core.schema import write_schemas
+from hwbridge import __version__
+from hwbridge.cli import inspector, prompt, schema, sim, tools
+from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
+
+EXIT_STATUS = """\
+exit status:
+  0  success
+  1  runtime failure: the bus does not answer (BUS_DOWN), the simulator is missing,
+     a file cannot be written, an unexpected error (--debug shows its traceback)
+  2  usage error: bad options, a database that is missing or fails to load,
+     a bad --bus string, an unknown --allow message, a bad prompt pack
+"""
+
+EXAMPLES = """\
+examples:
+  hwbridge tools --dbc dbc/demo_vehicle.dbc
+  hwbridge tools --dbc big.dbc --exposure catalog --json
+  hwbridge prompt --dbc dbc/demo_vehicle.dbc --model llama3.2:3b > prompt.txt
+  hwbridge inspect --dbc dbc/demo_vehicle.dbc --bus socketcand://localhost:29536/vcan0
+  hwbridge sim --help
+"""
+
+_GLOBAL_FLAGS = frozenset({"--debug"})
 
 
-def _schema(args: argparse.Namespace) -> int:
-    for path in write_schemas(Path(args.directory)):
-        print(path)
-    return 0
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """One-paragraph descriptions wrap to the terminal; laid-out epilogs stay as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="hwbridge", description="MCS drivers for CAN buses and serial hardware."
+        prog="hwbridge",
+        description="MCS drivers for CAN buses and serial hardware.",
+        epilog=f"{EXIT_STATUS}\n{EXAMPLES}",
+        formatter_class=_Formatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hwbridge {__version__}")
+    parser.add_argument(
+        "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    schema = sub.add_parser(
-        "schema", help="write the JSON Schema of the MCS models (DriverMeta, Tool, ...) to DIR"
-    )
-    schema.add_argument("directory", metavar="DIR")
-    schema.set_defaults(func=_schema)
+    for module in (tools, prompt, inspector, sim, schema):
+        module.register(sub)
+    for name, choice in sub.choices.items():
+        choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS
+        choice.formatter_class = _Formatter
+        if name != "sim":  # also after the subcommand, where people tend to type it
+            choice.add_argument(
+                "--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS
+            )
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        code: int = args.func(args)
-    except OSError as exc:
-        print(f"hwbridge: {exc}", file=sys.stderr)
-        return 1
+def _split_sim(argv: list[str]) -> tuple[bool, list[str]] | None:
+    """(debug, simulator arguments) when the command is `sim`: argparse must not see them."""
+    index = 0
+    while index < len(argv) and argv[index] in _GLOBAL_FLAGS:
+        index += 1
+    if index < len(argv) and argv[index] == "sim":
+        return "--debug" in argv[:index], argv[index + 1 :]
+    return None
+
+
+class _BriefFormatter(logging.Formatter):
+    """Library logs on stderr without tracebacks; those are for --debug."""
+
+    def formatException(self, ei: object) -> str:
+        return ""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record.exc_text = ""
+        return super().format(record).rstrip()
+
+
+def _configure_logging(debug: bool) -> None:
+    root = logging.getLogger()
+    if root.handlers:  # an embedding application (or pytest) already decided
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    if debug:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    else:
+        handler.setFormatter(_BriefFormatter("hwbridge: %(levelname)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.WARNING)
+    if debug:  # ours only: cantools' and canmatrix's debug chatter helps nobody here
+        logging.getLogger("hwbridge").setLevel(logging.DEBUG)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"hwbridge: {one_line(message)}", file=sys.stderr)
     return code
+
+
+def _silence_stdout() -> None:
+    """After a closed pipe (`hwbridge prompt ... | head`), let Python exit without noise."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    simulator = _split_sim(arguments)
+    debug = simulator[0] if simulator else "--debug" in arguments
+    _configure_logging(debug)
+    try:
+        if simulator is not None:
+            return sim.run_simulator(simulator[1], own_process=argv is None)
+        args = build_parser().parse_args(arguments)
+        code: int = args.func(args)
+        return code
+    except CliError as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(exc.message, exc.exit_code)
+    except KeyboardInterrupt:
+        return _fail("interrupted", 130)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_RUNTIME
+    except OSError as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(str(exc), EXIT_RUNTIME)
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        return _fail(
+            f"unexpected error: {type(exc).__name__}: {exc} (--debug shows the traceback)",
+            EXIT_RUNTIME,
+        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,158 @@
+"""Options shared by the subcommands that build a CAN driver, and building it with clear errors.
+
+The heavy imports (cantools, python-can) happen inside `open_driver`, so `hwbridge --help`,
+`hwbridge schema` and `hwbridge sim` start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+import warnings
+from typing import TYPE_CHECKING
+
+from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
+
+if TYPE_CHECKING:
+    from hwbridge.can import CanDatabase, CanDriver
+
+__all__ = ["BUS_FORMS", "add_driver_options", "load_database", "open_driver", "resolve_allow"]
+
+_GLOB = frozenset("*?[")
+
+
+BUS_FORMS = (
+    "virtual:CH, socketcand://HOST[:PORT]/CH, slcan://PORT@BAUD, socketcan:CH, "
+    "INTERFACE:CH (any python-can interface), replay:PATH"
+)
+
+
+def add_driver_options(parser: argparse.ArgumentParser, *, bus_required: bool) -> None:
+    """--dbc, --bus, --allow, --exposure, --model, --pack: one meaning in every subcommand."""
+    parser.add_argument(
+        "--dbc", required=True, metavar="FILE", help="CAN database (.dbc, .kcd, .sym, .arxml)"
+    )
+    bus_help = f"the CAN bus: {BUS_FORMS}"
+    if not bus_required:
+        bus_help += (
+            "; without it the driver is offline (catalog and decoding only, and the prompt "
+            "says so); `--bus virtual:x` gives a live driver's prompt without hardware"
+        )
+    parser.add_argument("--bus", required=bus_required, metavar="BUS", help=bus_help)
+    parser.add_argument(
+        "--allow",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="MESSAGE",
+        help="messages the send policy allows (names or globs such as 'Climate*'); "
+        "without it the driver is read-only",
+    )
+    parser.add_argument(
+        "--exposure",
+        choices=("auto", "catalog", "messages"),
+        default="auto",
+        help="catalog: generic tools only; messages: also read_<Message>/send_<Message>; "
+        "auto (default): typed tools when they fit the prompt budget",
+    )
+    parser.add_argument(
+        "--model",
+        metavar="NAME",
+        help="the model the prompt is for; a pack may pick a variant by name "
+        "(e.g. compact for small local models, xml for Claude)",
+    )
+    parser.add_argument(
+        "--pack",
+        default="json",
+        metavar="json|xml|compact|PATH",
+        help="prompt pack: a packaged one or a .toml file merged over one (default: json)",
+    )
+
+
+def load_database(path: str, *, debug: bool = False) -> CanDatabase:
+    """Load a database; repairs become one warning line on stderr (all of them with --debug)."""
+    from hwbridge.can import CanDatabase, DatabaseError, DatabaseRepairWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DatabaseRepairWarning)
+        try:
+            db = CanDatabase.load(path)
+        except DatabaseError as exc:
+            raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
+    for warning in caught:
+        lines = str(warning.message).splitlines()
+        shown = lines if debug else lines[:1]
+        first = (
+            shown[0] if debug or len(lines) < 2 else f"{shown[0].rstrip(':')} (--debug lists them)"
+        )
+        print(f"hwbridge: warning: {first}", file=sys.stderr)
+        for line in shown[1:]:
+            print(f"hwbridge:   {line.strip()}", file=sys.stderr)
+    return db
+
+
+def resolve_allow(db: CanDatabase, patterns: list[str]) -> list[str]:
+    """Check --allow against the database: a typo would otherwise allow nothing, silently.
+
+    Plain names resolve as the tools resolve them (any case, renamed, or an id such as
+    0x3C0) to the exact name the policy matches; a glob must match at least one message.
+    """
+    from hwbridge.core.models import ToolError
+
+    allowed: list[str] = []
+    for pattern in patterns:
+        if _GLOB & set(pattern):
+            if not any(fnmatch.fnmatchcase(name, pattern) for name in db.message_names):
+                raise CliError(f"--allow {pattern}: matches no message in {db.path}")
+            allowed.append(pattern)
+            continue
+        try:
+            allowed.append(str(db.message(pattern).name))
+        except ToolError as exc:
+            raise CliError(f"--allow {pattern}: {exc.message}") from exc
+    return allowed
+
+
+def open_driver(args: argparse.Namespace) -> CanDriver:
+    """The CanDriver the options describe; offline when there is no --bus.
+
+    Usage errors (database, pack, --allow, bus string) exit 2; a bus that does not answer
+    exits 1. The prompt pack is loaded before the bus opens, so a bad pack leaks no bus.
+    """
+    from hwbridge.can import CanDriver, SendPolicy
+    from hwbridge.core.models import ToolError
+    from hwbridge.core.prompts import PromptPackError, PromptStrategy
+
+    bus: str | None = args.bus
+    db = load_database(str(args.dbc), debug=bool(args.debug))
+    policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
+    try:
+        strategy = PromptStrategy.load(str(args.pack))
+    except PromptPackError as exc:
+        raise CliError(f"--pack: {one_line(str(exc))}") from exc
+    try:
+        return CanDriver.from_dbc(
+            db, bus=bus, policy=policy, exposure=args.exposure, prompt_strategy=strategy
+        )
+    except ToolError as exc:
+        raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc
+    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
+        if bus is None:
+            raise
+        raise CliError(f"--bus: {one_line(str(exc))}") from exc
+    except FileNotFoundError as exc:  # replay:PATH with no such capture
+        if bus is None:
+            raise
+        raise CliError(f"--bus: {_os_text(exc)}") from exc
+    except OSError as exc:
+        if bus is None:
+            raise
+        raise CliError(f"cannot open {bus}: {_os_text(exc)}", EXIT_RUNTIME) from exc
+
+
+def _os_text(exc: OSError) -> str:
+    """`no such file: 'x.log'` rather than `[Errno 2] no such file: 'x.log'`."""
+    if not exc.strerror:
+        return one_line(str(exc))
+    return one_line(f"{exc.strerror}: {exc.filename!r}" if exc.filename else exc.strerror)

@@ -1,0 +1,31 @@
+"""`hwbridge prompt`: the system prompt exactly as the LLM gets it, plain text for pipes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hwbridge.cli.errors import EXIT_OK
+from hwbridge.cli.options import add_driver_options, open_driver
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "prompt",
+        help="print the system prompt for a database (plain text)",
+        description="Print the system prompt an LLM gets for a database, exactly and "
+        "without markup, e.g. `hwbridge prompt --dbc car.dbc --bus virtual:x > prompt.txt`. "
+        "Without --bus it is the prompt of an offline driver (catalog and decoding only).",
+    )
+    add_driver_options(parser, bus_required=False)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    with open_driver(args) as driver:
+        text = driver.get_driver_system_message(args.model)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+    return EXIT_OK

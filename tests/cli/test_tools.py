@@ -1,0 +1,104 @@
+"""`hwbridge tools`: the table, the JSON document, catalog mode on a large real database."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from hwbridge.can import CanDriver
+from hwbridge.core.prompts import estimate_tokens
+from tests.cli.conftest import DEMO, REPO, Run
+
+GENERIC = [
+    "list_messages",
+    "describe_message",
+    "search_signals",
+    "read_signals",
+    "read_message",
+    "wait_for_signal",
+    "capture",
+    "bus_status",
+    "decode_frame",
+]
+
+
+def test_table_lists_tools_with_typed_parameters_and_prompt_size(run: Run) -> None:
+    r = run("tools", "--dbc", str(DEMO))
+    assert r.code == 0, r.err
+    with CanDriver.from_dbc(DEMO) as driver:
+        prompt = driver.get_driver_system_message()
+        names = [t.name for t in driver.list_tools()]
+    for name in names:
+        assert name in r.out
+    assert "read_EngineData" in names
+    assert "signals: string[]" in r.out
+    assert "timeout_ms?: integer 0..30000" in r.out
+    assert "[rpm]" in r.out  # descriptions are text, not rich markup
+    assert f"{estimate_tokens(prompt):,} tokens ({len(prompt):,} characters)" in r.out
+    assert "Send policy: read-only" in r.out
+    assert "\x1b[" not in r.out  # not a terminal: no escape codes
+
+
+def test_json_is_the_only_output_and_matches_the_library(run: Run) -> None:
+    r = run("tools", "--dbc", str(DEMO), "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    with CanDriver.from_dbc(DEMO) as driver:
+        prompt = driver.get_driver_system_message()
+        tools = [t.model_dump(mode="json", exclude_none=True) for t in driver.list_tools()]
+    assert doc["tools"] == tools
+    assert doc["system_prompt_tokens"] == estimate_tokens(prompt)
+    assert doc["system_prompt_chars"] == len(prompt)
+    assert doc["pack"] == "json" and doc["policy"]["read_only"] is True
+    assert doc["messages"] == 11
+
+
+def test_allow_adds_send_tools_and_resolves_names(run: Run) -> None:
+    r = run("tools", "--dbc", str(DEMO), "--json", "--allow", "climatecommand")
+    doc = json.loads(r.out)
+    names = {t["name"] for t in doc["tools"]}
+    assert {"send_message", "send_ClimateCommand"} <= names
+    assert doc["policy"]["allow_messages"] == ["ClimateCommand"]  # the exact name the policy needs
+
+
+def test_large_real_database_in_catalog_mode(run: Run, ford: Path) -> None:
+    r = run("tools", "--dbc", str(ford), "--exposure", "catalog", "--json")
+    assert r.code == 0, r.err
+    doc = json.loads(r.out)
+    assert [t["name"] for t in doc["tools"]] == GENERIC
+    assert doc["messages"] > 300
+    assert doc["system_prompt_tokens"] < 4000
+    table = run("tools", "--dbc", str(ford), "--exposure", "catalog")
+    assert "9 tools from" in table.out and "331 messages" in table.out
+
+
+def test_model_picks_the_pack_variant(run: Run) -> None:
+    doc = json.loads(run("tools", "--dbc", str(DEMO), "--json", "--model", "llama3.2:1b").out)
+    assert doc["pack"] == "compact" and doc["model"] == "llama3.2:1b"
+
+
+def test_python_dash_m_prints_pure_json() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "hwbridge", "tools", "--dbc", str(DEMO), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={"FORCE_COLOR": "1", "PATH": ""},
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["tools"][0]["name"] == "list_messages"
+
+
+def test_repaired_database_warns_on_stderr_only(run: Run, ford: Path) -> None:
+    repaired = ford.parent / "chrysler_cusw.dbc"  # two ids above 0x7FF without the flag
+    r = run("tools", "--dbc", str(repaired), "--json")
+    assert r.code == 0
+    assert json.loads(r.out)["messages"] == 26
+    assert r.err == (
+        f"hwbridge: warning: {repaired}: loaded after 2 repairs of defects cantools refuses "
+        "(--debug lists them)\n"
+    )
