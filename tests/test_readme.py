@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,15 +30,28 @@ def test_quickstart_runs_as_written() -> None:
 
 
 def test_demo_runs_to_the_end() -> None:
+    """make demo: the simulator in its own process, socketcand, each step of the session."""
     root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "COLUMNS": "200"}
     out = subprocess.run(
         [sys.executable, str(root / "examples" / "demo.py")],
         capture_output=True,
         text=True,
         check=True,
-    )
-    assert "final answer: no call" in out.stdout
-    assert "recorded" in out.stdout
+        timeout=60,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    ).stdout
+    flat = " ".join(out.split())
+    assert "socketcand://127.0.0.1:" in flat
+    assert "recorded, not produced by a live model" in flat
+    assert '"EngineSpeed": {"value":' in flat
+    assert '"met": true, "signal": "VehicleDynamics.VehicleSpeed"' in flat
+    assert "detail: SEND_NOT_ALLOWED" in flat
+    assert "detail: OUT_OF_RANGE" in flat
+    assert '"met": true, "signal": "ClimateStatus.ActiveSetpoint", "value": 22.5' in flat
+    assert "status: no call: final answer" in flat
+    assert "demo finished" in flat
 
 
 def test_can_example_runs_as_written() -> None:
