@@ -89,7 +89,12 @@ class Network:
             else:
                 adapter = PythonCanAdapter(bus, listeners=[monitor.on_message])
         return cls(
-            name, db, adapter, monitor, Reader(db, monitor), Sender(db, adapter, policy, hooks)
+            name,
+            db,
+            adapter,
+            monitor,
+            Reader(db, monitor, adapter),
+            Sender(db, adapter, policy, hooks),
         )
 
     def close(self) -> None:

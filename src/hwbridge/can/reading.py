@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from hwbridge.can.adapter import CanAdapter
 from hwbridge.can.database import CanDatabase, SignalSpec
 from hwbridge.can.monitor import BusMonitor, FrameRecord
 from hwbridge.core.models import ToolError
@@ -28,6 +29,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
 }
 OPS = tuple(_OPS)
 DEFAULT_TIMEOUT_MS = 1000
+_SLICE_S = 0.1  # how often a long wait checks that the bus is still up
 MAX_TIMEOUT_MS = 30_000
 
 
@@ -105,11 +107,19 @@ def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[A
 class Reader:
     """Read tools over one database and one monitor (None: no bus attached)."""
 
-    def __init__(self, database: CanDatabase, monitor: BusMonitor | None) -> None:
+    def __init__(
+        self,
+        database: CanDatabase,
+        monitor: BusMonitor | None,
+        adapter: CanAdapter | None = None,
+    ) -> None:
         self.db = database
         self.monitor = monitor
+        self.adapter = adapter
 
     def require_bus(self) -> BusMonitor:
+        """The monitor, or ToolError NO_BUS (offline) / BUS_DOWN (values would be stale)."""
+        self._check_alive()
         if self.monitor is None:
             raise ToolError(
                 "NO_BUS",
@@ -117,6 +127,32 @@ class Reader:
                 "list_messages, describe_message, search_signals and decode_frame still work.",
             )
         return self.monitor
+
+    def _check_alive(self) -> None:
+        if self.adapter is None:
+            return
+        status = self.adapter.status()
+        if not status.connected and status.bus_state != "finished":  # a finished replay reads on
+            reason = status.last_error or status.bus_state
+            raise ToolError(
+                "BUS_DOWN",
+                f"The bus is not connected ({reason}), so values would be stale. "
+                "It is being reopened; try again in a few seconds.",
+                retryable=True,
+            )
+
+    def _wait_for(
+        self, predicate: Callable[[FrameRecord], bool], timeout_s: float
+    ) -> FrameRecord | None:
+        """monitor.wait_for in slices, so a bus that dies meanwhile ends the wait at once."""
+        monitor = self.require_bus()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            rec = monitor.wait_for(None, predicate, timeout_s=max(0.0, min(remaining, _SLICE_S)))
+            if rec is not None or remaining <= _SLICE_S:
+                return rec
+            self._check_alive()
 
     # -- frames of a message ---------------------------------------------------------------
 
@@ -152,16 +188,14 @@ class Reader:
                     best = rec
         return best
 
-    def _wait(
-        self, message: Any, mux_ids: tuple[int, ...], timeout_s: float, newer_than: float
-    ) -> FrameRecord | None:
-        monitor = self.require_bus()
+    def _frames_of(self, message: Any, mux_ids: tuple[int, ...]) -> Callable[[FrameRecord], bool]:
+        """Frames of `message` (within one of `mux_ids` when given)."""
         match = self._matches(message)
         wanted = frozenset(mux_ids)
         mux_spec = _multiplexer_spec(self.db, message) if wanted else None
 
         def predicate(rec: FrameRecord) -> bool:
-            if rec.timestamp <= newer_than or not match(rec):
+            if not match(rec):
                 return False
             if mux_spec is None:
                 return True
@@ -169,21 +203,35 @@ class Reader:
             number = numeric(value)
             return number is not None and int(number) in wanted
 
-        return monitor.wait_for(None, predicate, timeout_s=timeout_s)
+        return predicate
 
     def _fresh(
         self, message: Any, mux_ids: tuple[int, ...], max_age_s: float | None, deadline: float
     ) -> FrameRecord | None:
+        """The newest frame of `message` no older than `max_age_s`, waiting until `deadline`.
+
+        The latest frame is looked at again after every slice of the wait, so a frame that
+        arrives between the first look and the waiter being registered is not missed.
+        """
         monitor = self.require_bus()
-        rec = self._latest(message, mux_ids)
-        now = monitor.now()
-        if rec is not None and (max_age_s is None or now - rec.timestamp <= max_age_s):
-            return rec
-        newer_than = -math.inf if max_age_s is None else now - max_age_s
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        return self._wait(message, mux_ids, remaining, newer_than)
+        of_message = self._frames_of(message, mux_ids)
+        while True:
+            rec = self._latest(message, mux_ids)
+            now = monitor.now()
+            if rec is not None and (max_age_s is None or now - rec.timestamp <= max_age_s):
+                return rec
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            newer_than = -math.inf if max_age_s is None else now - max_age_s
+
+            def fresh(rec: FrameRecord, newer_than: float = newer_than) -> bool:
+                return rec.timestamp > newer_than and of_message(rec)
+
+            got = monitor.wait_for(None, fresh, timeout_s=min(remaining, _SLICE_S))
+            if got is not None:
+                return got
+            self._check_alive()
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -276,7 +324,7 @@ class Reader:
             seen.append(value)
             return check(value)
 
-        rec = monitor.wait_for(None, predicate, timeout_s=timeout_s)
+        rec = self._wait_for(predicate, timeout_s)
         if rec is not None:
             value = self.db.decode(message, rec.data).signals.get(spec.name)
             return _met(spec, value, rec, started, already=False)
