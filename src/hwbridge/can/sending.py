@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import can
@@ -135,18 +136,14 @@ class Sender:
             raise ToolError("INVALID_VALUE", "signals must be an object of name -> value")
         return message, self.db.encode(message, signals)
 
-    def _frame(self, message: Any, frame: EncodedFrame, *, hook: bool = True) -> can.Message:
+    def _frame(self, message: Any, frame: EncodedFrame) -> can.Message:
         data = frame.data
         fd = frame.is_fd or len(data) > 8  # longer than a classic frame: CAN-FD
         if fd and len(data) not in CAN_FD_LENGTHS:
             # a CAN-FD frame carries 12, 16, 20, 24, 32, 48 or 64 bytes: pad like a stack does
             size = min(n for n in CAN_FD_LENGTHS if n >= len(data))
             data = data + bytes(size - len(data))
-        msg = build_message(frame.arbitration_id, data, extended=frame.is_extended, fd=fd)
-        rewrite = self._hook(message) if hook else None
-        if rewrite is not None:
-            rewrite(msg)
-        return msg
+        return build_message(frame.arbitration_id, data, extended=frame.is_extended, fd=fd)
 
     def _describe(self, message: Any, frame: EncodedFrame, msg: can.Message) -> dict[str, Any]:
         """The frame as it goes out: after a hook, its signals are decoded from the wire
@@ -166,21 +163,24 @@ class Sender:
         self, name: str, signals: Mapping[str, Any], dry_run: bool = False, tool: str = ""
     ) -> dict[str, Any]:
         message, frame = self._encode(name, signals)
-        dry = dry_run or self.policy.dry_run
-        # a dry run must not advance a rolling counter the receiver is tracking
-        msg = self._frame(message, frame, hook=not dry)
+        msg = self._frame(message, frame)
         request = SendRequest(
             "message", msg.arbitration_id, bytes(msg.data), bool(msg.is_extended_id),
             message.name, frame.signals, tool=tool or "send_message",
         )  # fmt: skip
-        out = self._describe(message, frame, msg)
-        if dry:
-            out["sent"] = False
-            out["dry_run"] = True
+        if dry_run or self.policy.dry_run:
+            out = self._describe(message, frame, msg)
+            out.update(sent=False, dry_run=True)
             return out
         self.policy.check(request)
+        # the hook runs only for a frame that really goes out: a rolling counter the
+        # receiver tracks must not skip values for refused sends or dry runs
+        hook = self._hook(message)
+        if hook is not None:
+            hook(msg)
         self._bus().send(msg)
-        self.policy.audit(request, outcome="sent")
+        self.policy.audit(replace(request, data=bytes(msg.data)), outcome="sent")
+        out = self._describe(message, frame, msg)
         out["sent"] = True
         return out
 
@@ -220,6 +220,7 @@ class Sender:
                 old = self._periodic.pop(message.name, None)
             if old is not None:
                 old.stop()
+            # python-can runs the hook before every transmission, the first one included
             handle = self._bus().send_periodic(msg, period_ms / 1000.0, self._hook(message))
         except BaseException:
             self.policy.release_periodic(message.name)
