@@ -1,18 +1,28 @@
-# hwbridge: every target installs what it needs into .venv first.
+# hwbridge: every target installs what it needs into .venv first (quick when nothing changed).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install test lint typecheck pytest demo bench clean
+.PHONY: install install-run test lint typecheck pytest demo bench clean
 
-install: $(STAMP)
+# the project with its development tools (tests, linters, MF4 replay)
+install: $(DEV_STAMP)
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e ".[dev]"
-	@touch $(STAMP)
+# the project alone: what the demo needs
+install-run: $(RUN_STAMP)
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(RUN_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
+	@touch $(RUN_STAMP)
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
+	@touch $(RUN_STAMP) $(DEV_STAMP)
 
 lint: install
 	$(BIN)/ruff check src firmware-sim tests benchmarks examples
@@ -26,11 +36,11 @@ pytest: install
 
 test: lint typecheck pytest
 
-demo: install
+demo: install-run
 	$(BIN)/python examples/demo.py
 
 bench: install
-	$(BIN)/python -m pip install -q mcs-driver-core
+	$(BIN)/python -m pip install -q --disable-pip-version-check mcs-driver-core
 	$(BIN)/python benchmarks/run.py
 
 clean:

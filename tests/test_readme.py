@@ -86,3 +86,18 @@ def test_simulator_and_replay_examples_run_as_written() -> None:
     out = _run_section("## Replaying real captures")
     assert "3D-fix" in out
     assert "41.41" in out
+
+
+def test_demo_opens_the_inspector_when_asked() -> None:
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(
+        [sys.executable, str(root / "examples" / "demo.py")],
+        input='{"tool": "read_signals", "arguments": {"signals": ["EngineSpeed"]}}\nquit\n',
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, "HWBRIDGE_INSPECT": "1", "COLUMNS": "200"},
+    ).stdout
+    assert "EngineSpeed" in out
+    assert "executed" in out.lower()
