@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -34,16 +33,6 @@ def socketcand(channel: str) -> Iterator[SocketcandServer]:
         yield server
 
 
-def wait_until(condition: Callable[[], bool], timeout_s: float = 3.0) -> bool:
-    """Poll `condition` (tests only); True as soon as it holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.005)
-    return condition()
-
-
 def recv_all(bus: can.BusABC, timeout_s: float = 0.3, max_s: float = 3.0) -> list[can.Message]:
     """Everything `bus` receives until it is quiet for `timeout_s` (or `max_s` passed)."""
     frames = []
@@ -51,18 +40,3 @@ def recv_all(bus: can.BusABC, timeout_s: float = 0.3, max_s: float = 3.0) -> lis
     while time.monotonic() < deadline and (msg := bus.recv(timeout_s)) is not None:
         frames.append(msg)
     return frames
-
-
-@pytest.fixture
-def no_thread_leaks() -> Iterator[None]:
-    """Fail the test if threads it started are still alive shortly after it ends."""
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 3.0
-    leaked: list[threading.Thread] = []
-    while time.monotonic() < deadline:
-        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        if not leaked:
-            return
-        time.sleep(0.02)
-    pytest.fail(f"threads still running after the test: {[t.name for t in leaked]}")

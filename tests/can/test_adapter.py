@@ -24,7 +24,8 @@ from hwbridge.can.adapter import (
 )
 from hwbridge.can.bus_url import ACCEPTED_FORMS, parse_bus_url
 from hwbridge.core.models import ToolError
-from tests.can.conftest import recv_all, wait_until
+from tests.can.conftest import recv_all
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("no_thread_leaks")]
 

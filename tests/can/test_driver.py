@@ -13,8 +13,9 @@ import can
 from hwbridge import CanDriver, DriverResponse, SendPolicy
 from hwbridge.can.database import CanDatabase, DatabaseError
 from hwbridge.core.prompts import estimate_tokens
-from tests.can.conftest import recv_all, wait_until
+from tests.can.conftest import recv_all
 from tests.can.ecu import Ecu
+from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"

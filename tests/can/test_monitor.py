@@ -11,7 +11,7 @@ import pytest
 import can
 from hwbridge.can.adapter import PythonCanAdapter, build_message
 from hwbridge.can.monitor import BusMonitor, FrameRecord, estimate_frame_time_s
-from tests.can.conftest import wait_until
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("no_thread_leaks")]
 

@@ -25,7 +25,7 @@ from hwbridge.can.replay import (
     parse_replay_url,
 )
 from hwbridge.core.models import ToolError
-from tests.can.conftest import wait_until
+from tests.conftest import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"

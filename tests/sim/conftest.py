@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,6 @@ def peer(channel: str) -> Iterator[can.BusABC]:
     bus = can.Bus(interface="virtual", channel=channel)
     yield bus
     bus.shutdown()
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
-    """Poll `condition` until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return condition()
 
 
 def collect(bus: can.BusABC, seconds: float) -> list[can.Message]:
@@ -129,18 +119,3 @@ def tester(channel: str) -> Iterator[ObdTester]:
     client = ObdTester(channel)
     yield client
     client.close()
-
-
-@pytest.fixture
-def no_thread_leaks() -> Iterator[None]:
-    """Fail when threads the test started are still alive shortly after it ends."""
-    before = set(threading.enumerate())
-    yield
-    deadline = time.monotonic() + 3.0
-    leaked: list[threading.Thread] = []
-    while time.monotonic() < deadline:
-        leaked = [t for t in threading.enumerate() if t not in before and t.is_alive()]
-        if not leaked:
-            return
-        time.sleep(0.02)
-    pytest.fail(f"threads still running after the test: {[t.name for t in leaked]}")

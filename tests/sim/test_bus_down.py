@@ -13,7 +13,8 @@ import time
 from typing import Any
 
 from hwbridge import CanDriver, DriverResponse
-from tests.sim.conftest import DEMO, wait_until
+from tests.conftest import wait_until
+from tests.sim.conftest import DEMO
 from tests.sim.test_cli import launch
 
 

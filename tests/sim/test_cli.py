@@ -22,7 +22,8 @@ from firmware_sim import cli
 from firmware_sim.obd import DEFAULT_VIN
 from hwbridge import CanDriver
 from hwbridge.can.database import CanDatabase
-from tests.sim.conftest import DEMO, ROOT, collect, signals, wait_until
+from tests.conftest import wait_until
+from tests.sim.conftest import DEMO, ROOT, collect, signals
 
 SOCKETCAND_LINE = re.compile(r"^socketcand: socketcand://127\.0\.0\.1:(\d+)/vcan0$")
 PTY_LINE = re.compile(r"^(slcan|elm327): (/dev/pts/\d+)$")

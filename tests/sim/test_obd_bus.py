@@ -9,7 +9,8 @@ from firmware_sim.model import VehicleModel
 from firmware_sim.obd import DEFAULT_VIN, decode_dtc
 from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.database import CanDatabase
-from tests.sim.conftest import DEMO, ObdTester, collect, drain, latest, wait_until
+from tests.conftest import wait_until
+from tests.sim.conftest import DEMO, ObdTester, collect, drain, latest
 
 pytestmark = pytest.mark.usefixtures("no_thread_leaks")
 

@@ -14,7 +14,8 @@ import can
 from firmware_sim.model import VehicleModel
 from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.database import CanDatabase
-from tests.sim.conftest import DEMO, collect, drain, latest, signals, wait_until
+from tests.conftest import wait_until
+from tests.sim.conftest import DEMO, collect, drain, latest, signals
 
 pytestmark = pytest.mark.usefixtures("no_thread_leaks")
 
