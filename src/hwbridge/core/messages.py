@@ -9,10 +9,10 @@ call in the history has its answer.
 
 from __future__ import annotations
 
-import json
 from typing import Any, NamedTuple
 
 from hwbridge.core.extraction import assistant_text, unwrap_envelope
+from hwbridge.core.jsonsafe import dumps
 from hwbridge.core.models import CallView
 from hwbridge.core.prompts import PromptStrategy
 
@@ -55,7 +55,7 @@ def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> lis
     elif isinstance(origin, dict):
         inner = unwrap_envelope(origin)
         said = assistant_text(inner.get("content")) if "role" in inner else ""
-        said = said or json.dumps(origin, ensure_ascii=False)
+        said = said or dumps(origin)[0]
     else:
         said = "\n".join(_call_json(o.call) for o in outcomes)
     parts = [
@@ -217,11 +217,11 @@ def _content_of(origin: Any) -> str:
 
 
 def _args_json(call: CallView) -> str:
-    return json.dumps(call.arguments, ensure_ascii=False)
+    return dumps(call.arguments)[0]
 
 
 def _call_json(call: CallView) -> str:
-    return json.dumps({"tool": call.tool, "arguments": call.arguments}, ensure_ascii=False)
+    return dumps({"tool": call.tool, "arguments": call.arguments})[0]
 
 
 _BUILDERS = {
