@@ -4,6 +4,22 @@
 channel; `python -m firmware_sim` serves it over socketcand, slcan and ELM327.
 """
 
-from firmware_sim.vehicle import FAULTS, VirtualVehicle
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from firmware_sim.vehicle import FAULTS, VirtualVehicle
 
 __all__ = ["FAULTS", "VirtualVehicle"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: `python -m firmware_sim` must stay quick to start, and
+    # python-can pulls in heavy optional readers when it is imported.
+    if name in __all__:
+        value = getattr(importlib.import_module("firmware_sim.vehicle"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'firmware_sim' has no attribute {name!r}")

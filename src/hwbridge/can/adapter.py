@@ -786,7 +786,7 @@ class PythonCanAdapter(CanAdapter):
             connected=bus is not None,
             bus=self.description,
             interface=self._interface,
-            bus_state=state if bus is not None else "down",
+            bus_state=state if bus is not None else ("closed" if self._closed else "down"),
             error_frames=self._error_frames,
             last_error=last_error,
             reconnecting=reconnecting,

@@ -22,6 +22,8 @@ __all__ = ["MAX_CAPTURE_MS", "capture"]
 MAX_CAPTURE_MS = 10_000
 MAX_MESSAGES = 40  # summarised in full; the rest are counted by name
 MAX_UNKNOWN_IDS = 20
+MAX_SIGNALS = 40  # summarised per message; the rest are counted
+MAX_DECODED = 1000  # frames decoded per message for signal statistics (the newest ones)
 
 
 class _SignalStats:
@@ -146,9 +148,15 @@ def _summarise(
             out["cycle_time_ms"] = cycle
             out["cycle_deviation_percent"] = round((period_ms - cycle) / cycle * 100, 1)
     stats: dict[str, _SignalStats] = {}
-    for rec in frames:
+    decoded = frames[-MAX_DECODED:]
+    for rec in decoded:
         for name, value in db.decode(message, rec.data).signals.items():
             stats.setdefault(name, _SignalStats()).add(value)
     units = {spec.name: spec.unit for spec in db.signals(message)}
-    out["signals"] = {name: s.summary(units.get(name)) for name, s in stats.items()}
+    names = list(stats)
+    out["signals"] = {name: stats[name].summary(units.get(name)) for name in names[:MAX_SIGNALS]}
+    if len(names) > MAX_SIGNALS:
+        out["more_signals"] = len(names) - MAX_SIGNALS
+    if len(decoded) < count:
+        out["signals_from_last_frames"] = len(decoded)
     return out

@@ -31,6 +31,33 @@ NetworkSpec = Mapping[str, Any]
 """{"dbc": path or CanDatabase, "bus": bus spec or None, "bitrate": ..., "hooks": {...}}"""
 
 
+def _check_limits_exist(policy: SendPolicy, networks: Sequence[Network]) -> None:
+    """A misspelt signal_limits key would silently remove a limit: refuse it instead."""
+    problems = []
+    for key in policy.describe()["signal_limits"]:
+        message_name, _, signal = key.partition(".")
+        found = [
+            m
+            for n in networks
+            for m in n.db.messages
+            if m.name == message_name and any(s.name == signal for s in m.signals)
+        ]
+        if not found:
+            close = [
+                f"{m.name}.{s.name}"
+                for n in networks
+                for m in n.db.messages
+                for s in m.signals
+                if s.name.lower() == signal.lower() or m.name.lower() == message_name.lower()
+            ][:5]
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            problems.append(f"{key!r}{hint}")
+    if problems:
+        raise ValueError(
+            "signal_limits name signals the database does not have: " + "; ".join(problems)
+        )
+
+
 class CanDriver(HybridDriver):
     """An LLM-ready CAN driver: tools generated from the database, gated by a SendPolicy."""
 
@@ -55,6 +82,7 @@ class CanDriver(HybridDriver):
         self.policy = policy or SendPolicy()
         self._networks = tuple(networks)
         try:
+            _check_limits_exist(self.policy, self._networks)
             self.tool_driver = CanToolDriver(
                 self._networks, self.policy, exposure=exposure, fits=self._fits
             )

@@ -94,7 +94,7 @@ class Network:
             adapter,
             monitor,
             Reader(db, monitor, adapter),
-            Sender(db, adapter, policy, hooks),
+            Sender(db, adapter, policy, hooks, scope=name),
         )
 
     def close(self) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -20,6 +22,8 @@ from typing import Any, Literal
 from hwbridge.core.models import ToolError
 
 __all__ = ["SendPolicy", "SendRequest"]
+
+log = logging.getLogger(__name__)
 
 SendKind = Literal["message", "raw", "periodic"]
 
@@ -36,6 +40,11 @@ class SendRequest:
     signals: Mapping[str, Any] = field(default_factory=dict)
     period_ms: float | None = None
     tool: str | None = None
+    scope: str = ""  # the network: periodic budgets are per (network, message)
+
+    @property
+    def periodic_key(self) -> str:
+        return f"{self.scope}/{self.message or hex(self.arbitration_id)}"
 
     def describe(self) -> dict[str, Any]:
         frame = {
@@ -58,26 +67,39 @@ class SendRequest:
 ConsentCallback = Callable[[SendRequest], bool]
 
 
+def _id_key(entry: int | tuple[int, bool]) -> tuple[int, bool]:
+    if isinstance(entry, tuple):
+        return int(entry[0]), bool(entry[1])
+    return int(entry), int(entry) > 0x7FF
+
+
 class _TokenBucket:
-    """Frames per second with a one-second burst; exact under concurrent senders."""
+    """Frames per second with a one-second burst; exact under concurrent senders.
+
+    `reserved` frames/s (running periodic sends) come off the refill rate and the burst, so
+    one-shot and periodic sends together never exceed the rate.
+    """
 
     def __init__(self, rate: float) -> None:
         self.rate = rate
-        self.capacity = max(1.0, rate)
-        self._tokens = self.capacity
+        self._tokens = max(1.0, rate)
         self._stamp = time.monotonic()
         self._lock = threading.Lock()
 
-    def take(self, n: int = 1) -> float:
-        """Take n tokens; return 0 on success, else the seconds until they would be there."""
+    def take(self, reserved: float = 0.0) -> float:
+        """Take a token; return 0 on success, else the seconds until one would be there."""
+        free = self.rate - reserved
+        if free <= 0:
+            return math.inf
         with self._lock:
             now = time.monotonic()
-            self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
+            capacity = max(1.0, free)
+            self._tokens = min(capacity, self._tokens + (now - self._stamp) * free)
             self._stamp = now
-            if self._tokens >= n:
-                self._tokens -= n
+            if self._tokens >= 1:
+                self._tokens -= 1
                 return 0.0
-            return (n - self._tokens) / self.rate
+            return (1 - self._tokens) / free
 
 
 class SendPolicy:
@@ -86,7 +108,8 @@ class SendPolicy:
     allow_messages: message names (globs allowed, e.g. "Climate*") that may be sent.
     signal_limits: {"Message.Signal": (min, max)}, narrower than the database's ranges.
     allow_raw_frames: permits `send_frame` (raw id + bytes, no database checks).
-    allow_ids: when given, raw frames may only use these arbitration ids.
+    allow_ids: when given, raw frames may only use these ids: an int is an 11-bit id (a
+        29-bit one above 0x7FF); (id, extended) names the frame format explicitly.
     max_frames_per_second: for all sends together, periodic ones included.
     require_consent: every send asks `consent(request)`; no callback or False refuses it.
     dry_run: everything is checked and encoded, nothing is transmitted.
@@ -103,7 +126,7 @@ class SendPolicy:
         require_consent: bool = False,
         dry_run: bool = False,
         audit_log: str | Path | None = None,
-        allow_ids: Iterable[int] | None = None,
+        allow_ids: Iterable[int | tuple[int, bool]] | None = None,
         consent: ConsentCallback | None = None,
     ) -> None:
         if max_frames_per_second <= 0:
@@ -120,7 +143,7 @@ class SendPolicy:
                 )
         self._limits = {k: (float(v[0]), float(v[1])) for k, v in limits.items()}
         self._raw = allow_raw_frames
-        self._ids = frozenset(allow_ids) if allow_ids is not None else None
+        self._ids = frozenset(_id_key(i) for i in allow_ids) if allow_ids is not None else None
         self._rate = float(max_frames_per_second)
         self._consent_required = require_consent
         self._consent = consent
@@ -185,10 +208,13 @@ class SendPolicy:
                     "Raw frames are not allowed by the send policy; use send_message with a "
                     "message from the database if it is allowed.",
                 )
-            if self._ids is not None and request.arbitration_id not in self._ids:
+            key = (request.arbitration_id, request.is_extended)
+            if self._ids is not None and key not in self._ids:
+                kind = "29-bit" if request.is_extended else "11-bit"
                 raise ToolError(
                     "SEND_NOT_ALLOWED",
-                    f"Frame id 0x{request.arbitration_id:X} is not allowed by the send policy.",
+                    f"{kind} frame id 0x{request.arbitration_id:X} is not allowed by the send "
+                    "policy.",
                 )
         elif request.message is None or not self.allows_message(request.message):
             allowed = ", ".join(self._allow) or "none (read-only)"
@@ -198,35 +224,59 @@ class SendPolicy:
                 f"Messages that may be sent: {allowed}.",
             )
         if request.message:
-            self._check_limits(request.message, request.signals)
+            self.check_limits(request.message, request.signals)
+        with self._periodic_lock:  # budget check and reservation are one step
+            periodic_rate = 0.0
+            if request.kind == "periodic":
+                periodic_rate = self._periodic_budget(request)
+            else:
+                reserved = sum(self._periodic.values())
+                wait = self._bucket.take(reserved)
+                if wait:
+                    raise ToolError(
+                        "RATE_LIMITED",
+                        f"The send policy allows {self._rate:g} frames per second for all "
+                        f"sends ({reserved:g} of them taken by periodic sends); try again in "
+                        f"{min(max(wait, 0.001), 60):.3f} s"
+                        + (" or stop a periodic send." if reserved else "."),
+                        retryable=True,
+                    )
+        if self._consent_required and not self._ask_consent(request):
+            raise ToolError(
+                "CONSENT_DENIED",
+                "The user did not approve this transmission; it was not sent.",
+            )
         if request.kind == "periodic":
-            self._check_periodic_budget(request)
-        else:
-            wait = self._bucket.take()
-            if wait:
-                raise ToolError(
-                    "RATE_LIMITED",
-                    f"The send policy allows {self._rate:g} frames per second; "
-                    f"try again in {max(wait, 0.001):.3f} s.",
-                    retryable=True,
-                )
-        if self._consent_required:
-            granted = False
-            if self._consent is not None:
-                granted = bool(self._consent(request))
-            if not granted:
-                raise ToolError(
-                    "CONSENT_DENIED",
-                    "The user did not approve this transmission; it was not sent.",
-                )
+            with self._periodic_lock:  # reserved only once everything said yes
+                self._periodic[request.periodic_key] = periodic_rate
 
-    def _check_limits(self, message: str, signals: Mapping[str, Any]) -> None:
-        for name, value in signals.items():
+    def _ask_consent(self, request: SendRequest) -> bool:
+        """Only an explicit True approves; no callback, any other answer or an error refuses."""
+        if self._consent is None:
+            return False
+        try:
+            return self._consent(request) is True
+        except Exception:
+            log.exception("the consent callback failed; the send is refused")
+            return False
+
+    def check_limits(self, message: str, signals: Mapping[str, Any]) -> None:
+        """OUT_OF_RANGE unless every limited signal is within its limits.
+
+        `signals` are the encoded values (defaulted ones included); a labelled value
+        {"value": 8, "label": "Auto"} is checked by its number.
+        """
+        for name, given in signals.items():
             bounds = self._limits.get(f"{message}.{name}")
-            if bounds is None or isinstance(value, str | bool):
+            if bounds is None:
                 continue
-            if not isinstance(value, int | float):
-                continue
+            value = given.get("value") if isinstance(given, Mapping) else given
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ToolError(
+                    "OUT_OF_RANGE",
+                    f"{message}.{name} is limited by the send policy and needs a number; "
+                    f"got {value!r}.",
+                )
             lo, hi = bounds
             if not lo <= value <= hi:
                 raise ToolError(
@@ -235,27 +285,32 @@ class SendPolicy:
                     f"policy; got {value:g}.",
                 )
 
-    def _check_periodic_budget(self, request: SendRequest) -> None:
+    def _periodic_budget(self, request: SendRequest) -> float:
+        """The rate a periodic send would add; RATE_LIMITED if it does not fit (caller locks)."""
         period = request.period_ms or 0
         if period <= 0:
             raise ToolError("INVALID_VALUE", "period_ms must be positive.")
         rate = 1000.0 / period
-        with self._periodic_lock:
-            others = sum(r for k, r in self._periodic.items() if k != request.message)
-            if others + rate > self._rate:
-                raise ToolError(
-                    "RATE_LIMITED",
-                    f"A period of {period:g} ms adds {rate:g} frames/s; with the periodic "
-                    f"sends already running that exceeds the policy's {self._rate:g} frames/s. "
-                    f"Use a period of at least {1000.0 / max(self._rate - others, 1e-9):.0f} ms "
-                    "or stop another periodic send.",
-                )
-            self._periodic[request.message or f"0x{request.arbitration_id:X}"] = rate
+        key = request.periodic_key
+        others = sum(r for k, r in self._periodic.items() if k != key)
+        if others + rate > self._rate:
+            free = self._rate - others
+            hint = (
+                f"Use a period of at least {1000.0 / free:.0f} ms or stop another periodic send."
+                if free > 0
+                else "Stop another periodic send first."
+            )
+            raise ToolError(
+                "RATE_LIMITED",
+                f"A period of {period:g} ms adds {rate:g} frames/s; with the periodic "
+                f"sends already running that exceeds the policy's {self._rate:g} frames/s. " + hint,
+            )
+        return rate
 
-    def release_periodic(self, message: str) -> None:
+    def release_periodic(self, message: str, scope: str = "") -> None:
         """Give back the rate budget of a periodic send that stopped."""
         with self._periodic_lock:
-            self._periodic.pop(message, None)
+            self._periodic.pop(f"{scope}/{message}", None)
 
     # -- audit -----------------------------------------------------------------------------
 

@@ -132,6 +132,8 @@ class Reader:
         if self.adapter is None:
             return
         status = self.adapter.status()
+        if status.bus_state == "closed":
+            raise ToolError("BUS_CLOSED", "This driver has been closed; open a new one.")
         if not status.connected and status.bus_state != "finished":  # a finished replay reads on
             reason = status.last_error or status.bus_state
             raise ToolError(

@@ -92,16 +92,20 @@ class Sender:
         adapter: CanAdapter | None,
         policy: SendPolicy,
         hooks: Mapping[str, HookFactory] | None = None,
+        scope: str = "",
     ) -> None:
         self.db = db
         self.adapter = adapter
         self.policy = policy
+        self.scope = scope  # the network's name: periodic budgets are per network
         self._factories = dict(hooks or {})
         for name in self._factories:
             db.message(name)  # fail at construction on a misspelt message
         self._hooks: dict[str, FrameHook] = {}
         self._periodic: dict[str, PeriodicHandle] = {}
         self._lock = threading.Lock()
+        # one start or stop at a time: two starts of a message must not both run a task
+        self._periodic_ops = threading.Lock()
 
     def _hook(self, message: Any) -> FrameHook | None:
         factory = self._factories.get(message.name)
@@ -166,19 +170,21 @@ class Sender:
         msg = self._frame(message, frame)
         request = SendRequest(
             "message", msg.arbitration_id, bytes(msg.data), bool(msg.is_extended_id),
-            message.name, frame.signals, tool=tool or "send_message",
+            message.name, frame.signals, tool=tool or "send_message", scope=self.scope,
         )  # fmt: skip
         if dry_run or self.policy.dry_run:
+            self.policy.check_limits(message.name, frame.signals)  # what the real send would meet
             out = self._describe(message, frame, msg)
             out.update(sent=False, dry_run=True)
             return out
+        bus = self._bus()  # before the policy spends rate budget or asks for consent
         self.policy.check(request)
         # the hook runs only for a frame that really goes out: a rolling counter the
         # receiver tracks must not skip values for refused sends or dry runs
         hook = self._hook(message)
         if hook is not None:
             hook(msg)
-        self._bus().send(msg)
+        bus.send(msg)
         self.policy.audit(replace(request, data=bytes(msg.data)), outcome="sent")
         out = self._describe(message, frame, msg)
         out["sent"] = True
@@ -192,12 +198,14 @@ class Sender:
         is_extended = bool(extended) if extended is not None else aid > 0x7FF
         if not is_extended and aid > 0x7FF:
             raise ToolError("INVALID_VALUE", f"id 0x{aid:X} needs extended=true (29-bit)")
-        request = SendRequest("raw", aid, payload, is_extended, tool="send_frame")
-        self.policy.check(request)
+        request = SendRequest("raw", aid, payload, is_extended, tool="send_frame", scope=self.scope)
         msg = build_message(aid, payload, extended=is_extended)
         if self.policy.dry_run:
+            self.policy.check(replace(request, kind="raw"))
             return {"sent": False, "dry_run": True, **_frame_dict(msg)}
-        self._bus().send(msg)
+        bus = self._bus()
+        self.policy.check(request)
+        bus.send(msg)
         self.policy.audit(request, outcome="sent")
         return {"sent": True, **_frame_dict(msg)}
 
@@ -209,24 +217,28 @@ class Sender:
         request = SendRequest(
             "periodic", msg.arbitration_id, bytes(msg.data), bool(msg.is_extended_id),
             message.name, frame.signals, period_ms=float(period_ms), tool="start_periodic",
+            scope=self.scope,
         )  # fmt: skip
-        self.policy.check(request)
         if self.policy.dry_run:
-            self.policy.release_periodic(message.name)
+            self.policy.check_limits(message.name, frame.signals)
             described = self._describe(message, frame, msg)
             return {"started": False, "dry_run": True, "period_ms": period_ms, **described}
-        try:
+        with self._periodic_ops:
+            bus = self._bus()
+            old = self._periodic.get(message.name)
+            self.policy.check(request)  # reserves this message's budget (replacing its own)
+            try:
+                if old is not None:
+                    old.stop()
+                # python-can runs the hook before every transmission, the first one included
+                handle = bus.send_periodic(msg, period_ms / 1000.0, self._hook(message))
+            except BaseException:
+                with self._lock:
+                    self._periodic.pop(message.name, None)
+                self.policy.release_periodic(message.name, self.scope)
+                raise
             with self._lock:
-                old = self._periodic.pop(message.name, None)
-            if old is not None:
-                old.stop()
-            # python-can runs the hook before every transmission, the first one included
-            handle = self._bus().send_periodic(msg, period_ms / 1000.0, self._hook(message))
-        except BaseException:
-            self.policy.release_periodic(message.name)
-            raise
-        with self._lock:
-            self._periodic[message.name] = handle
+                self._periodic[message.name] = handle
         self.policy.audit(request, outcome="periodic_started")
         out = self._describe(message, frame, msg)
         out.update(started=True, period_ms=period_ms, replaced=old is not None)
@@ -234,18 +246,19 @@ class Sender:
 
     def stop_periodic(self, name: str) -> dict[str, Any]:
         message = self.db.message(name)
-        with self._lock:
-            handle = self._periodic.pop(message.name, None)
-        if handle is None:
-            running = ", ".join(self.running()) or "none"
-            raise ToolError(
-                "NOT_RUNNING",
-                f"{message.name} is not being sent periodically; running: {running}",
-            )
-        handle.stop()
-        self.policy.release_periodic(message.name)
+        with self._periodic_ops:
+            with self._lock:
+                handle = self._periodic.pop(message.name, None)
+            if handle is None:
+                running = ", ".join(self.running()) or "none"
+                raise ToolError(
+                    "NOT_RUNNING",
+                    f"{message.name} is not being sent periodically; running: {running}",
+                )
+            handle.stop()
+            self.policy.release_periodic(message.name, self.scope)
         self.policy.audit(
-            SendRequest("periodic", message.frame_id, b"", False, message.name),
+            SendRequest("periodic", message.frame_id, b"", False, message.name, scope=self.scope),
             outcome="periodic_stopped",
         )
         return {"stopped": message.name}
@@ -255,12 +268,13 @@ class Sender:
             return [name for name, h in self._periodic.items() if h.active]
 
     def stop_all(self) -> None:
-        with self._lock:
-            handles = list(self._periodic.items())
-            self._periodic.clear()
-        for name, handle in handles:
-            handle.stop()
-            self.policy.release_periodic(name)
+        with self._periodic_ops:
+            with self._lock:
+                handles = list(self._periodic.items())
+                self._periodic.clear()
+            for name, handle in handles:
+                handle.stop()
+                self.policy.release_periodic(name, self.scope)
 
 
 def _frame_dict(msg: can.Message) -> dict[str, Any]:

@@ -71,7 +71,7 @@ class CanToolDriver(MCSToolDriver):
         generic = self._generic_tools()
         typed: list[tuple[Tool, TypedTool]] = []
         if exposure != "catalog" and not self._multi:
-            typed = self._typed_tools(networks[0])
+            typed = self._typed_tools(networks[0], taken={t.name for t in generic})
             if (
                 exposure == "auto"
                 and fits is not None
@@ -219,9 +219,11 @@ class CanToolDriver(MCSToolDriver):
             return {"type": "string", "enum": names}
         return {"type": "string", "minLength": 1}
 
-    def _typed_tools(self, network: Network) -> list[tuple[Tool, TypedTool]]:
+    def _typed_tools(self, network: Network, taken: set[str]) -> list[tuple[Tool, TypedTool]]:
+        """Typed tools, skipping any whose name is taken (a message called `signals` would
+        otherwise shadow the generic read_signals)."""
         out: list[tuple[Tool, TypedTool]] = []
-        taken: set[str] = set()
+        taken = set(taken)
         for message in network.db.messages:
             read = read_tool(network.db, message, self.texts)
             if read is not None and read.name not in taken:

@@ -265,9 +265,16 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         ]
 
     def _detect(self, llm_response: str | dict[str, Any] | Any) -> list[PendingCall]:
-        response = llm_response if type(llm_response) in (str, dict) else _normalize(llm_response)
         claimed = self._catalog().claimed
-        found = self._extractor().extract(response, claimed.__contains__)
+        try:
+            response = (
+                llm_response if type(llm_response) in (str, dict) else _normalize(llm_response)
+            )
+            found = self._extractor().extract(response, claimed.__contains__)
+        except (RecursionError, OverflowError, UnicodeError, ValueError, TypeError):
+            # nesting beyond what a parser can walk, an object that cannot be read: no call
+            log.debug("no call found in an output that could not be read", exc_info=True)
+            return []
         return [_pending(f, response) for f in found if f.name in claimed]
 
     def _extractor(self) -> CallExtractor:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from datetime import date, datetime, time
@@ -63,7 +64,10 @@ def dumps(value: Any) -> tuple[str, Any]:
         return orjson.dumps(value, option=_PASSTHROUGH).decode(), value
     except TypeError:
         safe = to_jsonable(value)
+    try:
         return orjson.dumps(safe).decode(), safe
+    except TypeError:  # integers beyond 64 bits, lone surrogates: the standard library copes
+        return json.dumps(safe, ensure_ascii=True), safe
 
 
 def loads(text: str | bytes) -> Any:
