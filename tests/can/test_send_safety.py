@@ -196,3 +196,14 @@ def test_closed_driver_says_so() -> None:
     d.close()
     d.close()  # twice is fine
     assert code(call(d, "read_signals", signals=["EngineSpeed"])) == "BUS_CLOSED"
+
+
+def test_no_periodic_send_starts_on_a_closed_adapter(channel: str, peer: can.BusABC) -> None:
+    from hwbridge.can.adapter import PythonCanAdapter, build_message
+    from hwbridge.core.models import ToolError
+
+    adapter = PythonCanAdapter(f"virtual:{channel}")
+    adapter.close()
+    with pytest.raises(ToolError, match=r"BUS_CLOSED|BUS_DOWN"):
+        adapter.send_periodic(build_message(0x100, b"\x01"), 0.01)
+    assert recv_all(peer, timeout_s=0.2) == []

@@ -748,12 +748,17 @@ class PythonCanAdapter(CanAdapter):
         bus, _ = self._current()
         handle = _Periodic(self, out, period_s, modifier_callback, duration_s)
         with self._lock:
+            if self._closed:
+                raise ToolError("BUS_CLOSED", "The adapter is closed; nothing can be sent.")
             self._periodic.append(handle)
         try:
             handle.attach(bus)
         except (can.CanError, OSError) as exc:
             handle.stop()
             raise ToolError("SEND_FAILED", f"periodic send failed: {exc}", retryable=True) from exc
+        if self._closed:  # close() ran while the task was being attached: it must not outlive it
+            handle.stop()
+            raise ToolError("BUS_CLOSED", "The adapter is closed; nothing can be sent.")
         return handle
 
     def _forget_periodic(self, handle: _Periodic) -> None:
