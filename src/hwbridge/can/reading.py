@@ -250,7 +250,7 @@ class Reader:
                 errors[name] = f"{exc.code}: {exc.message}"
         if not specs:
             raise ToolError("UNKNOWN_SIGNAL", "; ".join(errors.values()) or "no signal names given")
-        timeout_s = _timeout_s(timeout_ms, specs.values())
+        timeout_s = _timeout_s(timeout_ms)
         deadline = time.monotonic() + timeout_s
         max_age_s = None if max_age_ms is None else max_age_ms / 1000.0
         values: dict[str, Any] = {}
@@ -277,7 +277,7 @@ class Reader:
     def read_message(self, name: str | int, timeout_ms: float | None = None) -> dict[str, Any]:
         monitor = self.require_bus()
         message = self.db.message(name)
-        timeout_s = _timeout_s(timeout_ms, self.db.signals(message))
+        timeout_s = _timeout_s(timeout_ms)
         rec = self._fresh(message, (), None, time.monotonic() + timeout_s)
         if rec is None:
             cycle = message.cycle_time
@@ -368,7 +368,7 @@ def _multiplexer_spec(db: CanDatabase, message: Any) -> SignalSpec | None:
     return None
 
 
-def _timeout_s(timeout_ms: float | None, specs: Iterable[SignalSpec]) -> float:
+def _timeout_s(timeout_ms: float | None) -> float:
     if timeout_ms is not None:
         return min(max(float(timeout_ms), 0.0), MAX_TIMEOUT_MS) / 1000.0
     return DEFAULT_TIMEOUT_MS / 1000.0

@@ -232,18 +232,11 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         strategy = self._prompt or PromptStrategy.default()
         ok, result, result_json, retry, detail, _ = self._execute(name, args, strategy)
         said = strategy.result_text(name, result_json) if ok else retry
-        values = {
-            "tool_call_result": result,
-            "call_executed": ok,
-            "call_failed": not ok,
-            "call_detail": detail,
-            "retry_prompt": retry,
-            "messages": [
-                {"role": "assistant", "content": text},
-                {"role": strategy.result_role, "content": said},
-            ],
-        }
-        return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
+        messages: list[dict[str, Any]] = [
+            {"role": "assistant", "content": text},
+            {"role": strategy.result_role, "content": said},
+        ]
+        return _single_response(ok, result, detail, retry, messages)
 
     def detect_tool_call(self, llm_response: str | dict[str, Any] | Any) -> list[ToolCall]:
         """The calls to this driver's tools in `llm_response`. Parses only; executes nothing."""
@@ -400,17 +393,24 @@ def _failed(call: CallView, code: str, hint: str, detail: str) -> Outcome:
     return Outcome(call, *_failure(code, hint, detail, True))
 
 
-def _respond_one(outcome: Outcome, strategy: PromptStrategy) -> DriverResponse:
-    ok = outcome.ok
+def _single_response(
+    ok: bool, result: Any, detail: str | None, retry: str | None, messages: list[dict[str, Any]]
+) -> DriverResponse:
+    """The response to one call (the hot path: no validation, no list plumbing)."""
     values = {
-        "tool_call_result": outcome.result if ok else None,
+        "tool_call_result": result if ok else None,
         "call_executed": ok,
         "call_failed": not ok,
-        "call_detail": None if ok else outcome.detail,
-        "retry_prompt": None if ok else outcome.retry,
-        "messages": build_messages([outcome], strategy),
+        "call_detail": None if ok else detail,
+        "retry_prompt": None if ok else retry,
+        "messages": messages,
     }
     return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
+
+
+def _respond_one(outcome: Outcome, strategy: PromptStrategy) -> DriverResponse:
+    messages = build_messages([outcome], strategy)
+    return _single_response(outcome.ok, outcome.result, outcome.detail, outcome.retry, messages)
 
 
 def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverResponse:
