@@ -174,7 +174,8 @@ def test_system_message_and_variants(driver: Thermostat) -> None:
     assert default == driver.get_driver_system_message("gpt-4o")
     small = driver.get_driver_system_message("llama3.2:1b")
     assert (
-        "- set_temperature(room: living_room|kitchen, celsius: number, mode?: eco|comfort)" in small
+        '- set_temperature(room: "living_room"|"kitchen", celsius: number, mode?: "eco"|"comfort")'
+        in small
     )
     assert len(small) < len(default) / 2
     assert '<tool name="set_temperature">' in driver.get_driver_system_message("claude-sonnet-4-5")

@@ -11,19 +11,25 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from hwbridge.core.healing import enclosing_brace, heal, loads, matching_end
+from hwbridge.core.brackets import BracketMap
+from hwbridge.core.healing import TooDeep, describe_problem, heal, loads
 from hwbridge.core.jsonsafe import loads as _fast_loads
 from hwbridge.core.models import Dialect
 from hwbridge.core.prompts import PromptStrategy
 
-__all__ = ["CallExtractor", "Found", "assistant_text", "loads", "unwrap_envelope"]
+__all__ = ["TOO_DEEP", "CallExtractor", "Found", "assistant_text", "loads", "unwrap_envelope"]
 
 _DECODER = json.JSONDecoder(strict=False)
-_MAX_OBJECT_STARTS = 256  # `{` positions tried per text; bounds the work on brace-heavy prose
+# Parser work allowed for retrying objects nested in one that failed, per character of text.
+_RETRY_WORK = 4
+_RETRY_SLACK = 1 << 16
 _NO_ARGS: Any = object()
+TOO_DEEP = "arguments nest too deeply"
+"""`Found.error` of a call whose arguments nest deeper than a parser or a schema allows."""
 
 
 class Found(NamedTuple):
@@ -53,7 +59,8 @@ class CallExtractor:
         self._healing = strategy.healing_rules
         tag = re.escape(rules.call_tag)
         self._tag_open = f"<{rules.call_tag}"
-        self._tag_name = re.compile(rf"<{tag}[^>]*>\s*([A-Za-z0-9_-]{{1,64}})\b")
+        # attributes never hold "<": a run of openings is scanned once, not once per opening
+        self._tag_name = re.compile(rf"<{tag}[^<>]*>\s*([A-Za-z0-9_-]{{1,64}})\b")
         keys = "|".join(re.escape(k) for k in self._tool_keys)
         # `"tool": "name"`, `'tool': 'name'`, `tool=name`: where a call names its tool.
         q = "[\"'\u201c\u201d\u2018\u2019\u201e]"  # straight and typographic quotes
@@ -121,8 +128,10 @@ class CallExtractor:
                 return Found(name, {}, cid, dialect)
             try:
                 value, healed = heal(raw_args, self._healing)
+            except TooDeep:
+                return Found(name, None, cid, dialect, error=TOO_DEEP)
             except ValueError as exc:
-                return Found(name, None, cid, dialect, error=_problem(exc))
+                return Found(name, None, cid, dialect, error=describe_problem(exc))
             return Found(name, value, cid, dialect, healed=healed)
         return Found(name, raw_args, cid, dialect)
 
@@ -199,27 +208,59 @@ class CallExtractor:
                 call = self._call_from_object(value, "text") if type(value) is dict else None
                 if call is not None and is_known(call.name):
                     return [call]
+        spots = self._spots(text)
+        brackets = BracketMap(text, [pos for pos, _ in spots])
+        found, parsed = self._json_objects(text, brackets)
+        for f in found:
+            if is_known(f.name):
+                return found
+        return found + self._heal_text(text, is_known, parsed, spots, brackets)
+
+    def _json_objects(
+        self, text: str, brackets: BracketMap
+    ) -> tuple[list[Found], list[tuple[int, int]]]:
+        """Every call-shaped JSON object in the text, outermost first, and the spans of all
+        objects that parsed.
+
+        A `{` that never closes cannot start a JSON object, so it is not tried; after an
+        object fails to parse the objects nested in it are tried too, within a budget of
+        parser work proportional to the text, so brace-heavy input stays linear.
+        """
         found: list[Found] = []
-        parsed: list[tuple[int, int]] = []  # spans of objects that are valid JSON
-        start = text.find("{")
-        tries = 0
-        while start != -1 and tries < _MAX_OBJECT_STARTS:
-            tries += 1
-            try:
-                value, end = _DECODER.raw_decode(text, start)
-            except ValueError:
-                start = text.find("{", start + 1)
+        parsed: list[tuple[int, int]] = []
+        starts = brackets.closed_braces
+        budget = _RETRY_WORK * len(text) + _RETRY_SLACK
+        spent = 0
+        failed_until = -1  # end of the outermost object that failed to parse
+        i = 0
+        while i < len(starts):
+            start = starts[i]
+            end = brackets.end_of(start) or start
+            i += 1
+            if start < failed_until and spent > budget:
+                i = brackets.closed_from(failed_until)
                 continue
-            parsed.append((start, end))
+            spent += end - start
+            try:
+                value, stop = _DECODER.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                failed_until = max(failed_until, end)
+                continue
+            parsed.append((start, stop))
             if isinstance(value, dict):
                 call = self._call_from_object(value, "text")
                 if call is not None:
                     found.append(call)
-            start = text.find("{", end)
-        for f in found:
-            if is_known(f.name):
-                return found
-        return found + self._heal_text(text, is_known, parsed)
+            i = brackets.closed_from(stop)
+        return found, parsed
+
+    def _spots(self, text: str) -> list[tuple[int, str]]:
+        """Where the text names a tool (`"tool": "x"`, `<tool_call>x`), in order."""
+        spots = [(m.start(), m.group(1)) for m in self._names_a_tool.finditer(text)]
+        if self._tag_open in text:
+            spots += [(m.start(), m.group(1)) for m in self._tag_name.finditer(text)]
+            spots.sort()
+        return spots
 
     def _call_from_object(self, obj: dict[str, Any], dialect: Dialect) -> Found | None:
         """An object is a call when one of the pack's tool keys holds a name."""
@@ -257,37 +298,49 @@ class CallExtractor:
         return found
 
     def _heal_text(
-        self, text: str, is_known: Callable[[str], bool], parsed: list[tuple[int, int]]
+        self,
+        text: str,
+        is_known: Callable[[str], bool],
+        parsed: list[tuple[int, int]],
+        spots: list[tuple[int, str]],
+        brackets: BracketMap,
     ) -> list[Found]:
         """Broken calls that clearly name one of this driver's tools: heal or report them.
 
         Only text outside objects that already parsed is considered: a valid object that is
-        not a call (a nested `{"tool": ...}` in data, say) stays data.
+        not a call (a nested `{"tool": ...}` in data, say) stays data. Each stretch of text is
+        healed at most once, so the work stays linear in the text.
         """
         out: list[Found] = []
         seen_end = -1
-        spots = [(m.start(), m.group(1)) for m in self._names_a_tool.finditer(text)]
-        spots += [(m.start(), m.group(1)) for m in self._tag_name.finditer(text)]
-        for pos, name in sorted(spots):
+        parsed_starts = [a for a, _ in parsed]
+        for (pos, name), enclosing in zip(spots, brackets.enclosing, strict=True):
             if pos < seen_end or not is_known(name):
                 continue
-            if any(a <= pos < b for a, b in parsed):
+            k = bisect_right(parsed_starts, pos) - 1
+            if k >= 0 and pos < parsed[k][1]:
                 continue
-            open_at = enclosing_brace(text, pos)
+            open_at = enclosing
             if open_at is None:
-                open_at = text.find("{", pos)
-                if open_at == -1:
+                later = brackets.braces_from(pos)
+                if later == len(brackets.braces):
                     out.append(Found(name, None, None, "text", error="no JSON object found"))
                     seen_end = len(text)
                     continue
-            end = matching_end(text, open_at)
+                open_at = brackets.braces[later]
+            if open_at < seen_end:
+                continue  # this brace encloses a stretch already healed
+            end = brackets.end_of(open_at)
             span_end = len(text) if end is None else end
             span = self._cut_tag(text[open_at:span_end])
             seen_end = span_end
             try:
                 value, healed = heal(span, self._healing)
+            except TooDeep:
+                out.append(Found(name, None, None, "text", error=TOO_DEEP))
+                continue
             except ValueError as exc:
-                out.append(Found(name, None, None, "text", error=_problem(exc)))
+                out.append(Found(name, None, None, "text", error=describe_problem(exc)))
                 continue
             call = self._call_from_object(value, "text") if isinstance(value, dict) else None
             if call is None or call.name != name:
@@ -337,9 +390,3 @@ def assistant_text(content: Any) -> str:
             b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str)
         )
     return ""
-
-
-def _problem(exc: ValueError) -> str:
-    if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at character {exc.pos}"
-    return str(exc) or type(exc).__name__

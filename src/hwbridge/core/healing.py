@@ -1,27 +1,45 @@
 """Repair of near-JSON written by LLMs, driven by the healing rules of a prompt pack.
 
 The rules (regex substitutions and two builtin repairs) live in `prompts/*.toml`; this module
-only knows how to apply them, plus a string-aware bracket scanner used to cut a broken call
-out of surrounding prose.
+only knows how to apply them. Every rule must run in time linear in its input (a pattern that
+starts with a repeated class is anchored), because the input is whatever an LLM wrote.
 """
 
 from __future__ import annotations
 
 import ast
-import io
 import json
 import re
-import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
+from hwbridge.core.brackets import BracketMap
 from hwbridge.core.prompts import HealingRule
 
-__all__ = ["enclosing_brace", "heal", "matching_end", "scan_brackets"]
+__all__ = [
+    "MAX_HEAL_CHARS",
+    "RepairError",
+    "TooDeep",
+    "close_brackets",
+    "describe_problem",
+    "heal",
+    "loads",
+    "python_literals",
+]
+
+MAX_HEAL_CHARS = 1 << 16
+
+
+class RepairError(ValueError):
+    """A call that cannot be read, for a reason this module names (not the parser)."""
+
+
+class TooDeep(RepairError):
+    """The text nests deeper than a parser can walk."""
+
 
 _CLOSERS = {"{": "}", "[": "]"}
-_JSON_NAMES = {"true": "True", "false": "False", "null": "None"}
 _LENIENT = json.JSONDecoder(strict=False)
 # A backslash that starts no Python escape is literal; doubling it keeps that meaning
 # without the interpreter's invalid-escape warning.
@@ -33,81 +51,11 @@ def _keep_escape(m: re.Match[str]) -> str:
     return m.group(0) if m.group(1) and m.group(1) in _PY_ESCAPES else "\\" + m.group(0)
 
 
-def _brackets(text: str, start: int, stop: int) -> Iterator[tuple[int, str, str]]:
-    """(position, bracket, open quote) for each bracket outside string literals; the final
-    item has bracket "" and tells whether a string is still open at `stop`."""
-    quote = ""
-    escaped = False
-    for i in range(start, stop):
-        ch = text[i]
-        if quote:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[]}":
-            yield i, ch, quote
-    yield stop, "", quote
-
-
-def scan_brackets(text: str, start: int = 0, stop: int | None = None) -> tuple[list[int], str]:
-    """Scan `text[start:stop]`, skipping string literals; return the open brackets and quote.
-
-    The result is the positions of the brackets still open at `stop`, and the quote
-    character of a string still open there ("" when none).
-    """
-    stack: list[int] = []
-    open_quote = ""
-    for i, ch, quote in _brackets(text, start, len(text) if stop is None else stop):
-        if not ch:
-            open_quote = quote
-        elif ch in "{[":
-            stack.append(i)
-        elif stack:
-            stack.pop()
-    return stack, open_quote
-
-
-def enclosing_brace(text: str, pos: int, *, max_tries: int = 64) -> int | None:
-    """Position of the innermost `{` still open at `pos`, or None.
-
-    Walks back from `pos` rather than forward from the start, so apostrophes in the prose
-    before a call ("Let's check: {...") cannot be mistaken for string quotes.
-    """
-    c = text.rfind("{", 0, pos)
-    for _ in range(max_tries):
-        if c == -1:
-            return None
-        stack, quote = scan_brackets(text, c, pos)
-        if stack and stack[0] == c and not quote:
-            return c
-        c = text.rfind("{", 0, c)
-    return None
-
-
-def matching_end(text: str, start: int) -> int | None:
-    """Index just past the bracket that closes the one at `start`, or None if never closed."""
-    depth = 0
-    for i, ch, _ in _brackets(text, start, len(text)):
-        if not ch:
-            break
-        if ch in "{[":
-            depth += 1
-        else:
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
-
-
 def close_brackets(text: str) -> str:
     """Close a string, brackets and braces left open at the end (a truncated call)."""
     body = text.rstrip()
-    stack, quote = scan_brackets(body)
+    brackets = BracketMap(body)
+    stack, quote = brackets.unclosed, brackets.open_quote
     if not stack and not quote:
         return text
     if quote:
@@ -118,19 +66,51 @@ def close_brackets(text: str) -> str:
 
 
 def python_literals(text: str) -> str:
-    """Read a Python literal (single quotes, True/None, tuples) and write it as JSON."""
+    """Read a Python literal (single quotes, True/None, tuples) and write it as JSON.
+
+    Python's own parser reads it (linear, in C, nesting bounded by the parser), and only
+    literal nodes are turned into values; JSON's true/false/null are read as well.
+    """
     try:
-        tokens = [
-            (tok.type, _JSON_NAMES.get(tok.string, tok.string))
-            if tok.type == tokenize.NAME
-            else (tok.type, tok.string)
-            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
-        ]
-        source = _ESCAPE.sub(_keep_escape, tokenize.untokenize(tokens))
-        value = ast.literal_eval(source.strip())
-        return json.dumps(value)
-    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError, tokenize.TokenError):
+        source = _ESCAPE.sub(_keep_escape, text).strip()
+        return json.dumps(_literal(ast.parse(source, mode="eval").body))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return text
+
+
+_NAMES = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+
+
+def _literal(node: ast.expr) -> Any:
+    """The value of a literal expression; ValueError for anything else (names, calls...)."""
+    if isinstance(node, ast.Constant):
+        constant = node.value
+        if constant is None or isinstance(constant, str | int | float):
+            return constant
+    elif isinstance(node, ast.Name) and node.id in _NAMES:
+        return _NAMES[node.id]
+    elif isinstance(node, ast.Dict):
+        out = {}
+        for key, item in zip(node.keys, node.values, strict=True):
+            if key is None:
+                raise ValueError("** in a literal")
+            k = _literal(key)
+            if not isinstance(k, str | int | float | bool) and k is not None:
+                raise ValueError("a key that JSON cannot hold")
+            out[k] = _literal(item)
+        return out
+    elif isinstance(node, ast.List | ast.Tuple):
+        return [_literal(item) for item in node.elts]
+    elif (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub | ast.UAdd)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int | float)
+        and not isinstance(node.operand.value, bool)
+    ):
+        number = node.operand.value
+        return -number if isinstance(node.op, ast.USub) else number
+    raise ValueError("not a literal")
 
 
 _BUILTINS = {"close_brackets": close_brackets, "python_literals": python_literals}
@@ -150,14 +130,31 @@ def _apply(rule: HealingRule, text: str) -> str:
 
 
 def loads(text: str) -> Any:
-    """json.loads that accepts raw control characters inside strings, as LLMs write them."""
-    return _LENIENT.decode(text)
+    """json.loads that accepts raw control characters inside strings, as LLMs write them.
+
+    Raises ValueError for anything it cannot read, nesting too deep for the parser included.
+    """
+    try:
+        return _LENIENT.decode(text)
+    except RecursionError:
+        raise TooDeep("the JSON nests too deeply") from None
+
+
+def describe_problem(exc: ValueError) -> str:
+    """Why a call could not be read, in the parser's words, never interpreter internals."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at character {exc.pos}"
+    if isinstance(exc, RepairError):
+        return str(exc)
+    return "a value could not be read"  # e.g. an integer beyond the interpreter's digit limit
 
 
 def heal(text: str, rules: Iterable[tuple[str, HealingRule]]) -> tuple[Any, tuple[str, ...]]:
     """Apply the rules in order until `text` parses; return the value and the rules used.
 
-    Raises ValueError (with the parser's last complaint) when no rule makes it parse.
+    Raises ValueError (with the parser's last complaint) when no rule makes it parse. A
+    text longer than MAX_HEAL_CHARS that does not parse is not repaired: no real call is
+    that long and broken, and the rules would only multiply the work.
     """
     current = text
     applied: list[str] = []
@@ -165,6 +162,9 @@ def heal(text: str, rules: Iterable[tuple[str, HealingRule]]) -> tuple[Any, tupl
         return loads(current), ()
     except ValueError as exc:
         problem: ValueError = exc
+    if len(text) > MAX_HEAL_CHARS:
+        reason = describe_problem(problem)
+        raise RepairError(f"{reason}; a call this long is not repaired") from None
     for name, rule in rules:
         changed = _apply(rule, current)
         if changed == current:

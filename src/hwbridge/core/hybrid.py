@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
-from hwbridge.core.extraction import CallExtractor, Found
+from hwbridge.core.extraction import TOO_DEEP, CallExtractor, Found
 from hwbridge.core.jsonsafe import dumps, loads
-from hwbridge.core.messages import Outcome, build_messages
+from hwbridge.core.messages import Outcome, build_messages, plain_messages
 from hwbridge.core.models import (
     CallView,
     Dialect,
@@ -195,13 +195,13 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             if not calls:
                 return _EMPTY
             return self.execute_tool_call(calls)
-        except Exception:
+        except Exception:  # detection failed: nothing has run
             error_id = uuid.uuid4().hex[:8]
             log.exception("process_llm_response failed (error id %s)", error_id)
             hint = self.prompt_strategy.retry("internal_error", tool="the tool", error_id=error_id)
             return DriverResponse(
                 call_failed=True,
-                call_detail=f"internal error {error_id}",
+                call_detail=f"INTERNAL_ERROR: internal error {error_id}",
                 retry_prompt=hint,
                 messages=[{"role": self.prompt_strategy.result_role, "content": hint}],
             )
@@ -268,7 +268,8 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             # nesting beyond what a parser can walk, an object that cannot be read: no call
             log.debug("no call found in an output that could not be read", exc_info=True)
             return []
-        return [_pending(f, response) for f in found if f.name in claimed]
+        depth = self.prompt_strategy.parsing.max_argument_depth
+        return [_pending(f, response, depth) for f in found if f.name in claimed]
 
     def _extractor(self) -> CallExtractor:
         extractor: CallExtractor | None = self.__dict__.get("_hw_extractor")
@@ -289,7 +290,9 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         calls = [c for c in calls if c.tool in claimed]
         if not calls:
             return _EMPTY
-        outcomes = [self._run(call, catalog, strategy) for call in calls]
+        limit = strategy.parsing.max_calls
+        outcomes = [self._run(call, catalog, strategy) for call in calls[:limit]]
+        outcomes += _not_run(calls[limit:], limit, strategy)
         return _respond(outcomes, strategy)
 
     # -- ToolCallSignaling (spec section 14) -----------------------------------------------
@@ -318,6 +321,10 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         if call.error is not None:
             if call.error == _NOT_OBJECT:
                 hint = strategy.retry("not_an_object", tool=name)
+            elif call.error == TOO_DEEP:
+                limit = strategy.parsing.max_argument_depth
+                hint = strategy.retry("too_deep", tool=name, limit=limit)
+                return _failed(call, "INVALID_ARGUMENTS", hint, f"{name}: {call.error}")
             else:
                 hint = strategy.retry(
                     "invalid_json",
@@ -340,7 +347,6 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         """
         try:
             result = self.execute_tool(name, arguments)
-            text, safe = dumps(result)
         except ToolError as exc:
             return _tool_error(name, exc, strategy)
         except Exception:
@@ -348,6 +354,13 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             log.exception("tool %s failed (error id %s)", name, error_id)
             hint = strategy.retry("internal_error", tool=name, error_id=error_id)
             return _failure("INTERNAL_ERROR", hint, f"internal error {error_id} in {name}", True)
+        try:
+            text, safe = dumps(result)
+        except Exception:  # the tool ran: it must not be reported as failed (invariant 10)
+            error_id = uuid.uuid4().hex[:8]
+            log.exception("the result of %s is not JSON (error id %s)", name, error_id)
+            note = strategy.retry("result_unreadable", tool=name, error_id=error_id)
+            text, safe = dumps(note)
         return (True, safe, text, None, None, None)
 
 
@@ -362,31 +375,51 @@ def _tool_error(name: str, exc: ToolError, strategy: PromptStrategy) -> _Ran:
         message=exc.message,
         retry_hint=strategy.retry("retry_allowed" if exc.retryable else "retry_not_allowed"),
     )
-    return _failure(exc.code, hint, f"{exc.code}: {exc.message}", exc.retryable)
+    return _failure(exc.code, hint, exc.message, exc.retryable)
 
 
 def _failure(code: str, hint: str, detail: str, retryable: bool) -> _Ran:
+    """A failed call: `call_detail` always starts with the stable code."""
     return (
         False,
         None,
         "null",
         hint,
-        detail,
+        f"{code}: {detail}",
         {"code": code, "message": hint, "retryable": retryable},
     )
 
 
-def _pending(found: Found, origin: str | dict[str, Any]) -> PendingCall:
+def _pending(found: Found, origin: str | dict[str, Any], max_depth: int) -> PendingCall:
     error = found.error
     args = found.arguments
     if type(args) is not dict:
         if error is None:
             error = _NOT_OBJECT
         args = {}
+    elif error is None and _deeper_than(args, max_depth):
+        # refused before anything runs: no schema nests this deep, and echoing such
+        # arguments back to the LLM would exhaust any JSON writer's recursion
+        error = TOO_DEEP
+        args = {}
     call_id = found.call_id
     if call_id is None and found.dialect in _NEEDS_ID:
         call_id = "call_" + uuid.uuid4().hex[:16]
     return PendingCall(found.name, args, call_id, found.dialect, error, bool(found.healed), origin)
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when containers nest more than `limit` levels (iterative: no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, dict | list | tuple):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
 
 
 def _failed(call: CallView, code: str, hint: str, detail: str) -> Outcome:
@@ -409,8 +442,24 @@ def _single_response(
 
 
 def _respond_one(outcome: Outcome, strategy: PromptStrategy) -> DriverResponse:
-    messages = build_messages([outcome], strategy)
+    messages = _messages([outcome], strategy)
     return _single_response(outcome.ok, outcome.result, outcome.detail, outcome.retry, messages)
+
+
+def _not_run(calls: Sequence[CallView], limit: int, strategy: PromptStrategy) -> list[Outcome]:
+    """Answers for the calls beyond `limit`: each call id gets one, the response says so once."""
+    if not calls:
+        return []
+    first = calls[0]
+    hint = strategy.retry("too_many_calls", tool=first.tool, count=len(calls), limit=limit)
+    detail = f"TOO_MANY_CALLS: {len(calls)} call(s) beyond the limit of {limit} were not run"
+    error = {"code": "TOO_MANY_CALLS", "message": hint, "retryable": True}
+    out = [Outcome(first, False, None, "null", hint, detail, error)]
+    if first.call_id is not None:  # native dialects answer every call id
+        for call in calls[1:]:
+            said = strategy.retry("not_executed", tool=call.tool)
+            out.append(Outcome(call, False, None, "null", said, None, error))
+    return out
 
 
 def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverResponse:
@@ -422,15 +471,25 @@ def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverRespons
         result = [o.result if o.ok else {"error": o.error} for o in outcomes]
     else:
         result = None
+    told = [o for o in failed if o.detail is not None]  # calls not run are told about once
     values = {
         "tool_call_result": result,
         "call_executed": executed,
         "call_failed": bool(failed),
-        "call_detail": "; ".join(o.detail or "" for o in failed) if failed else None,
-        "retry_prompt": "\n".join(o.retry or "" for o in failed) if failed else None,
-        "messages": build_messages(outcomes, strategy),
+        "call_detail": "; ".join(o.detail or "" for o in told) if failed else None,
+        "retry_prompt": "\n".join(o.retry or "" for o in told) if failed else None,
+        "messages": _messages(outcomes, strategy),
     }
     return trusted(DriverResponse, values, None, _RESPONSE_FIELDS)
+
+
+def _messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    """The messages to append; never raises, because the calls have already run."""
+    try:
+        return build_messages(outcomes, strategy)
+    except Exception:
+        log.exception("building the messages failed; answering in plain text")
+        return plain_messages(outcomes, strategy)
 
 
 def _normalize(response: Any) -> str | dict[str, Any]:

@@ -16,7 +16,7 @@ from hwbridge.core.jsonsafe import dumps
 from hwbridge.core.models import CallView
 from hwbridge.core.prompts import PromptStrategy
 
-__all__ = ["Outcome", "build_messages"]
+__all__ = ["Outcome", "build_messages", "plain_messages"]
 
 
 class Outcome(NamedTuple):
@@ -42,6 +42,15 @@ def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[di
     return builder(origin, outcomes, strategy)
 
 
+def plain_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
+    """The last resort when a dialect's messages cannot be built: every outcome, as text."""
+    parts = [
+        strategy.result_text(o.call.tool, o.result_json) if o.ok else (o.retry or "")
+        for o in outcomes
+    ]
+    return [{"role": strategy.result_role, "content": "\n\n".join(p for p in parts if p)}]
+
+
 def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
     if len(outcomes) == 1 and type(origin) is str:
         o = outcomes[0]
@@ -64,7 +73,7 @@ def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> lis
     ]
     return [
         {"role": "assistant", "content": said},
-        {"role": strategy.result_role, "content": "\n\n".join(parts)},
+        {"role": strategy.result_role, "content": "\n\n".join(p for p in parts if p)},
     ]
 
 

@@ -216,10 +216,22 @@ class DriverResponse(_Frozen):
         return not self.call_executed and not self.call_failed
 
 
+MAX_ERROR_CHARS = 1000
+"""A ToolError's message is cut to this length: it often quotes the LLM's own input."""
+
+
 class ToolError(Exception):
-    """Raised by a tool to fail with a stable code and a message the LLM can act on."""
+    """Raised by a tool to fail with a stable code and a message the LLM can act on.
+
+    The message is bounded (MAX_ERROR_CHARS), so an error that quotes a megabyte of hostile
+    input still gives the LLM a short hint.
+    """
 
     def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
+        code = str(code)[:64]
+        message = str(message)
+        if len(message) > MAX_ERROR_CHARS:
+            message = message[: MAX_ERROR_CHARS - 3] + "..."
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message

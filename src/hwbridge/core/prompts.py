@@ -74,6 +74,9 @@ class RetryTexts(_Strict):
     internal_error: str
     unknown_tool: str
     not_executed: str
+    too_many_calls: str
+    too_deep: str
+    result_unreadable: str
 
 
 class ExpectedTexts(_Strict):
@@ -99,6 +102,8 @@ class ParsingRules(_Strict):
     tool_keys: list[str] = Field(min_length=1)
     argument_keys: list[str] = Field(min_length=1)
     call_tag: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    max_calls: int = Field(ge=1, le=1024)  # calls executed from one LLM output
+    max_argument_depth: int = Field(ge=2, le=256)  # nesting of a call's arguments
 
 
 BuiltinHealing = Literal["close_brackets", "python_literals"]
@@ -162,6 +167,9 @@ _PLACEHOLDERS: dict[str, frozenset[str]] = {
     "retry.internal_error": frozenset({"tool", "error_id"}),
     "retry.unknown_tool": frozenset({"tool", "available"}),
     "retry.not_executed": frozenset({"tool"}),
+    "retry.too_many_calls": frozenset({"tool", "count", "limit"}),
+    "retry.too_deep": frozenset({"tool", "limit"}),
+    "retry.result_unreadable": frozenset({"tool", "error_id"}),
 }
 _EXPECTED_PLACEHOLDERS = frozenset({"expected"})
 
@@ -415,31 +423,31 @@ class PromptStrategy:
                 "description": self.description_of(t),
                 "parameters": t.input_schema(),
             }
-            lines.append(json.dumps(entry, ensure_ascii=False, separators=(",", ":")))
+            lines.append(_json_inline(entry))
         return "[\n" + ",\n".join(lines) + "\n]"
 
     def _tools_xml(self, tools: list[Tool]) -> str:
         out = ["<tools>"]
         for t in tools:
             out.append(f"<tool name={quoteattr(t.name)}>")
-            out.append(f"<description>{xml_escape(self.description_of(t))}</description>")
+            out.append(f"<description>{_xml_text(self.description_of(t))}</description>")
             for p in t.parameters:
-                attrs = [f"name={quoteattr(p.name)}"]
+                attrs = [f"name={quoteattr(escape_inline(p.name))}"]
                 schema = p.schema or {}
                 for key in ("type", "minimum", "maximum"):
                     if key in schema:
-                        attrs.append(f"{key}={quoteattr(_plain(schema[key]))}")
+                        attrs.append(f"{key}={quoteattr(escape_inline(_plain(schema[key])))}")
                 if "enum" in schema:
-                    attrs.append(f"enum={quoteattr('|'.join(map(_plain, schema['enum'])))}")
+                    attrs.append(f"enum={quoteattr(_json_inline(schema['enum']))}")
                 attrs.append(f"required={quoteattr(str(p.required).lower())}")
                 extra = {
                     k: v
                     for k, v in schema.items()
                     if k not in {"type", "minimum", "maximum", "enum", "description"}
                 }
-                body = xml_escape(p.description or schema.get("description", ""))
+                body = _xml_text(p.description or schema.get("description", ""))
                 if extra:
-                    body += f"<schema>{xml_escape(json.dumps(extra))}</schema>"
+                    body += f"<schema>{_xml_text(_json_inline(extra))}</schema>"
                 out.append(f"<parameter {' '.join(attrs)}>{body}</parameter>")
             out.append("</tool>")
         out.append("</tools>")
@@ -449,12 +457,40 @@ class PromptStrategy:
         params = []
         for p in tool.parameters:
             schema = p.schema or {}
-            kind = _plain(schema.get("type", "any"))
+            declared = schema.get("type", "any")
+            kinds = declared if isinstance(declared, list) else [declared]
+            kind = escape_inline("|".join(map(_plain, kinds)))
             if "enum" in schema:
-                kind = "|".join(map(_plain, schema["enum"]))
-            params.append(f"{p.name}{'' if p.required else '?'}: {kind}")
-        summary = (tool.title or self.description_of(tool)).strip().splitlines()[0]
+                kind = "|".join(_json_inline(v) for v in schema["enum"])
+            params.append(f"{escape_inline(p.name)}{'' if p.required else '?'}: {kind}")
+        described = (tool.title or self.description_of(tool)).strip()
+        summary = escape_inline(described.splitlines()[0] if described else "")
         return f"- {tool.name}({', '.join(params)}): {summary}"
+
+
+# Characters that some tokenizers and chat templates read as a line break, beyond \n and \r.
+_LINE_BREAKS = {"\u0085": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"}
+_LINE_BREAK = re.compile("[\u0085\u2028\u2029]")
+
+
+def _json_inline(value: Any) -> str:
+    """Compact JSON that cannot break a line: what a tool list may quote of a database."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _LINE_BREAK.sub(lambda m: _LINE_BREAKS[m.group()], text)
+
+
+def escape_inline(text: str) -> str:
+    """`text` escaped as inside a JSON string, without the quotes.
+
+    Every pack writes text that comes from a device's description (DBC names, comments,
+    value labels) through this, so none of it can start a line of its own in a system
+    prompt, whatever the pack's format.
+    """
+    return _json_inline(text)[1:-1]
+
+
+def _xml_text(text: str) -> str:
+    return xml_escape(escape_inline(text))
 
 
 def _plain(value: Any) -> str:

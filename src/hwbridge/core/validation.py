@@ -55,25 +55,19 @@ class ArgumentValidator:
             if p.name not in arguments
         ]
         allowed = ", ".join(self._names) or "no arguments"
+        unknown = [name for name in arguments if name not in self._names]
         found += [
-            strategy.retry("unknown_parameter", name=name, tool=self.tool.name, allowed=allowed)
-            for name in arguments
-            if name not in self._names
+            strategy.retry(
+                "unknown_parameter", name=_cut(name), tool=self.tool.name, allowed=allowed
+            )
+            for name in unknown[:_MAX_HINTS]
         ]
         if found:
             return found
         try:
             errors = list(self._validator.iter_errors(arguments))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError):  # a value JSON cannot hold (an int beyond 4300 digits)
             errors = []
-            found.append(
-                strategy.retry(
-                    "wrong_value",
-                    name="arguments",
-                    expected=strategy.expected("other", None),
-                    got=str(exc)[:80],
-                )
-            )
         for error in errors[:_MAX_HINTS]:
             rule = str(error.schema_path[-1]) if error.schema_path else "other"
             if rule in _PRESENCE:
@@ -107,12 +101,22 @@ def _path(instance_path: Any) -> str:
     out = ""
     for step in instance_path:
         out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else str(step))
-    return out or "arguments"
+    return _cut(out) if out else "arguments"
 
 
 def _shown(value: Any) -> str:
-    got = json.dumps(value, ensure_ascii=False, default=str)
-    return got if len(got) <= 80 else got[:77] + "..."
+    """The offending value as the LLM wrote it, cut short; never an interpreter message."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"{'-' if value < 0 else ''}1e{int(value.bit_length() * 0.30103)}"
+    try:
+        got = json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        got = "?"
+    return _cut(got)
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _type_of(schema: dict[str, Any] | None) -> str:

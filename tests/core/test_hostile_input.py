@@ -1,0 +1,241 @@
+"""Hostile LLM output: bounded work, one bound on calls, honest outcomes, bounded hints.
+
+Each test here reproduces a finding of the adversarial review (issue 7) that failed before
+the fix: quadratic parsing, calls dropped silently past 256, a deep argument that turned a
+call that ran into "not executed", retry prompts a megabyte long, interpreter messages in
+the LLM's hints, and failures whose `call_detail` carried no code.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hwbridge import DriverResponse, PromptStrategy, ToolError
+from tests.core.drivers import Thermostat
+
+MB = 1_000_000
+SET = '{"tool": "set_temperature", "arguments": {"room": "kitchen", "celsius": 21}}'
+
+
+def _deep(levels: int) -> Any:
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
+def _openai(*calls: tuple[str, str, str]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+            for cid, name, args in calls
+        ],
+    }
+
+
+def _answered_ids(r: DriverResponse) -> list[str]:
+    assert r.messages is not None
+    return [m["tool_call_id"] for m in r.messages if m.get("role") == "tool"]
+
+
+# -- bounded time: every shape from the review, at a megabyte ---------------------------------
+
+HOSTILE_SHAPES = {
+    "truncated call, then spaces": '{"tool": "get_temperature", "arguments": {"room": "x"'
+    + " " * MB,
+    "truncated call, then newlines": '{"tool": "get_temperature", "arguments": {"room": "x"'
+    + "\n" * MB,
+    "open fence, then spaces": '```json\n{"tool": "get_temperature", "arguments": {' + " " * MB,
+    "tag openings": "<tool_call " * (MB // 11),
+    "named spots under braces": ("{" * 64 + '"tool": "get_temperature", ') * (MB // 90),
+    "a name per brace": '{"tool": "get_temperature" ' * (MB // 28),
+    "unterminated array under objects": '{"a":' * 300 + "[" + "1," * (MB // 2),
+    "open braces": "{" * MB,
+    "open brackets in a call": '{"tool": "get_temperature", "arguments": ' + "[" * MB,
+    "escaped quotes": '{"tool": "get_temperature", "arguments": {"room": "' + '\\"' * (MB // 2),
+    "closed objects then a broken call": '{"x": 1} ' * (MB // 9) + '{"tool": "get_temperature"',
+}
+
+
+@pytest.mark.timeout(30)  # a hang detector: quadratic code took hours on these at 1 MB
+@pytest.mark.parametrize("shape", sorted(HOSTILE_SHAPES))
+def test_megabyte_of_hostile_text_is_answered(shape: str) -> None:
+    driver = Thermostat()
+    r = driver.process_llm_response(HOSTILE_SHAPES[shape])
+    assert isinstance(r, DriverResponse)
+    assert not r.call_executed
+    assert driver.executed == []
+    if r.retry_prompt is not None:
+        assert len(r.retry_prompt) < 2_000
+
+
+def test_a_valid_call_after_a_megabyte_of_braces_still_runs() -> None:
+    driver = Thermostat()
+    r = driver.process_llm_response("{" * MB + " " + SET)
+    assert r.call_executed
+    assert driver.executed == [("set_temperature", {"room": "kitchen", "celsius": 21})]
+
+
+# -- one bound on the number of calls, and it is said --------------------------------------
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_calls_beyond_the_limit_are_reported_not_dropped(quote: str) -> None:
+    driver = Thermostat()
+    limit = driver.prompt_strategy.parsing.max_calls
+    call = SET.replace('"', quote)
+    r = driver.process_llm_response("\n".join([call] * (limit + 8)))
+    assert len(driver.executed) == limit  # the same bound for JSON and for healed calls
+    assert r.call_executed and r.call_failed
+    assert r.call_detail is not None and r.call_detail.startswith("TOO_MANY_CALLS")
+    assert r.retry_prompt is not None and "8 call(s)" in r.retry_prompt
+    assert r.messages is not None and "8 call(s)" in r.messages[-1]["content"]
+
+
+def test_every_native_call_id_is_answered_beyond_the_limit() -> None:
+    driver = Thermostat()
+    limit = driver.prompt_strategy.parsing.max_calls
+    calls = [(f"c{i}", "get_temperature", '{"room": "kitchen"}') for i in range(limit + 5)]
+    r = driver.process_llm_response(_openai(*calls))
+    assert len(driver.executed) == limit
+    assert _answered_ids(r) == [cid for cid, _, _ in calls]
+    assert r.retry_prompt is not None and r.retry_prompt.count("not executed") == 1
+
+
+def test_the_two_phase_api_applies_the_same_bound() -> None:
+    driver = Thermostat()
+    limit = driver.prompt_strategy.parsing.max_calls
+    calls = driver.detect_tool_call("\n".join([SET] * (limit + 1)))
+    assert len(calls) == limit + 1  # detection reports everything ...
+    r = driver.execute_tool_call(calls)
+    assert len(driver.executed) == limit  # ... execution runs at most the limit
+    assert r.call_detail is not None and "TOO_MANY_CALLS" in r.call_detail
+
+
+# -- honest outcomes: what ran is reported as run -------------------------------------------
+
+
+@pytest.mark.parametrize("levels", [600, 1_000, 5_000])
+def test_a_deep_argument_fails_alone_and_the_call_that_ran_is_reported(levels: int) -> None:
+    driver = Thermostat()
+    deep = '{"text": ' + '{"a": ' * levels + "1" + "}" * levels + "}"
+    r = driver.process_llm_response(
+        _openai(
+            ("c1", "set_temperature", '{"room": "kitchen", "celsius": 21}'),
+            ("c2", "echo", deep),
+        )
+    )
+    assert driver.executed == [("set_temperature", {"room": "kitchen", "celsius": 21})]
+    assert r.call_executed and r.call_failed
+    assert r.call_detail is not None and "INVALID_ARGUMENTS" in r.call_detail
+    assert _answered_ids(r) == ["c1", "c2"]
+    json.dumps(r.messages)  # the messages can be sent on as they are
+
+
+def test_deep_arguments_given_as_a_dict_fail_before_running() -> None:
+    driver = Thermostat()
+    block = {"type": "tool_use", "id": "t1", "name": "echo", "input": {"text": _deep(3_000)}}
+    r = driver.process_llm_response({"role": "assistant", "content": [block]})
+    assert r.call_failed and not r.call_executed
+    assert driver.executed == []
+    assert r.retry_prompt is not None and "nest" in r.retry_prompt
+
+
+class _Unwritable(Thermostat):
+    """A tool whose side effect happens, then returns something no JSON writer can hold."""
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        super().execute_tool(tool_name, arguments)
+        return _deep(5_000)
+
+
+def test_a_result_that_cannot_be_written_does_not_unrun_the_call() -> None:
+    driver = _Unwritable()
+    r = driver.process_llm_response(_openai(("c1", "get_temperature", '{"room": "kitchen"}')))
+    assert r.call_executed and not r.call_failed
+    assert driver.executed
+    assert _answered_ids(r) == ["c1"]
+    assert "ran" in r.messages[-1]["content"]  # type: ignore[index]
+
+
+# -- bounded, plain hints with a code -------------------------------------------------------
+
+
+class _Quoting(Thermostat):
+    """Quotes the LLM's input in its error, as a tool that says 'unknown name X' does."""
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        raise ToolError("UNKNOWN_NAME", f"there is no room called {arguments.get('text')!r}")
+
+
+def test_a_megabyte_argument_gives_a_short_retry_prompt() -> None:
+    r = _Quoting().process_llm_response(
+        json.dumps({"tool": "echo", "arguments": {"text": "x" * MB}})
+    )
+    assert r.call_failed
+    assert r.retry_prompt is not None and len(r.retry_prompt) < 2_000
+    assert r.call_detail is not None and r.call_detail.startswith("UNKNOWN_NAME: ")
+    assert len(r.call_detail) < 2_000
+
+
+def test_a_megabyte_parameter_name_gives_a_short_retry_prompt() -> None:
+    args = {"y" * MB: 1, "room": "kitchen"}
+    r = Thermostat().process_llm_response(
+        json.dumps({"tool": "get_temperature", "arguments": args})
+    )
+    assert r.call_failed
+    assert r.retry_prompt is not None and len(r.retry_prompt) < 2_000
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        '{"tool": "echo", "arguments": {"count": ' + "9" * 5_000 + "}}",
+        '{"tool": "echo", "arguments": {"count": ' + "9" * 5_000 + "}",  # broken: healed path
+        "{'tool': 'echo', 'arguments': {'count': " + "9" * 5_000 + "}}",
+        _openai(("c1", "echo", '{"count": ' + "9" * 5_000 + "}")),
+    ],
+)
+def test_interpreter_messages_never_reach_the_llm(output: Any) -> None:
+    r = Thermostat().process_llm_response(output)
+    assert r.call_failed
+    ours = [m for m in r.messages or [] if m.get("role") != "assistant"]  # not the echo
+    said = json.dumps([r.retry_prompt, r.call_detail, ours, r.tool_call_result], default=str)
+    assert "set_int_max_str_digits" not in said
+    assert "Exceeds the limit" not in said
+    assert len(said) < 2_000
+
+
+@pytest.mark.parametrize(
+    ("output", "code"),
+    [
+        (
+            '{"tool": "set_temperature", "arguments": {"room": "kitchen", "celsius": 99}}',
+            "INVALID_ARGUMENTS",
+        ),
+        (
+            '{"tool": "set_temperature", "arguments": {"room": "kitchen", "celsius": }',
+            "INVALID_CALL",
+        ),
+        ('{"tool": "fail", "arguments": {"kind": "crash"}}', "INTERNAL_ERROR"),
+        ('{"tool": "fail", "arguments": {"kind": "tool_error"}}', "HEATER_OFFLINE"),
+    ],
+)
+def test_every_failure_detail_starts_with_its_code(output: str, code: str) -> None:
+    r = Thermostat().process_llm_response(output)
+    assert r.call_failed
+    assert r.call_detail is not None and r.call_detail.startswith(code + ": ")
+
+
+def test_pack_limits_can_be_changed_but_not_removed() -> None:
+    few = PromptStrategy.load("json", overrides={"parsing": {"max_calls": 2}})
+    driver = Thermostat(prompt_strategy=few)
+    r = driver.process_llm_response("\n".join([SET] * 3))
+    assert len(driver.executed) == 2 and r.call_failed
+    with pytest.raises(ValueError, match="max_calls"):
+        PromptStrategy.load("json", overrides={"parsing": {"max_calls": 0}})
