@@ -26,6 +26,14 @@ __all__ = ["CanToolDriver", "Exposure"]
 Exposure = Literal["auto", "catalog", "messages"]
 _ADAPTER_FIELDS = frozenset(AdapterStatus.__dataclass_fields__)
 MAX_LISTED = 100
+# Every string argument has a length bound, so no argument can make a tool work for long:
+# names (messages, signals, networks), free text (a filter, a search), labels, ids, hex bytes.
+NAME_CHARS = 200
+FILTER_CHARS = 100
+QUERY_CHARS = 200
+LABEL_CHARS = 100
+ID_CHARS = 32
+HEX_CHARS = 400  # 64 bytes written as "0x01, 0x02, ..."
 MAX_DESCRIBED_SIGNALS = 40
 _ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
 
@@ -124,14 +132,24 @@ class CanToolDriver(MCSToolDriver):
 
     def _generic_tools(self) -> list[Tool]:
         p = self._param
-        text = {"type": "string", "minLength": 1}
+        text = {"type": "string", "minLength": 1, "maxLength": NAME_CHARS}
         names = {"type": "array", "items": text, "minItems": 1, "maxItems": 50}
+        frame_id = {"type": ["integer", "string"], "maxLength": ID_CHARS}
+        hex_bytes = {"type": "string", "maxLength": HEX_CHARS}
         tools = [
-            self._tool("list_messages", p("list_messages", "filter", {"type": "string"})),
+            self._tool(
+                "list_messages",
+                p("list_messages", "filter", {"type": "string", "maxLength": FILTER_CHARS}),
+            ),
             self._tool("describe_message", p("describe_message", "message", text, True)),
             self._tool(
                 "search_signals",
-                p("search_signals", "query", text, True),
+                p(
+                    "search_signals",
+                    "query",
+                    {"type": "string", "minLength": 1, "maxLength": QUERY_CHARS},
+                    True,
+                ),
                 p("search_signals", "limit", {"type": "integer", "minimum": 1, "maximum": 50}),
             ),
             self._tool(
@@ -149,7 +167,12 @@ class CanToolDriver(MCSToolDriver):
                 "wait_for_signal",
                 p("wait_for_signal", "signal", text, True),
                 p("wait_for_signal", "op", {"type": "string", "enum": list(OPS)}, True),
-                p("wait_for_signal", "value", {"type": ["number", "string"]}, True),
+                p(
+                    "wait_for_signal",
+                    "value",
+                    {"type": ["number", "string"], "maxLength": LABEL_CHARS},
+                    True,
+                ),
                 ToolParameter(
                     name="timeout_ms",
                     description=self.texts.param("wait_for_signal", "timeout_ms"),
@@ -170,14 +193,19 @@ class CanToolDriver(MCSToolDriver):
             self._tool("bus_status"),
             self._tool(
                 "decode_frame",
-                p("decode_frame", "id", {"type": ["integer", "string"]}, True),
-                p("decode_frame", "data", {"type": "string"}, True),
+                p("decode_frame", "id", frame_id, True),
+                p("decode_frame", "data", hex_bytes, True),
             ),
         ]
         if not self.policy.allows_sending:
             return tools
         message = self._sendable_schema()
-        values = {"type": "object", "additionalProperties": {"type": ["number", "string"]}}
+        values = {
+            "type": "object",
+            "propertyNames": {"maxLength": NAME_CHARS},
+            "additionalProperties": {"type": ["number", "string"], "maxLength": LABEL_CHARS},
+            "maxProperties": 256,
+        }
         if any(self._sendable(n) for n in self.networks.values()):
             tools += [
                 self._tool(
@@ -203,8 +231,8 @@ class CanToolDriver(MCSToolDriver):
             tools.append(
                 self._tool(
                     "send_frame",
-                    p("send_frame", "id", {"type": ["integer", "string"]}, True),
-                    p("send_frame", "data", {"type": "string"}, True),
+                    p("send_frame", "id", frame_id, True),
+                    p("send_frame", "data", hex_bytes, True),
                     p("send_frame", "extended", {"type": "boolean"}),
                 )
             )
@@ -217,7 +245,7 @@ class CanToolDriver(MCSToolDriver):
         names = sorted({n for net in self.networks.values() for n in self._sendable(net)})
         if 0 < len(names) <= _ENUM_LIMIT:
             return {"type": "string", "enum": names}
-        return {"type": "string", "minLength": 1}
+        return {"type": "string", "minLength": 1, "maxLength": NAME_CHARS}
 
     def _typed_tools(self, network: Network, taken: set[str]) -> list[tuple[Tool, TypedTool]]:
         """Typed tools, skipping any whose name is taken (a message called `signals` would
