@@ -56,6 +56,7 @@ class CallExtractor:
         self._arg_keys = tuple(rules.argument_keys)
         self.tool_key = self._tool_keys[0]
         self.argument_key = self._arg_keys[0]
+        self.max_depth = rules.max_argument_depth
         self._healing = strategy.healing_rules
         tag = re.escape(rules.call_tag)
         self._tag_open = f"<{rules.call_tag}"
@@ -208,31 +209,63 @@ class CallExtractor:
                 call = self._call_from_object(value, "text") if type(value) is dict else None
                 if call is not None and is_known(call.name):
                     return [call]
+        found, parsed, stuck_at = self._objects_in_prose(text)
+        if stuck_at is None:
+            for f in found:
+                if is_known(f.name):
+                    return found
         spots = self._spots(text)
         brackets = BracketMap(text, [pos for pos, _ in spots])
-        found, parsed = self._json_objects(text, brackets)
-        for f in found:
-            if is_known(f.name):
-                return found
+        if stuck_at is not None:
+            self._json_objects(text, brackets, stuck_at, found, parsed)
+            for f in found:
+                if is_known(f.name):
+                    return found
         return found + self._heal_text(text, is_known, parsed, spots, brackets)
 
+    def _objects_in_prose(self, text: str) -> tuple[list[Found], list[tuple[int, int]], int | None]:
+        """The usual case, cheaply: prose whose every `{` starts a valid JSON object.
+
+        Returns the calls and the spans of the objects that parsed, and the position of the
+        first `{` that did not (None when every one did). It stops there, after one failed
+        attempt, so it stays linear; the bracket map decides where else to look.
+        """
+        found: list[Found] = []
+        parsed: list[tuple[int, int]] = []
+        start = text.find("{")
+        while start != -1:
+            try:
+                value, end = _DECODER.raw_decode(text, start)
+            except (ValueError, RecursionError):
+                return found, parsed, start
+            parsed.append((start, end))
+            if isinstance(value, dict):
+                call = self._call_from_object(value, "text")
+                if call is not None:
+                    found.append(call)
+            start = text.find("{", end)
+        return found, parsed, None
+
     def _json_objects(
-        self, text: str, brackets: BracketMap
-    ) -> tuple[list[Found], list[tuple[int, int]]]:
-        """Every call-shaped JSON object in the text, outermost first, and the spans of all
-        objects that parsed.
+        self,
+        text: str,
+        brackets: BracketMap,
+        start_at: int,
+        found: list[Found],
+        parsed: list[tuple[int, int]],
+    ) -> None:
+        """Add the call-shaped JSON objects from `start_at` on to `found`, and the spans of
+        all objects that parse to `parsed`.
 
         A `{` that never closes cannot start a JSON object, so it is not tried; after an
         object fails to parse the objects nested in it are tried too, within a budget of
         parser work proportional to the text, so brace-heavy input stays linear.
         """
-        found: list[Found] = []
-        parsed: list[tuple[int, int]] = []
         starts = brackets.closed_braces
         budget = _RETRY_WORK * len(text) + _RETRY_SLACK
         spent = 0
         failed_until = -1  # end of the outermost object that failed to parse
-        i = 0
+        i = brackets.closed_from(start_at)
         while i < len(starts):
             start = starts[i]
             end = brackets.end_of(start) or start
@@ -252,7 +285,6 @@ class CallExtractor:
                 if call is not None:
                     found.append(call)
             i = brackets.closed_from(stop)
-        return found, parsed
 
     def _spots(self, text: str) -> list[tuple[int, str]]:
         """Where the text names a tool (`"tool": "x"`, `<tool_call>x`), in order."""

@@ -12,9 +12,9 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, wraps
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.extraction import TOO_DEEP, CallExtractor, Found
@@ -103,9 +103,20 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
     meta: DriverMeta
     _prompt: PromptStrategy | None = None
+    _hw_execute: ClassVar[Callable[[Any, str, dict[str, Any]], Any]]  # execute_tool, unchecked
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        # A direct call of execute_tool validates (spec section 4.2); the driver's own path,
+        # which has validated already, calls the implementation underneath.
+        own = getattr(cls, "execute_tool", None)
+        if (
+            callable(own)
+            and not getattr(own, "_hw_validating", False)
+            and not getattr(own, "__isabstractmethod__", False)
+        ):
+            cls._hw_execute = own
+            cls.execute_tool = _validating(own)  # type: ignore[method-assign,assignment]
         meta = cls.__dict__.get("meta")
         if isinstance(meta, DriverMeta):
             caps = list(meta.capabilities)
@@ -263,12 +274,13 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             response = (
                 llm_response if type(llm_response) in (str, dict) else _normalize(llm_response)
             )
-            found = self._extractor().extract(response, claimed.__contains__)
+            extractor = self._extractor()
+            found = extractor.extract(response, claimed.__contains__)
         except (RecursionError, OverflowError, UnicodeError, ValueError, TypeError):
-            # nesting beyond what a parser can walk, an object that cannot be read: no call
+            # an object that cannot be read at all (each call's own problems stay its own)
             log.debug("no call found in an output that could not be read", exc_info=True)
             return []
-        depth = self.prompt_strategy.parsing.max_argument_depth
+        depth = extractor.max_depth
         return [_pending(f, response, depth) for f in found if f.name in claimed]
 
     def _extractor(self) -> CallExtractor:
@@ -311,6 +323,39 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         calls = self.detect_tool_call(text)
         return bool(calls) and all(c.error is None and not c.healed for c in calls)
 
+    # -- validation of direct calls --------------------------------------------------------
+
+    def check_call(self, tool_name: str, arguments: Any) -> None:
+        """Raise ToolError unless `arguments` are valid for `tool_name` (spec section 4.2).
+
+        Every subclass's `execute_tool` runs this first when it is called directly (by an
+        orchestrator, a decorator, a test), with the message `process_llm_response` would
+        give; calls that `process_llm_response` has already validated skip it.
+        """
+        catalog = self._catalog()
+        strategy = self._prompt or PromptStrategy.default()
+        refusal = catalog.refused.get(tool_name)
+        if refusal is not None:
+            raise refusal
+        validator = catalog.validators.get(tool_name)
+        if validator is None:
+            available = ", ".join(catalog.by_name) or "none"
+            raise ToolError(
+                "UNKNOWN_TOOL",
+                strategy.retry("unknown_tool", tool=_short(tool_name), available=available),
+            )
+        if not isinstance(arguments, dict):
+            raise ToolError("INVALID_ARGUMENTS", strategy.retry("not_an_object", tool=tool_name))
+        limit = strategy.parsing.max_argument_depth
+        if _deeper_than(arguments, limit):
+            raise ToolError(
+                "INVALID_ARGUMENTS", strategy.retry("too_deep", tool=tool_name, limit=limit)
+            )
+        problems = validator.problems(arguments, strategy)
+        if problems:
+            hint = strategy.retry("invalid_arguments", tool=tool_name, problems="; ".join(problems))
+            raise ToolError("INVALID_ARGUMENTS", hint, retryable=True)
+
     # -- internals -------------------------------------------------------------------------
 
     def _run(self, call: CallView, catalog: _Catalog, strategy: PromptStrategy) -> Outcome:
@@ -346,7 +391,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         is the hot path.
         """
         try:
-            result = self.execute_tool(name, arguments)
+            result = self._hw_execute(name, arguments)
         except ToolError as exc:
             return _tool_error(name, exc, strategy)
         except Exception:
@@ -365,6 +410,24 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
 
 _Ran = tuple[bool, Any, str, str | None, str | None, dict[str, Any] | None]
+
+_ExecuteTool = Callable[[Any, str, dict[str, Any]], Any]
+
+
+def _validating(execute: _ExecuteTool) -> _ExecuteTool:
+    """`execute_tool` that validates a direct call first, as spec section 4.2 asks."""
+
+    @wraps(execute)
+    def execute_tool(self: HybridDriver, tool_name: str, arguments: dict[str, Any]) -> Any:
+        self.check_call(tool_name, arguments)
+        return execute(self, tool_name, arguments)
+
+    execute_tool._hw_validating = True  # type: ignore[attr-defined]
+    return execute_tool
+
+
+def _short(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _tool_error(name: str, exc: ToolError, strategy: PromptStrategy) -> _Ran:
@@ -408,17 +471,23 @@ def _pending(found: Found, origin: str | dict[str, Any], max_depth: int) -> Pend
     return PendingCall(found.name, args, call_id, found.dialect, error, bool(found.healed), origin)
 
 
-def _deeper_than(value: Any, limit: int) -> bool:
+_CONTAINERS = (dict, list, tuple)
+
+
+def _deeper_than(value: dict[str, Any], limit: int) -> bool:
     """True when containers nest more than `limit` levels (iterative: no recursion)."""
+    for child in value.values():
+        if isinstance(child, _CONTAINERS):
+            break
+    else:
+        return False  # the usual call: flat arguments
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
+        if depth > limit:
+            return True
         children = node.values() if isinstance(node, dict) else node
-        for child in children:
-            if isinstance(child, dict | list | tuple):
-                if depth >= limit:
-                    return True
-                stack.append((child, depth + 1))
+        stack.extend((c, depth + 1) for c in children if isinstance(c, _CONTAINERS))
     return False
 
 
