@@ -101,3 +101,10 @@ def test_demo_opens_the_inspector_when_asked() -> None:
     ).stdout
     assert "EngineSpeed" in out
     assert "executed" in out.lower()
+
+
+def test_composition_example_runs_as_written() -> None:
+    section = README.split("## Composing drivers", 1)[1]
+    printed = re.search(r"prints\n\n```\n(.*?)```", section, re.S)
+    assert printed is not None
+    assert _run_section("## Composing drivers") == printed.group(1)

@@ -7,15 +7,20 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.core import (
+    AuditLog,
     Capability,
+    ConsentGate,
     DriverBinding,
     DriverMeta,
     DriverResponse,
+    Hooks,
     HybridDriver,
     MCSDriver,
     MCSToolDriver,
+    Orchestrator,
     PromptPackError,
     PromptStrategy,
+    RateLimit,
     Tool,
     ToolCall,
     ToolError,
@@ -48,17 +53,22 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "AuditLog",
     "CanDatabase",
     "CanDriver",
     "Capability",
+    "ConsentGate",
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "Hooks",
     "HybridDriver",
     "MCSDriver",
     "MCSToolDriver",
+    "Orchestrator",
     "PromptPackError",
     "PromptStrategy",
+    "RateLimit",
     "SendPolicy",
     "Tool",
     "ToolCall",

@@ -176,6 +176,9 @@ class CanDriver(HybridDriver):
     def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
         return self.tool_driver.execute_tool(tool_name, arguments)
 
+    def essential_tools(self) -> list[Tool]:
+        return self.tool_driver.essential_tools()
+
     def refused_tools(self) -> Mapping[str, ToolError]:
         """Send tools the policy keeps closed: a call fails with SEND_NOT_ALLOWED (it never
         passes through as if it were a final answer)."""

@@ -36,6 +36,7 @@ ID_CHARS = 32
 HEX_CHARS = 400  # 64 bytes written as "0x01, 0x02, ..."
 MAX_DESCRIBED_SIGNALS = 40
 _ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
+_SENDING = frozenset({"send_message", "send_frame", "start_periodic", "stop_periodic"})
 
 
 def _timeout(texts: CanTexts, tool: str, maximum: int = MAX_TIMEOUT_MS) -> ToolParameter:
@@ -87,6 +88,7 @@ class CanToolDriver(MCSToolDriver):
             ):
                 sends = [(t, k) for t, k in typed if k.kind == "send"]
                 typed = sends if sends and fits(generic + [t for t, _ in sends]) else []
+        self._generic = tuple(generic)
         self._tools = tuple(generic + [t for t, _ in typed])
         self._typed = {t.name: k for t, k in typed}
         self.exposure = "messages" if typed else "catalog"
@@ -95,6 +97,10 @@ class CanToolDriver(MCSToolDriver):
 
     def list_tools(self) -> list[Tool]:
         return list(self._tools)
+
+    def essential_tools(self) -> list[Tool]:
+        """The generic tools alone: what to keep when the prompt must be shorter."""
+        return list(self._generic)
 
     def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
         typed = self._typed.get(tool_name)
@@ -128,7 +134,12 @@ class CanToolDriver(MCSToolDriver):
                     schema={"type": "string", "enum": list(self.networks)},
                 ),
             )
-        return Tool(name=name, description=self.texts.tool(name), parameters=all_params)
+        return Tool(
+            name=name,
+            description=self.texts.tool(name),
+            parameters=all_params,
+            read_only=name not in _SENDING,
+        )
 
     def _generic_tools(self) -> list[Tool]:
         p = self._param

@@ -67,6 +67,7 @@ def read_tool(db: CanDatabase, message: Any, texts: CanTexts) -> Tool | None:
     timeout = texts.param("read_message", "timeout_ms")
     return Tool(
         name=name,
+        read_only=True,
         description=description[: _MAX_DESCRIPTION * 4],
         parameters=[
             ToolParameter(

@@ -34,7 +34,7 @@ from hwbridge.core.native import native_tools
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.core.validation import ArgumentValidator
 
-__all__ = ["HybridDriver"]
+__all__ = ["HybridDriver", "unchecked_execute"]
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +157,11 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         another driver; the names are not offered to the LLM.
         """
         return {}
+
+    def essential_tools(self) -> list[Tool]:
+        """The tools to keep when a prompt must be shorter (an orchestrator sharing one token
+        budget among several drivers); by default all of them."""
+        return list(self._catalog().tools)
 
     def tools_changed(self) -> None:
         """Re-read `list_tools()` on next use (for drivers whose tools really change)."""
@@ -424,6 +429,14 @@ def _validating(execute: _ExecuteTool) -> _ExecuteTool:
 
     execute_tool._hw_validating = True  # type: ignore[attr-defined]
     return execute_tool
+
+
+def unchecked_execute(driver: MCSToolDriver) -> Callable[[str, dict[str, Any]], Any]:
+    """The driver's execute_tool without the direct-call check, for a caller (an
+    orchestrator, a decorator) that has validated against the same schema already."""
+    if isinstance(driver, HybridDriver):
+        return driver._hw_execute
+    return driver.execute_tool
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -113,6 +113,11 @@ class Tool(_Frozen):
     title: str | None = None
     description: str | None = None
     parameters: list[ToolParameter] = Field(default_factory=list)
+    read_only: bool = Field(
+        default=False,
+        description="True when the tool only reads: it changes nothing in the device or the "
+        "world. Consent gates and MCP clients ask before any tool that is not read-only.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> Tool:

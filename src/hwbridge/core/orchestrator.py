@@ -1,0 +1,298 @@
+"""Orchestrator: many tool drivers behind one MCSDriver (spec section 4, "Stacked").
+
+The orchestrator is itself a HybridDriver, so it has one system prompt, one tool list,
+native tools, the two-phase API, and it nests inside another orchestrator. It validates a
+call once, against the schema of the tool that will run, and hands it to that driver.
+
+Tool names never change under a running conversation: a driver registered later gets a
+`label__` prefix only on the tools whose names are already taken (`namespace`), loses them
+(`priority`), or is refused (`reject`). A tool no driver has passes through as an empty
+DriverResponse, as the spec requires.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hwbridge.core.contract import Capability, MCSToolDriver
+from hwbridge.core.hybrid import HybridDriver, unchecked_execute
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_valid_tool_name
+from hwbridge.core.prompts import PromptStrategy, estimate_tokens
+
+__all__ = ["ConflictPolicy", "Orchestrator"]
+
+ConflictPolicy = Literal["namespace", "priority", "reject"]
+_LABEL = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
+_SEPARATOR = "__"
+# Flags an orchestrator honours when every driver it holds does (its own come from HybridDriver).
+_SHARED_FLAGS = (Capability.MULTI_CONNECTION.value, "healthcheck", "raw_spec")
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    label: str
+    driver: MCSToolDriver
+    # exposed name -> the driver's own name, fixed when the tool was first seen
+    names: Mapping[str, str]
+    by_own: Mapping[str, str]  # the same, the other way round
+
+    @classmethod
+    def of(cls, label: str, driver: MCSToolDriver, names: Mapping[str, str]) -> _Entry:
+        return cls(label, driver, dict(names), {own: exp for exp, own in names.items()})
+
+    def exposed(self, own: str) -> str | None:
+        """The name the orchestrator offers for the driver's tool `own` (None: not offered)."""
+        return self.by_own.get(own)
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    entry: _Entry
+    name: str  # the tool's name inside its driver
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    """What a call sees: replaced as a whole when drivers are added or removed."""
+
+    entries: tuple[_Entry, ...]
+    tools: tuple[Tool, ...]
+    routes: Mapping[str, _Route]
+    refused: Mapping[str, ToolError]
+
+
+class Orchestrator(HybridDriver):
+    """Several tool drivers (CanDriver, SerialDriver, ObdDriver, another Orchestrator...)
+    as one driver.
+
+    `conflict` decides what happens when two drivers offer a tool with the same name:
+    `namespace` (default) exposes the later one as `label__name`, `priority` keeps the
+    first registered, `reject` refuses to register the later driver.
+    """
+
+    meta = DriverMeta(
+        id="8a4e0f7c-3d2b-4e6a-9c15-6b0d2f8e1a47",
+        name="hwbridge Orchestrator",
+        version="0.1.0",
+        bindings=[DriverBinding(capability="orchestrator", adapter="mcs", spec_format="MCS")],
+    )
+
+    def __init__(
+        self,
+        drivers: Mapping[str, MCSToolDriver] | Iterable[MCSToolDriver] = (),
+        *,
+        conflict: ConflictPolicy = "namespace",
+        prompt_strategy: str | Path | PromptStrategy = "json",
+        prompt_overrides: dict[str, Any] | str | Path | None = None,
+    ) -> None:
+        super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
+        if conflict not in ("namespace", "priority", "reject"):
+            raise ValueError("conflict must be 'namespace', 'priority' or 'reject'")
+        self.conflict: ConflictPolicy = conflict
+        self._lock = threading.Lock()
+        self._snapshot = _Snapshot((), (), {}, {})
+        self.meta = type(self).meta  # refined per instance as drivers come and go
+        items = drivers.items() if isinstance(drivers, Mapping) else ((None, d) for d in drivers)
+        for label, driver in items:
+            self.add_driver(driver, label=label)
+
+    # -- registration ----------------------------------------------------------------------
+
+    def add_driver(self, driver: MCSToolDriver, label: str | None = None) -> str:
+        """Register a driver; returns its label (made from its name when not given)."""
+        if not isinstance(driver, MCSToolDriver):
+            raise TypeError(f"{type(driver).__name__} is not an MCSToolDriver")
+        if driver is self:
+            raise ValueError("an orchestrator cannot hold itself")
+        with self._lock:
+            current = self._snapshot
+            label = label or _label_from(driver, {e.label for e in current.entries})
+            if not _LABEL.match(label):
+                raise ValueError(f"label {label!r} must be 1-24 letters, digits, _ or -")
+            if any(e.label == label for e in current.entries):
+                raise ValueError(f"a driver is already registered as {label!r}")
+            if any(e.driver is driver for e in current.entries):
+                raise ValueError("this driver is already registered")
+            entry = self._entry_for(label, driver, current)
+            self._publish((*current.entries, entry))
+        return label
+
+    def remove_driver(self, label: str) -> MCSToolDriver:
+        """Unregister a driver (it is not closed) and return it. Other names stay as they are."""
+        with self._lock:
+            current = self._snapshot
+            kept = tuple(e for e in current.entries if e.label != label)
+            if len(kept) == len(current.entries):
+                known = ", ".join(e.label for e in current.entries) or "none"
+                raise KeyError(f"no driver is registered as {label!r} (registered: {known})")
+            removed = next(e for e in current.entries if e.label == label)
+            self._publish(kept)
+        return removed.driver
+
+    @property
+    def drivers(self) -> dict[str, MCSToolDriver]:
+        return {e.label: e.driver for e in self._snapshot.entries}
+
+    def refresh(self) -> None:
+        """Re-read the drivers' tool lists (after one of them changed its tools)."""
+        with self._lock:
+            current = self._snapshot
+            entries: list[_Entry] = []
+            for e in current.entries:
+                partial = _Snapshot(tuple(entries), (), {}, {})
+                entries.append(self._entry_for(e.label, e.driver, partial, keep=e.names))
+            self._publish(tuple(entries))
+
+    def _entry_for(
+        self,
+        label: str,
+        driver: MCSToolDriver,
+        current: _Snapshot,
+        keep: Mapping[str, str] | None = None,
+    ) -> _Entry:
+        taken = {name: e for e in current.entries for name in e.names}
+        kept_by_own = {own: exposed for exposed, own in (keep or {}).items()}
+        names: dict[str, str] = {}
+        for tool in driver.list_tools():
+            exposed = kept_by_own.get(tool.name)
+            if exposed is None or exposed in taken:
+                exposed = tool.name
+            if exposed in taken or exposed in names:
+                other = taken[exposed].label if exposed in taken else label
+                if self.conflict == "reject":
+                    raise ValueError(
+                        f"tool {tool.name!r} of driver {label!r} has the same name as a tool "
+                        f"of driver {other!r} (conflict='reject')"
+                    )
+                if self.conflict == "priority":
+                    continue
+                exposed = f"{label}{_SEPARATOR}{tool.name}"
+                if not is_valid_tool_name(exposed) or exposed in taken:
+                    raise ValueError(
+                        f"tool {tool.name!r} of driver {label!r} clashes with driver "
+                        f"{other!r} and {exposed!r} is not a usable name; use a shorter label"
+                    )
+            names[exposed] = tool.name
+        return _Entry.of(label, driver, names)
+
+    def _publish(self, entries: tuple[_Entry, ...]) -> None:
+        """Build the snapshot every call will see, then drop the cached catalog (caller locks)."""
+        routes: dict[str, _Route] = {}
+        refused: dict[str, ToolError] = {}
+        for entry in entries:
+            for exposed, own in entry.names.items():
+                routes[exposed] = _Route(entry, own)
+            if isinstance(entry.driver, HybridDriver):
+                for name, error in entry.driver.refused_tools().items():
+                    refused.setdefault(name, error)
+        choice = self._fit(entries)
+        tools = tuple(
+            t.model_copy(update={"name": exposed}) if exposed != t.name else t
+            for entry in entries
+            for t in choice[entry.label]
+            for exposed in [entry.exposed(t.name)]
+            if exposed is not None
+        )
+        offered = {t.name for t in tools}
+        routes = {k: v for k, v in routes.items() if k in offered}
+        self._snapshot = _Snapshot(
+            entries, tools, routes, {k: v for k, v in refused.items() if k not in offered}
+        )
+        self.meta = _meta_for(type(self).meta, entries)
+        self.tools_changed()
+
+    def _fit(self, entries: tuple[_Entry, ...]) -> dict[str, list[Tool]]:
+        """Each driver's tools, trimmed to its essential ones, largest first, until the
+        prompt fits the pack's budget: one big database does not push the others out."""
+        full = {e.label: e.driver.list_tools() for e in entries}
+        strategy = self.prompt_strategy
+        guidance = self._guidance(entries, None)
+
+        def fits(choice: dict[str, list[Tool]]) -> bool:
+            tools = [t for tools in choice.values() for t in tools]
+            prompt = strategy.system_message(tools, guidance)
+            return estimate_tokens(prompt) <= strategy.token_budget
+
+        choice = dict(full)
+        if fits(choice):
+            return choice
+        trimmable = sorted(
+            (e for e in entries if isinstance(e.driver, HybridDriver)),
+            key=lambda e: -len(full[e.label]),
+        )
+        for entry in trimmable:
+            assert isinstance(entry.driver, HybridDriver)
+            essential = entry.driver.essential_tools()
+            if len(essential) < len(choice[entry.label]):
+                choice[entry.label] = essential
+                if fits(choice):
+                    break
+        return choice
+
+    # -- MCSToolDriver ---------------------------------------------------------------------
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._snapshot.tools)
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        route = self._snapshot.routes.get(tool_name)
+        if route is None:
+            raise ToolError("UNKNOWN_TOOL", f"{tool_name} is no longer offered by any driver")
+        # validated against this very schema already (by process_llm_response or by the
+        # direct-call check): the inner driver need not check it again
+        return unchecked_execute(route.entry.driver)(route.name, arguments)
+
+    def refused_tools(self) -> Mapping[str, ToolError]:
+        return self._snapshot.refused
+
+    def essential_tools(self) -> list[Tool]:
+        offered = set(self._snapshot.routes)
+        keep: set[str] = set()
+        for entry in self._snapshot.entries:
+            own = (
+                entry.driver.essential_tools()
+                if isinstance(entry.driver, HybridDriver)
+                else entry.driver.list_tools()
+            )
+            keep |= {n for t in own if (n := entry.exposed(t.name)) in offered}
+        return [t for t in self._snapshot.tools if t.name in keep]
+
+    # -- prompt ----------------------------------------------------------------------------
+
+    def driver_guidance(self, model_name: str | None = None) -> str:
+        return self._guidance(self._snapshot.entries, model_name)
+
+    @staticmethod
+    def _guidance(entries: Iterable[_Entry], model_name: str | None) -> str:
+        parts = [
+            e.driver.driver_guidance(model_name)
+            for e in entries
+            if isinstance(e.driver, HybridDriver)
+        ]
+        return "\n\n".join(p for p in parts if p)
+
+
+def _label_from(driver: MCSToolDriver, taken: set[str]) -> str:
+    meta = getattr(driver, "meta", None)
+    base = re.sub(r"[^A-Za-z0-9_-]+", "_", getattr(meta, "name", "") or type(driver).__name__)
+    base = base.strip("_").lower()[:20] or "driver"
+    label, n = base, 2
+    while label in taken:
+        label, n = f"{base}{n}", n + 1
+    return label
+
+
+def _meta_for(base: DriverMeta, entries: tuple[_Entry, ...]) -> DriverMeta:
+    """The orchestrator's bindings are its drivers'; shared flags only if all honour them."""
+    metas = [getattr(e.driver, "meta", None) for e in entries]
+    bindings = [b for m in metas if m is not None for b in m.bindings] or list(base.bindings)
+    flags = list(base.capabilities)
+    for flag in _SHARED_FLAGS:
+        if metas and all(m is not None and flag in m.capabilities for m in metas):
+            flags.append(flag)
+    return base.model_copy(update={"bindings": bindings, "capabilities": flags})
