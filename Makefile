@@ -16,11 +16,11 @@ install-run: $(RUN_STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	@touch $(RUN_STAMP)
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 	@touch $(RUN_STAMP) $(DEV_STAMP)
 
