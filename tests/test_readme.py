@@ -29,18 +29,19 @@ def test_quickstart_runs_as_written() -> None:
     assert out.stdout == printed.group(1)
 
 
-def test_demo_runs_to_the_end() -> None:
-    """make demo: the simulator in its own process, socketcand, each step of the session."""
-    root = Path(__file__).resolve().parents[1]
+def test_demo_runs_to_the_end(tmp_path: Path) -> None:
+    """make demo is `hwbridge demo`: the simulator in its own process, socketcand, each step
+    of the session; from a folder that is not the checkout, as after `pip install`."""
     env = {**os.environ, "COLUMNS": "200"}
     out = subprocess.run(
-        [sys.executable, str(root / "examples" / "demo.py")],
+        [sys.executable, "-m", "hwbridge", "demo"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
         env=env,
         stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
     ).stdout
     flat = " ".join(out.split())
     assert "socketcand://127.0.0.1:" in flat
@@ -88,7 +89,8 @@ def test_simulator_and_replay_examples_run_as_written() -> None:
     assert "41.41" in out
 
 
-def test_demo_opens_the_inspector_when_asked() -> None:
+def test_demo_opens_the_inspector_when_asked(tmp_path: Path) -> None:
+    """HWBRIDGE_INSPECT=1 make demo, through the examples/demo.py script kept for it."""
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
         [sys.executable, str(root / "examples" / "demo.py")],
@@ -98,6 +100,7 @@ def test_demo_opens_the_inspector_when_asked() -> None:
         check=True,
         timeout=60,
         env={**os.environ, "HWBRIDGE_INSPECT": "1", "COLUMNS": "200"},
+        cwd=tmp_path,
     ).stdout
     assert "EngineSpeed" in out
     assert "executed" in out.lower()
