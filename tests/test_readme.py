@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -104,3 +106,29 @@ def test_demo_opens_the_inspector_when_asked(tmp_path: Path) -> None:
     ).stdout
     assert "EngineSpeed" in out
     assert "executed" in out.lower()
+
+
+def test_install_section_shows_pip_install_then_the_demo() -> None:
+    block = README.split("## Install from PyPI", 1)[1].split("```")[1]
+    assert block.index("pip install mcs-hwbridge") < block.index("hwbridge demo")
+
+
+def test_every_extra_the_readme_names_exists() -> None:
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    named = set(re.findall(r"mcs-hwbridge\[([a-z0-9_-]+)\]", README))
+    assert named, "the README shows no extra"
+    assert named <= set(project["optional-dependencies"]) - {"dev"}
+
+
+def test_cli_table_lists_every_command() -> None:
+    from hwbridge.cli.main import build_parser
+
+    section = README.split("## The `hwbridge` command", 1)[1].split("\n## ", 1)[0]
+    commands = next(
+        action.choices
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    for name in commands:
+        assert f"| `hwbridge {name}" in section, name
