@@ -7,11 +7,13 @@ has to reach 20 km/h); these tests stay fast.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from hwbridge.can import CanDriver
-from hwbridge.cli.demo import Step, load_session
+from hwbridge.cli.demo import Step, load_session, simulator
+from hwbridge.cli.errors import EXIT_RUNTIME, CliError
 from hwbridge.core.models import DriverResponse
 from hwbridge.resources import bundled_dbc
 from tests.cli.conftest import Run
@@ -85,3 +87,12 @@ def test_inspect_option_opens_the_inspector_on_the_simulator(run: Run) -> None:
     assert r.code == 0, r.err
     assert "may send ClimateCommand" in r.out
     assert '"unit": "rpm"' in r.out and "socketcand" in r.out
+
+
+def test_a_simulator_that_cannot_start_is_one_clear_error(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.dbc"
+    broken.write_text("BO_ this is not a database\n")
+    wanted = r"the simulator did not start \(exit status 2\)"
+    with pytest.raises(CliError, match=wanted) as caught, simulator(broken):
+        pass
+    assert caught.value.exit_code == EXIT_RUNTIME

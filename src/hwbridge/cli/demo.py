@@ -219,7 +219,10 @@ def _ready_line(proc: subprocess.Popen[str], timeout_s: float) -> str:
             raise CliError(f"the simulator printed nothing in {timeout_s:.0f} s", EXIT_RUNTIME)
     line = proc.stdout.readline().strip()
     if not line.startswith("socketcand: "):
-        code = proc.poll()
+        try:  # at end of output the process is exiting: wait for its status
+            code = proc.wait(5) if not line else proc.poll()
+        except subprocess.TimeoutExpired:
+            code = None
         status = f" (exit status {code})" if code is not None else ""
         raise CliError(f"the simulator did not start{status}: {line!r}", EXIT_RUNTIME)
     return line
