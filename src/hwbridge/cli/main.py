@@ -32,11 +32,11 @@ exit status:
 EXAMPLES = """\
 examples:
   hwbridge demo                      a recorded LLM session against the simulated vehicle
-  hwbridge tools                     (no --dbc: the bundled demo vehicle)
-  hwbridge tools --dbc dbc/demo_vehicle.dbc
+  hwbridge tools                     the tools of the bundled demo vehicle (no --dbc given)
   hwbridge tools --dbc big.dbc --exposure catalog --json
-  hwbridge prompt --dbc dbc/demo_vehicle.dbc --model llama3.2:3b > prompt.txt
-  hwbridge inspect --dbc dbc/demo_vehicle.dbc --bus socketcand://localhost:29536/vcan0
+  hwbridge prompt --dbc car.dbc --model llama3.2:3b > prompt.txt
+  hwbridge sim                       the simulated demo vehicle, served over socketcand
+  hwbridge inspect --bus socketcand://127.0.0.1:29536/vcan0
   hwbridge sim --help
 """
 
