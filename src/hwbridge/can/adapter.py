@@ -312,14 +312,40 @@ def _open_with_timeout(kwargs: Mapping[str, Any], timeout_s: float) -> can.BusAB
     return outcome
 
 
+Receive = Callable[[float], tuple[can.Message | None, bool]]
+"""Like python-can's `_recv_internal`: (frame or None, whether filters were applied)."""
+
+
+def _receiver(bus: can.BusABC) -> Receive:
+    """How the receive loop reads `bus`, without python-can's per-frame bookkeeping when
+    that changes nothing.
+
+    `BusABC.recv` wraps the interface's `_recv_internal` in a timing loop, a filter check
+    and a log call at level 9: about a quarter of a virtual bus's receive cost. When the
+    interface keeps python-can's `recv` and that log level is off, frames come from
+    `_recv_internal` directly and the loop applies the bus's filters itself. An interface
+    with its own `recv` (or a `ThreadSafeBus`) keeps it.
+    """
+    if type(bus).recv is can.BusABC.recv and not logging.getLogger("can.bus").isEnabledFor(
+        bus.RECV_LOGGING_LEVEL
+    ):
+        return bus._recv_internal
+    recv = bus.recv
+
+    def receive(timeout: float) -> tuple[can.Message | None, bool]:
+        return recv(timeout), True
+
+    return receive
+
+
 class _RxNotifier(can.Notifier):
     """python-can's Notifier with a leaner receive loop and failure reporting.
 
     The stock loop takes a lock and walks a listener list per frame; here each frame costs
-    one call of the adapter's current dispatcher (benchmarks/bench_monitor.py: adapter plus
-    monitor cost ~1.15x a bare `bus.recv()` loop, ~1.45x behind the stock loop). A listener
-    exception is logged and the loop goes on (the stock loop would die); a receive
-    exception or a failed liveness probe is reported to the adapter.
+    one call of the adapter's current dispatcher, and frames come from `_receiver`
+    (benchmarks/bench_monitor.py compares adapter plus monitor against a bare `bus.recv()`
+    loop). A listener exception is logged and the loop goes on (the stock loop would die);
+    a receive exception or a failed liveness probe is reported to the adapter.
     """
 
     def __init__(
@@ -342,14 +368,15 @@ class _RxNotifier(can.Notifier):
     def _rx_thread(self, bus: can.BusABC) -> None:
         owner = self._owner
         generation = self._generation
-        recv = bus.recv
+        receive = _receiver(bus)
+        matches = bus._matches_filters
         timeout = self.timeout
         probe = self._probe
         clock = time.monotonic
         next_probe = 0.0
         while not self._stopped:
             try:
-                msg = recv(timeout)
+                msg, filtered = receive(timeout)
             except Exception as exc:
                 if not self._stopped:
                     self.exception = exc
@@ -366,6 +393,8 @@ class _RxNotifier(can.Notifier):
                         if reason is not None:
                             owner._on_transport_failure(generation, reason)
                             return
+                continue
+            if not filtered and bus._filters and not matches(msg):
                 continue
             if msg.is_error_frame:
                 owner._error_frames += 1
