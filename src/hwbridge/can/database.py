@@ -313,6 +313,10 @@ class CanDatabase:
         """Decode `data` as `message`; values are JSON-safe (labels as value/label dicts)."""
         return self._codec(message).decode(data)
 
+    def decode_raw(self, message: str | int | Any, data: bytes) -> dict[str, int | float]:
+        """The raw value of every signal `data` carries as `message` (its active branch)."""
+        return self._codec(message).decode_raw(data)
+
     def decode_frame(
         self, arbitration_id: int, data: bytes, is_extended: bool = False
     ) -> DecodedFrame | None:

@@ -90,8 +90,17 @@ def numeric(value: Any) -> float | None:
     return float(value)
 
 
+def physical_number(value: Any) -> float | None:
+    """The physical number in a decoded value ({"value": 0, "label": "Off", "physical": -125}
+    -> -125; a labelled value without "physical" has physical == raw)."""
+    if isinstance(value, dict) and "physical" in value:
+        value = value["physical"]
+    return numeric(value)
+
+
 def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[Any], bool]:
-    """A predicate on a decoded value; a label target compares as its raw value."""
+    """A predicate on a decoded value, by physical value: a label target resolves to its raw
+    value, then through scale and offset; a number is physical."""
     fn = _OPS.get(op)
     if fn is None:
         raise ToolError("INVALID_VALUE", f"op must be one of {', '.join(OPS)}; got {op!r}")
@@ -107,12 +116,12 @@ def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[A
                     f"{spec.qualified} has no label {target!r}; its labels are: {known}",
                 ) from None
         else:
-            number = float(raw)
+            number = float(spec.physical(raw))
     else:
         number = float(target)
 
     def check(value: Any) -> bool:
-        got = numeric(value)
+        got = physical_number(value)
         return got is not None and fn(got, number)
 
     return check

@@ -325,6 +325,7 @@ class CanToolDriver(MCSToolDriver):
             "unknown_ids_seen": stats.unknown_ids_tracked + stats.unknown_ids_dropped,
             "messages_in_database": len(net.db.messages),
             "periodic_sends": net.sender.running(),
+            **({"periodic_stopped": ended} if (ended := net.sender.ended()) else {}),
             "send_policy": self.policy.describe(),
         }
         if stats.frames_of_dropped_ids:
