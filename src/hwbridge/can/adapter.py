@@ -9,6 +9,7 @@ reopens buses it opened itself with capped exponential backoff.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import socket
 import threading
@@ -425,6 +426,8 @@ class _Periodic(PeriodicHandle):
         self._modifier = modifier
         self._deadline = None if duration_s is None else time.monotonic() + duration_s
         self._task: can.broadcastmanager.CyclicSendTaskABC | None = None
+        self._timer: threading.Timer | None = None
+        self._anchor: float | None = None  # when the schedule's first frame was due
         self._stopped = False
         self._error: str | None = None
         self._lock = threading.Lock()
@@ -466,33 +469,67 @@ class _Periodic(PeriodicHandle):
         return True
 
     def attach(self, bus: can.BusABC) -> None:
-        """Start (or restart after a reconnect) the python-can task on `bus`."""
+        """Start the python-can task on `bus`, or restart it after a reconnect.
+
+        A restart keeps the schedule: its first frame waits for the next tick of the
+        period rather than going out at once, so a bus that drops and comes back never
+        puts two frames closer than one period apart (the rate the policy reserved).
+        """
         with self._lock:
             if not self.active:
                 return
-            duration = None
-            if self._deadline is not None:
-                duration = self._deadline - time.monotonic()
-                if duration <= 0:
+            now = time.monotonic()
+            if self._anchor is not None:
+                ticks = math.ceil((now - self._anchor) / self._period_s)
+                delay = self._anchor + ticks * self._period_s - now
+                if delay > 0.001:
+                    timer = threading.Timer(delay, self._attach_later, args=(bus,))
+                    timer.daemon = True
+                    self._timer = timer
+                    timer.start()
                     return
-            task = bus.send_periodic(
-                self._msg,
-                self._period_s,
-                duration=duration,
-                autostart=False,
-                modifier_callback=self._modify if self._modifier is not None else None,
-            )
-            if hasattr(task, "on_error"):
-                # Without it python-can re-raises in its thread (an unhandled exception).
-                task.on_error = self._on_task_error
-            if isinstance(task, can.broadcastmanager.RestartableCyclicTaskABC):
-                task.start()
-            self._task = task
+            self._arm(bus, now)
+
+    def _attach_later(self, bus: can.BusABC) -> None:
+        with self._lock:
+            if self._timer is not threading.current_thread() or not self.active:
+                return  # detached (or re-attached) meanwhile
+            self._timer = None
+            try:
+                self._arm(bus, time.monotonic())
+            except Exception as exc:
+                self._error = f"restart after a reconnect failed: {exc}"
+                log.warning("could not restart periodic 0x%X: %s", self._msg.arbitration_id, exc)
+
+    def _arm(self, bus: can.BusABC, now: float) -> None:
+        """Create and start the python-can task (the caller holds the lock)."""
+        self._anchor = now
+        duration = None
+        if self._deadline is not None:
+            duration = self._deadline - now
+            if duration <= 0:
+                return
+        task = bus.send_periodic(
+            self._msg,
+            self._period_s,
+            duration=duration,
+            autostart=False,
+            modifier_callback=self._modify if self._modifier is not None else None,
+        )
+        if hasattr(task, "on_error"):
+            # Without it python-can re-raises in its thread (an unhandled exception).
+            task.on_error = self._on_task_error
+        if isinstance(task, can.broadcastmanager.RestartableCyclicTaskABC):
+            task.start()
+        self._task = task
 
     def detach(self, join_timeout_s: float = 1.0) -> None:
         """Stop the python-can task and wait (bounded) for its thread."""
         with self._lock:
             task, self._task = self._task, None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         if task is None:
             return
         try:
