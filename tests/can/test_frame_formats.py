@@ -112,3 +112,21 @@ def test_monitor_keys_latest_counts_and_waiters_by_format() -> None:
     assert latest_std is not None and latest_std.data == b"\x02"
     assert [r.data for r in monitor.history(ids=[(0x100, True)])] == [b"\x01", b"\x01"]
     assert [r.data for r in monitor.history(ids=[0x100])] == [b"\x02"]
+
+
+def test_database_lookups_by_id_text_respect_the_format(tmp_path: Any) -> None:
+    from hwbridge.can.database import CanDatabase
+
+    dbc = tmp_path / "both.dbc"
+    dbc.write_text(
+        'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: A\n\n'
+        'BO_ 256 Standard: 8 A\n SG_ x : 0|8@1+ (1,0) [0|255] "" A\n\n'
+        'BO_ 2147483904 Extended: 8 A\n SG_ y : 0|8@1+ (1,0) [0|255] "" A\n'
+    )
+    db = CanDatabase.load(dbc)
+    assert db.message("0x100").name == "Standard"
+    assert db.message("0x00000100").name == "Extended"
+    assert [m["name"] for m in db.list_messages("0x00000100")] == ["Extended"]
+    extended, standard = db.message_for_frame(0x100, True), db.message_for_frame(0x100, False)
+    assert extended is not None and extended.name == "Extended"
+    assert standard is not None and standard.name == "Standard"
