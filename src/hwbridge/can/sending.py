@@ -14,6 +14,7 @@ way, and stop at the first one that would break a limit.
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -252,7 +253,7 @@ class Sender:
         for name, intended in encoded.raw.items():
             spec = specs[name]
             value = raw[name]
-            if name in hooked or raw_bits(spec.signal, value) == raw_bits(spec.signal, intended):
+            if name in hooked or _same_bits(spec.signal, value, intended):
                 continue
             on_wire = _text(signals[name])
             sharing = self._sharing(message, name, len(data), encoded)
@@ -539,6 +540,14 @@ class Sender:
             for name, handle in handles:
                 handle.stop()
                 self.policy.release_periodic(name, self.scope)
+
+
+def _same_bits(signal: Any, a: float, b: float) -> bool:
+    """Whether two raw values put the same bits on the wire (floats after rounding)."""
+    try:
+        return raw_bits(signal, a) == raw_bits(signal, b)
+    except (OverflowError, ValueError, struct.error):
+        return a == b
 
 
 def _text(value: JsonValue) -> str:
