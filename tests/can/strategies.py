@@ -62,9 +62,9 @@ def value_for(draw: st.DrawFn, spec: SignalSpec) -> tuple[object, JsonValue]:
         sent: object = draw(st.sampled_from([label, label.upper(), spec.physical(raw)]))
         if list(spec.choices.values()).count(label) > 1:
             sent = spec.physical(raw)  # a label used twice cannot say which value
-        want: dict[str, JsonValue] = {"value": raw, "label": label}
+        want: dict[str, JsonValue] = {"value": spec.physical(raw), "label": label}
         if spec.physical(raw) != raw:
-            want["physical"] = spec.physical(raw)
+            want = {"value": spec.physical(raw), "raw": raw, "label": label}
         return sent, want
     return spec.physical(raw), spec.physical(raw)
 

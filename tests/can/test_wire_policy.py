@@ -193,9 +193,9 @@ def test_labelled_values_are_judged_by_physical_value(
             assert r.call_executed, (value, r.call_detail)
         zero = call(d, "send_message", message="TorqueRequest", signals={"ReqTorque": "Zero"})
         assert zero.tool_call_result["signals"]["ReqTorque"] == {
-            "value": 125,
+            "value": 0,
+            "raw": 125,
             "label": "Zero",
-            "physical": 0,
         }
     assert [bytes(f.data)[0] for f in recv_all(peer, timeout_s=0.2)] == [125, 125, 135, 125]
 

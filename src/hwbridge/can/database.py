@@ -275,7 +275,11 @@ class CanDatabase:
             close += [n for n in names if name.lower() in n.lower() and n not in close][
                 : 5 - len(close)
             ]
-        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        hint = (
+            f"; did you mean {', '.join(close)}?"
+            if close
+            else "; list_messages shows the messages there are"
+        )
         raise ToolError("UNKNOWN_MESSAGE", f"no message named {name!r}{hint}")
 
     def signals(self, message: str | int | Any) -> tuple[SignalSpec, ...]:
@@ -296,7 +300,11 @@ class CanDatabase:
         found = self._signals_by_name.get(text) or self._signals_by_lower.get(text.lower())
         if found is None:
             hits = self._index.search(text, limit=5)
-            hint = f"; did you mean {', '.join(s.qualified for s, _ in hits)}?" if hits else ""
+            hint = (
+                f"; did you mean {', '.join(s.qualified for s, _ in hits)}?"
+                if hits
+                else "; search_signals finds signals by the words of their names"
+            )
             raise ToolError("UNKNOWN_SIGNAL", f"no signal named {name!r}{hint}")
         if len(found) > 1:
             listed = ", ".join(s.qualified for s in found[:_MAX_CHOICES_LISTED])

@@ -49,7 +49,10 @@ def parse_id(value: int | str) -> int:
                     "INVALID_VALUE", f"{value!r} is not an arbitration id (e.g. 0x1A0)"
                 ) from None
     if not 0 <= frame_id <= 0x1FFFFFFF:
-        raise ToolError("INVALID_VALUE", f"id 0x{frame_id:X} is outside 0..0x1FFFFFFF")
+        shown = f"0x{frame_id:X}" if frame_id >= 0 else str(frame_id)
+        raise ToolError(
+            "INVALID_VALUE", f"id {shown} is outside 0..0x1FFFFFFF, the ids a CAN frame can have"
+        )
     return frame_id
 
 
@@ -82,20 +85,13 @@ def parse_hex(text: str, *, max_len: int = 64) -> bytes:
 
 
 def numeric(value: Any) -> float | None:
-    """The number in a decoded value ({"value": 3, "label": "D"} -> 3)."""
+    """The physical number in a decoded value, labelled or not ({"value": 3, "label": "D"}
+    -> 3; {"value": -125, "raw": 0, "label": "Off"} -> -125)."""
     if isinstance(value, dict):
         value = value.get("value")
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def physical_number(value: Any) -> float | None:
-    """The physical number in a decoded value ({"value": 0, "label": "Off", "physical": -125}
-    -> -125; a labelled value without "physical" has physical == raw)."""
-    if isinstance(value, dict) and "physical" in value:
-        value = value["physical"]
-    return numeric(value)
 
 
 def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[Any], bool]:
@@ -121,7 +117,7 @@ def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[A
         number = float(target)
 
     def check(value: Any) -> bool:
-        got = physical_number(value)
+        got = numeric(value)
         return got is not None and fn(got, number)
 
     return check
@@ -389,7 +385,7 @@ class Reader:
             raise ToolError(
                 "UNKNOWN_MESSAGE",
                 f"no message of the database has the {'29' if extended else '11'}-bit id"
-                f" {frame_id_text(aid, extended)}; try list_messages",
+                f" {frame_id_text(aid, extended)}; list_messages shows the ids it has",
             )
         frame = self.db.decode(message, payload)
         out: dict[str, Any] = {
@@ -398,8 +394,6 @@ class Reader:
             "extended": extended,
             **frame.to_dict(),
         }
-        if len(payload) < message.length:
-            notes.append(f"{len(payload)} bytes given; {message.name} has {message.length}")
         if notes:
             out["notes"] = [*notes, *out.get("notes", [])]
         return out

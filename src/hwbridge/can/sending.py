@@ -552,7 +552,7 @@ def _same_bits(signal: Any, a: float, b: float) -> bool:
 
 def _text(value: JsonValue) -> str:
     if isinstance(value, dict):
-        label, number = value.get("label"), value.get("physical", value.get("value"))
+        label, number = value.get("label"), value.get("value")
         return f"{label} ({number})" if label is not None else str(number)
     if isinstance(value, bool) or not isinstance(value, int | float):
         return str(value)

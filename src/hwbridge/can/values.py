@@ -216,18 +216,18 @@ class SignalSpec:
     def to_json(self, raw: float) -> tuple[JsonValue, str | None]:
         """The JSON value of `raw`, and a note when it had to be replaced by None.
 
-        A labelled value is {"value": raw, "label": ...}, plus "physical" when scale or
-        offset make the physical value differ from the raw one (raw 0 of a (1,-125) torque
-        is -125 %).
+        "value" is always the physical value. A labelled value is {"value": ..., "label":
+        ...}, plus "raw" when scale or offset make the raw value differ (raw 0 of a
+        (1,-125) torque labelled Off is {"value": -125, "raw": 0, "label": "Off"}).
         """
         label = None
         if self.choices and (isinstance(raw, int) or (math.isfinite(raw) and raw.is_integer())):
             label = self.choices.get(int(raw))
         if label is not None:
-            labelled: dict[str, JsonValue] = {"value": int(raw), "label": label}
             physical = self.physical(int(raw))
+            labelled: dict[str, JsonValue] = {"value": physical, "label": label}
             if physical != int(raw):
-                labelled["physical"] = physical
+                labelled = {"value": physical, "raw": int(raw), "label": label}
             return labelled, None
         value = self.physical(raw)
         if isinstance(value, float) and not math.isfinite(value):

@@ -439,6 +439,12 @@ def unchecked_execute(driver: MCSToolDriver) -> Callable[[str, dict[str, Any]], 
     return driver.execute_tool
 
 
+def _sentence(text: str) -> str:
+    """A tool's message as a sentence of the hint: ending with a full stop."""
+    text = text.rstrip()
+    return text if not text or text[-1] in ".!?)" else text + "."
+
+
 def _short(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
@@ -448,7 +454,7 @@ def _tool_error(name: str, exc: ToolError, strategy: PromptStrategy) -> _Ran:
         "tool_error",
         tool=name,
         code=exc.code,
-        message=exc.message,
+        message=_sentence(exc.message),
         retry_hint=strategy.retry("retry_allowed" if exc.retryable else "retry_not_allowed"),
     )
     return _failure(exc.code, hint, exc.message, exc.retryable)
