@@ -287,8 +287,7 @@ class SendPolicy:
         """OUT_OF_RANGE unless every limited signal is within its limits.
 
         `signals` are the values on the wire by physical value (`SendRequest.physical`); a
-        decoded labelled value is checked by its "physical" number when it has one (scale
-        or offset), else by its number.
+        decoded labelled value is checked by its "value", which is physical too.
         """
         for name, given in signals.items():
             bounds = self._limits.get(f"{message}.{name}")
@@ -296,7 +295,7 @@ class SendPolicy:
                 continue
             value = given
             if isinstance(given, Mapping):
-                value = given["physical"] if "physical" in given else given.get("value")
+                value = given.get("value")
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ToolError(
                     "OUT_OF_RANGE",
