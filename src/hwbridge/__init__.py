@@ -31,13 +31,14 @@ from hwbridge.core import (
 )
 
 if TYPE_CHECKING:
-    from hwbridge.can import CanDatabase, CanDriver, SendPolicy, counter_and_checksum
+    from hwbridge.can import CanDatabase, CanDriver, counter_and_checksum
+    from hwbridge.policy import SendPolicy
 
 # The CAN bridge is imported on first use, so that the core alone does not load python-can.
 _LAZY = {
     "CanDriver": "hwbridge.can",
     "CanDatabase": "hwbridge.can",
-    "SendPolicy": "hwbridge.can",
+    "SendPolicy": "hwbridge.policy",
     "counter_and_checksum": "hwbridge.can",
 }
 

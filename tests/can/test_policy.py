@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from hwbridge import ToolError
-from hwbridge.can.policy import SendPolicy, SendRequest
+from hwbridge.policy import SendPolicy, SendRequest
 
 
 def message(name: str = "ClimateCommand", **signals: object) -> SendRequest:

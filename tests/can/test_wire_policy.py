@@ -17,7 +17,7 @@ import pytest
 
 import can
 from hwbridge import CanDriver, DriverResponse, SendPolicy, counter_and_checksum
-from hwbridge.can.policy import SendRequest
+from hwbridge.policy import SendRequest
 from tests.can.conftest import recv_all
 from tests.can.test_driver import DEMO
 from tests.conftest import wait_until

@@ -2,9 +2,9 @@
 
 from hwbridge.can.database import CanDatabase, DatabaseError, DatabaseRepairWarning
 from hwbridge.can.driver import CanDriver
-from hwbridge.can.policy import SendPolicy, SendRequest
 from hwbridge.can.sending import FrameHook, counter_and_checksum, xor_checksum
 from hwbridge.can.tools import CanToolDriver
+from hwbridge.policy import SendPolicy, SendRequest
 
 __all__ = [
     "CanDatabase",

@@ -18,13 +18,13 @@ from hwbridge.__about__ import __version__
 from hwbridge.can.adapter import BusSpec, CanAdapter
 from hwbridge.can.database import CanDatabase
 from hwbridge.can.network import Network
-from hwbridge.can.policy import SendPolicy
 from hwbridge.can.sending import HookFactory
 from hwbridge.can.texts import can_texts
 from hwbridge.can.tools import CanToolDriver, Exposure
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
+from hwbridge.policy import SendPolicy
 
 __all__ = ["CanDriver"]
 

@@ -17,10 +17,10 @@ from hwbridge.can.bus_url import is_replay_url
 from hwbridge.can.database import CanDatabase
 from hwbridge.can.database_bits import extract
 from hwbridge.can.monitor import BusMonitor
-from hwbridge.can.policy import SendPolicy
 from hwbridge.can.reading import Reader
 from hwbridge.can.replay import ReplayAdapter
 from hwbridge.can.sending import HookFactory, Sender
+from hwbridge.policy import SendPolicy
 
 __all__ = ["Network", "multiplexer_extractors"]
 

@@ -25,10 +25,10 @@ from hwbridge.can.adapter import CAN_FD_LENGTHS, CanAdapter, PeriodicHandle, bui
 from hwbridge.can.database import CanDatabase, EncodedFrame, JsonValue
 from hwbridge.can.database_bits import extract, insert, overlap, raw_bits, signal_bits
 from hwbridge.can.monitor import frame_id_text
-from hwbridge.can.policy import SendPolicy, SendRequest
 from hwbridge.can.reading import parse_frame_id, parse_hex
 from hwbridge.can.values import format_number
 from hwbridge.core.models import ToolError
+from hwbridge.policy import SendPolicy, SendRequest
 
 __all__ = [
     "FrameHook",

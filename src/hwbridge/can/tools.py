@@ -15,12 +15,12 @@ from hwbridge.can.adapter import AdapterStatus
 from hwbridge.can.capture import MAX_CAPTURE_MS, capture
 from hwbridge.can.monitor import BusMonitor, frame_id_text
 from hwbridge.can.network import Network
-from hwbridge.can.policy import SendPolicy
 from hwbridge.can.reading import MAX_TIMEOUT_MS, OPS
 from hwbridge.can.texts import CanTexts, can_texts
 from hwbridge.can.typed_tools import TypedTool, read_tool, send_tool
 from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
+from hwbridge.policy import SendPolicy
 
 __all__ = ["CanToolDriver", "Exposure"]
 
