@@ -247,7 +247,7 @@ def test_list_messages_filters_by_substring_glob_or_id(demo: CanDatabase) -> Non
 
 def test_database_is_immutable(demo: CanDatabase) -> None:
     with pytest.raises(AttributeError):
-        demo._index = None  # type: ignore[assignment]
+        demo._index = 1  # type: ignore[assignment]
     with pytest.raises(AttributeError):
         demo.extra = 1
     with pytest.raises(TypeError):

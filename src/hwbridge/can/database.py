@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -27,6 +28,7 @@ from hwbridge.can.database_codec import DecodedFrame, EncodedFrame, MessageCodec
 from hwbridge.can.database_loader import (
     FORMATS,
     DatabaseError,
+    DatabaseImportWarning,
     DatabaseRepairWarning,
     load_database,
 )
@@ -38,6 +40,7 @@ __all__ = [
     "FORMATS",
     "CanDatabase",
     "DatabaseError",
+    "DatabaseImportWarning",
     "DatabaseRepairWarning",
     "DecodedFrame",
     "EncodedFrame",
@@ -62,12 +65,14 @@ class CanDatabase:
         "_codecs",
         "_db",
         "_index",
+        "_index_lock",
         "_messages",
         "_path",
         "_renamed",
         "_repairs",
         "_signals_by_lower",
         "_signals_by_name",
+        "_specs",
     )
     _db: Any
     _path: str | None
@@ -82,7 +87,9 @@ class CanDatabase:
     _codecs: dict[int, MessageCodec]
     _signals_by_name: dict[str, tuple[SignalSpec, ...]]
     _signals_by_lower: dict[str, tuple[SignalSpec, ...]]
-    _index: SignalIndex
+    _specs: tuple[SignalSpec, ...]
+    _index: SignalIndex | None  # built on the first search: most loads never search
+    _index_lock: threading.Lock
 
     def __init__(
         self,
@@ -140,7 +147,9 @@ class CanDatabase:
         set_(self, "_codecs", codecs)
         set_(self, "_signals_by_name", {k: tuple(v) for k, v in signals_by_name.items()})
         set_(self, "_signals_by_lower", {k: tuple(v) for k, v in signals_by_lower.items()})
-        set_(self, "_index", SignalIndex(all_specs))
+        set_(self, "_specs", tuple(all_specs))
+        set_(self, "_index", None)
+        set_(self, "_index_lock", threading.Lock())
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"CanDatabase is immutable (cannot set {name!r})")
@@ -286,7 +295,7 @@ class CanDatabase:
         text = self._renamed.get(text, text)
         found = self._signals_by_name.get(text) or self._signals_by_lower.get(text.lower())
         if found is None:
-            hits = self._index.search(text, limit=5)
+            hits = self._signal_index().search(text, limit=5)
             hint = f"; did you mean {', '.join(s.qualified for s, _ in hits)}?" if hits else ""
             raise ToolError("UNKNOWN_SIGNAL", f"no signal named {name!r}{hint}")
         if len(found) > 1:
@@ -298,6 +307,16 @@ class CanDatabase:
                 f"{name} is in {len(found)} messages; name one of {listed}",
             )
         return found[0]
+
+    def _signal_index(self) -> SignalIndex:
+        index = self._index
+        if index is None:
+            with self._index_lock:
+                index = self._index
+                if index is None:
+                    index = SignalIndex(self._specs)
+                    object.__setattr__(self, "_index", index)
+        return index
 
     def _codec(self, message: str | int | Any) -> MessageCodec:
         if isinstance(message, str | int):
@@ -355,4 +374,5 @@ class CanDatabase:
 
     def search_signals(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
         """Signals whose name, unit or comment match `query`; tolerant of case and typos."""
-        return [self._index.result(s, how) for s, how in self._index.search(query, limit)]
+        index = self._signal_index()
+        return [index.result(s, how) for s, how in index.search(query, limit)]
