@@ -18,6 +18,7 @@ import bisect
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import accumulate
 from types import MappingProxyType
 
 __all__ = ["Repair", "RepairResult", "repair_dbc"]
@@ -28,10 +29,8 @@ _EXTENDED_ID_MASK = 0x1FFFFFFF
 # cantools drops this pseudo message (signals not assigned to a frame); its id is not a CAN id.
 _INDEPENDENT_SIGNALS = "VECTOR__INDEPENDENT_SIG_MSG"
 
-# A string literal as cantools reads it (\" does not end it), and a // comment. The first
-# form is enough, and several times faster, when the text has no \" and no //.
+# A string literal as cantools reads it (\" does not end it), and a // comment.
 _LITERAL = re.compile(r'"(?:\\"|[^"])*?"|//[^\n]*(?:\n|$)')
-_PLAIN_LITERAL = re.compile(r'"[^"]*"')
 # Message and signal definitions, one a line, as every DBC writer lays them out.
 _DEFINITION = re.compile(
     r"(?:^|\n)[ \t]*(?:BO_[ \t]+(\d+)[ \t]+(\w+)[ \t]*:[ \t]*(?:\d+[ \t]+(\w+))?"
@@ -123,10 +122,16 @@ class _Repairer:
     def _literals(self) -> list[int]:
         if self._starts is None:
             text = self.text
-            plain = '\\"' not in text and "//" not in text
-            spans = [m.span() for m in (_PLAIN_LITERAL if plain else _LITERAL).finditer(text)]
-            self._starts = [s for s, _ in spans]
-            self._ends = [e for _, e in spans]
+            if '\\"' in text or "//" in text:
+                found = list(_LITERAL.finditer(text))
+                self._starts = [m.start() for m in found]
+                self._ends = [m.end() for m in found]
+            else:  # every pair of quotes is a string: positions of the quotes, in C
+                parts = text.split('"')
+                quotes = [length + k for k, length in enumerate(accumulate(map(len, parts[:-1])))]
+                pairs = len(quotes) // 2
+                self._starts = quotes[0 : 2 * pairs : 2]
+                self._ends = [q + 1 for q in quotes[1 : 2 * pairs : 2]]
         return self._starts
 
     def in_literal(self, offset: int) -> bool:
