@@ -11,6 +11,13 @@ sends `< open BUS >` and `< rawmode >`, each answered `< ok >`; then frames flow
 other clients of that bus, never back to its sender (SocketCAN's default). No UDP beacon:
 python-can only listens for one in `detect_available_configs`.
 
+Raw mode carries classic data frames only, as socketcand itself does: at most 8 data bytes,
+no remote flag, no FD form (python-can's client has none either). So CAN FD and remote
+frames on the bus are not forwarded (a client would take a 64-byte frame for a classic one
+and its logger would cut it to 8 bytes; a remote frame would arrive as a zero-length data
+frame), and a `send` of more than 8 bytes or of a length without data is refused, never
+turned into another frame. The server counts what it did not forward (`not_forwarded`).
+
 Run in its own process with `python -m firmware_sim.socketcand --channel vcan0`.
 """
 
@@ -30,19 +37,37 @@ from typing import Self
 
 import can
 
-__all__ = ["SocketcandServer", "format_frame", "main", "parse_send"]
+__all__ = ["SocketcandServer", "carried", "format_frame", "main", "parse_send"]
 
 log = logging.getLogger(__name__)
 
 _POLL_S = 0.1  # how often idle threads look at the stop flag
 _BATCH_CHARS = 1024
-_MAX_COMMAND = 512  # longest `< ... >` accepted; a 64-byte send is ~220 characters
+_MAX_COMMAND = 512  # longest `< ... >` accepted; an 8-byte send is ~40 characters
+_MAX_CLASSIC = 8  # data bytes of a classic frame, all raw mode carries
 _MAX_STANDARD_ID = 0x7FF
 _MAX_EXTENDED_ID = 0x1FFFFFFF
 
 
+def carried(msg: can.Message) -> str | None:
+    """None when raw mode can carry `msg`, else why not ("CAN FD", "remote")."""
+    if msg.is_error_frame:
+        return None
+    if msg.is_fd or len(msg.data or b"") > _MAX_CLASSIC:
+        return "CAN FD"
+    if msg.is_remote_frame:
+        return "remote"
+    return None
+
+
 def format_frame(msg: can.Message) -> str:
-    """One received frame as socketcand writes it in raw mode."""
+    """One received frame as socketcand writes it in raw mode.
+
+    Raises ValueError for a frame raw mode cannot carry (CAN FD, remote): see `carried`.
+    """
+    why = carried(msg)
+    if why is not None:
+        raise ValueError(f"socketcand raw mode carries no {why} frames")
     seconds = f"{msg.timestamp:.6f}"
     if msg.is_error_frame:
         return f"< error {msg.arbitration_id & _MAX_EXTENDED_ID:08X} {seconds} >"
@@ -53,7 +78,9 @@ def format_frame(msg: can.Message) -> str:
 
 
 def parse_send(args: list[str]) -> can.Message:
-    """`send ID LEN B0 B1 ...` (hex fields) as a frame; ValueError when malformed."""
+    """`send ID LEN B0 B1 ...` (hex fields) as a classic data frame; ValueError when
+    malformed, longer than 8 bytes (no FD in raw mode) or a length without its data bytes
+    (raw mode has no remote frames: python-can's client writes its RTR frames so)."""
     if len(args) < 2:
         raise ValueError("send needs an ID and a length")
     ident, length = int(args[0], 16), int(args[1], 16)
@@ -61,17 +88,16 @@ def parse_send(args: list[str]) -> can.Message:
     if not 0 <= ident <= (_MAX_EXTENDED_ID if extended else _MAX_STANDARD_ID):
         raise ValueError(f"bad CAN ID {args[0]}")
     payload = bytes(int(b, 16) for b in args[2:])
-    if not 0 <= length <= 64 or len(payload) not in (0, length):
+    if length > _MAX_CLASSIC:
+        raise ValueError(f"length {length}: raw mode carries classic frames of at most 8 bytes")
+    if len(payload) != length:
         raise ValueError(f"length {length} does not match {len(payload)} data bytes")
-    remote = length > 0 and not payload
     return can.Message(
         timestamp=time.time(),
         arbitration_id=ident,
         data=payload,
         dlc=length,
         is_extended_id=extended,
-        is_fd=len(payload) > 8,
-        is_remote_frame=remote,
     )
 
 
@@ -283,6 +309,7 @@ class SocketcandServer:
         self._buses: dict[str, can.BusABC] = {}
         self._clients: set[_Client] = set()
         self._subscribers: dict[str, tuple[_Client, ...]] = {}
+        self.not_forwarded: dict[str, int] = {}  # "CAN FD" / "remote" -> frames not sent on
 
     # -- lifetime -----------------------------------------------------------------------
 
@@ -404,9 +431,25 @@ class SocketcandServer:
                 return
             if msg is None:
                 continue
+            why = carried(msg)
+            if why is not None:
+                self._not_forwarded(name, why)
+                continue
             line = format_frame(msg)
             for client in self._subscribers[name]:
                 client.deliver(line)
+
+    def _not_forwarded(self, bus_name: str, why: str) -> None:
+        with self._lock:
+            count = self.not_forwarded.get(why, 0)
+            self.not_forwarded[why] = count + 1
+        if count == 0:  # expected, documented behaviour: said once, at info level
+            log.info(
+                "socketcand bus %s: %s frames are not forwarded (raw mode carries classic"
+                " data frames only); counted in not_forwarded",
+                bus_name,
+                why,
+            )
 
     # -- client callbacks ---------------------------------------------------------------
 

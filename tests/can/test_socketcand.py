@@ -7,11 +7,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 import can
+from firmware_sim.slcan_device import SlcanDevice
 from firmware_sim.socketcand import SocketcandServer, format_frame, parse_send
+from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("no_thread_leaks")]
 
@@ -68,10 +71,89 @@ def test_client_to_virtual(client: can.BusABC, peer: can.BusABC) -> None:
     assert all(_same(sent, got) for sent, got in zip(FRAMES, received, strict=True))
 
 
-def test_fd_payload_crosses_as_fd(client: can.BusABC, peer: can.BusABC) -> None:
-    client.send(can.Message(arbitration_id=0x10, data=bytes(range(64)), is_extended_id=False))
-    got = peer.recv(2.0)
-    assert got is not None and got.is_fd and bytes(got.data) == bytes(range(64))
+def test_fd_frames_from_the_bus_are_not_forwarded(
+    socketcand: SocketcandServer, client: can.BusABC, peer: can.BusABC
+) -> None:
+    """Raw mode carries classic frames: a 64-byte frame would reach python-can as a classic
+    frame with 64 bytes, which its BLF/ASC writers cut to 8. It is counted, not sent."""
+    peer.send(can.Message(arbitration_id=0x10, data=bytes(range(64)), is_fd=True))
+    peer.send(can.Message(arbitration_id=0x11, data=bytes(12), is_fd=True, is_extended_id=True))
+    peer.send(can.Message(arbitration_id=0x12, data=b"\x01\x02", is_extended_id=False))
+    got = _recv(client)
+    assert (got.arbitration_id, bytes(got.data)) == (0x12, b"\x01\x02")
+    assert client.recv(0.2) is None
+    assert socketcand.not_forwarded == {"CAN FD": 2}
+
+
+def test_fd_and_remote_sends_are_refused_not_changed(client: can.BusABC, peer: can.BusABC) -> None:
+    client.send(can.Message(arbitration_id=0x10, data=bytes(range(64)), is_fd=True))
+    client.send(can.Message(arbitration_id=0x11, is_remote_frame=True, dlc=4, is_extended_id=False))
+    client.send(can.Message(arbitration_id=0x12, data=b"\x07", is_extended_id=False))
+    got = _recv(peer)
+    assert (got.arbitration_id, bytes(got.data), got.is_remote_frame) == (0x12, b"\x07", False)
+    assert peer.recv(0.2) is None
+    with pytest.raises(ValueError, match="at most 8 bytes"):
+        parse_send(["010", "40", *["0"] * 64])
+    with pytest.raises(ValueError, match="does not match"):
+        parse_send(["123", "4"])
+
+
+def test_a_remote_frame_sent_over_slcan_is_not_forwarded_as_data(
+    socketcand: SocketcandServer, client: can.BusABC, channel: str
+) -> None:
+    """slcan carries remote frames, socketcand's raw mode cannot: the RTR frame must not
+    arrive as a zero-length data frame (a different frame than the one sent)."""
+    with SlcanDevice(channel) as device:
+        adapter = can.Bus(interface="slcan", channel=device.port_name, sleep_after_open=0)
+        try:
+            assert wait_until(lambda: device.is_open)
+            adapter.send(
+                can.Message(arbitration_id=0x321, is_remote_frame=True, dlc=4, is_extended_id=False)
+            )
+            adapter.send(can.Message(arbitration_id=0x321, data=b"\xaa", is_extended_id=False))
+            got = _recv(client)
+            assert (got.arbitration_id, bytes(got.data), got.dlc) == (0x321, b"\xaa", 1)
+            assert client.recv(0.2) is None
+            assert socketcand.not_forwarded == {"remote": 1}
+        finally:
+            adapter.shutdown()
+
+
+@pytest.mark.parametrize("suffix", [".blf", ".asc"])
+def test_python_can_logger_and_player_keep_every_frame(
+    socketcand: SocketcandServer,
+    client: can.BusABC,
+    peer: can.BusABC,
+    tmp_path: Path,
+    suffix: str,
+) -> None:
+    """What python-can's logger records from socketcand is what was on the bus, and its
+    player sends the recording back unchanged."""
+    sent = [
+        can.Message(
+            arbitration_id=0x100 + i, data=bytes(range(i, i + i % 9)), is_extended_id=i % 2 == 1
+        )
+        for i in range(20)
+    ]
+    log_path = tmp_path / f"bus{suffix}"
+    with can.Logger(log_path) as logger:
+        for i, msg in enumerate(sent):
+            peer.send(msg)
+            if i == 5:  # an FD frame in the middle is not forwarded, so never recorded cut
+                peer.send(can.Message(arbitration_id=0x99, data=bytes(64), is_fd=True))
+        for _ in sent:
+            logger(_recv(client))
+    recorded = list(can.LogReader(log_path))
+    assert [(m.arbitration_id, bytes(m.data), m.is_extended_id) for m in recorded] == [
+        (m.arbitration_id, bytes(m.data), m.is_extended_id) for m in sent
+    ]
+    assert all(not m.is_fd and m.dlc == len(m.data) for m in recorded)
+    for msg in can.MessageSync(recorded, timestamps=False, gap=0):
+        client.send(msg)
+    replayed = [_recv(peer) for _ in recorded]
+    assert [(m.arbitration_id, bytes(m.data)) for m in replayed] == [
+        (m.arbitration_id, bytes(m.data)) for m in sent
+    ]
 
 
 def test_client_frames_reach_other_clients_but_not_sender(

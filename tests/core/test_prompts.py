@@ -120,3 +120,4 @@ def test_wheel_ships_the_prompt_packs(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     for pack in ("json", "xml", "compact"):
         assert f"hwbridge/prompts/{pack}.toml" in names
+    assert "hwbridge/prompts/vocabulary.toml" in names  # signal search's words

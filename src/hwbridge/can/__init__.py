@@ -1,6 +1,11 @@
 """The CAN bridge: python-can transports, cantools databases, tools an LLM can call."""
 
-from hwbridge.can.database import CanDatabase, DatabaseError, DatabaseRepairWarning
+from hwbridge.can.database import (
+    CanDatabase,
+    DatabaseError,
+    DatabaseImportWarning,
+    DatabaseRepairWarning,
+)
 from hwbridge.can.driver import CanDriver
 from hwbridge.can.sending import FrameHook, counter_and_checksum, xor_checksum
 from hwbridge.can.tools import CanToolDriver
@@ -11,6 +16,7 @@ __all__ = [
     "CanDriver",
     "CanToolDriver",
     "DatabaseError",
+    "DatabaseImportWarning",
     "DatabaseRepairWarning",
     "FrameHook",
     "SendPolicy",

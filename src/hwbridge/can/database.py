@@ -2,9 +2,11 @@
 
 It wraps a cantools `Database` and precomputes, once, everything that happens per frame or
 per tool call: the message of an arbitration id (J1939 messages matched by PGN, whatever
-the priority and source address of the frame), per-signal value specs for JSON-safe
-decoding and validated encoding, and lowercase indexes for search. Nothing changes after
-construction, so one instance can be shared by every thread.
+the priority and source address of the frame) and lowercase name indexes. The per-signal
+value specs (JSON-safe decoding, validated encoding) of a message are built the first time
+it is used, and the search index on the first search, so loading a large database costs
+little more than cantools' parse. What is built is never changed afterwards (built under a
+lock, once), so one instance can be shared by every thread.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
+import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -27,6 +30,7 @@ from hwbridge.can.database_codec import DecodedFrame, EncodedFrame, MessageCodec
 from hwbridge.can.database_loader import (
     FORMATS,
     DatabaseError,
+    DatabaseImportWarning,
     DatabaseRepairWarning,
     load_database,
 )
@@ -38,6 +42,7 @@ __all__ = [
     "FORMATS",
     "CanDatabase",
     "DatabaseError",
+    "DatabaseImportWarning",
     "DatabaseRepairWarning",
     "DecodedFrame",
     "EncodedFrame",
@@ -62,6 +67,7 @@ class CanDatabase:
         "_codecs",
         "_db",
         "_index",
+        "_lazy_lock",
         "_messages",
         "_path",
         "_renamed",
@@ -79,10 +85,14 @@ class CanDatabase:
     _by_key: dict[int, Any]
     _by_pgn: dict[int, Any]
     _by_pgn_source: dict[int, Any]
-    _codecs: dict[int, MessageCodec]
-    _signals_by_name: dict[str, tuple[SignalSpec, ...]]
-    _signals_by_lower: dict[str, tuple[SignalSpec, ...]]
-    _index: SignalIndex
+    # Built on first use, per message: a driver on a large database uses few of them.
+    _codecs: dict[int, MessageCodec | None]
+    # signal name (exact / lowercase) -> (message, signal name) pairs, in message order;
+    # built on the first signal lookup
+    _signals_by_name: dict[str, list[tuple[Any, str]]] | None
+    _signals_by_lower: dict[str, list[tuple[Any, str]]] | None
+    _index: SignalIndex | None  # built on the first search
+    _lazy_lock: threading.RLock
 
     def __init__(
         self,
@@ -106,8 +116,6 @@ class CanDatabase:
         by_key: dict[int, Any] = {}
         by_pgn: dict[int, Any] = {}
         by_pgn_source: dict[int, Any] = {}
-        codecs: dict[int, MessageCodec] = {}
-        all_specs: list[SignalSpec] = []
         for m in messages:
             if m.name not in by_name:
                 by_name[m.name] = m
@@ -118,29 +126,16 @@ class CanDatabase:
                 pgn = j1939_pgn(m.frame_id)
                 by_pgn.setdefault(pgn, m)
                 by_pgn_source.setdefault(pgn << 8 | (m.frame_id & 0xFF), m)
-            muxes = {s.multiplexer_signal for s in m.signals}
-            specs = tuple(
-                SignalSpec.from_cantools(
-                    s, m.name, is_multiplexer=s.is_multiplexer or s.name in muxes
-                )
-                for s in m.signals
-            )
-            codecs[id(m)] = MessageCodec(m, specs, aliases)
-            all_specs.extend(specs)
-        signals_by_name: dict[str, list[SignalSpec]] = {}
-        signals_by_lower: dict[str, list[SignalSpec]] = {}
-        for spec in all_specs:
-            signals_by_name.setdefault(spec.name, []).append(spec)
-            signals_by_lower.setdefault(spec.name.lower(), []).append(spec)
         set_(self, "_by_name", by_name)
         set_(self, "_by_lower", {k: tuple(v) for k, v in by_lower.items()})
         set_(self, "_by_key", by_key)
         set_(self, "_by_pgn", by_pgn)
         set_(self, "_by_pgn_source", by_pgn_source)
-        set_(self, "_codecs", codecs)
-        set_(self, "_signals_by_name", {k: tuple(v) for k, v in signals_by_name.items()})
-        set_(self, "_signals_by_lower", {k: tuple(v) for k, v in signals_by_lower.items()})
-        set_(self, "_index", SignalIndex(all_specs))
+        set_(self, "_codecs", dict.fromkeys(map(id, messages)))
+        set_(self, "_signals_by_name", None)
+        set_(self, "_signals_by_lower", None)
+        set_(self, "_index", None)
+        set_(self, "_lazy_lock", threading.RLock())
 
     def __setattr__(self, name: str, value: object) -> NoReturn:
         raise AttributeError(f"CanDatabase is immutable (cannot set {name!r})")
@@ -292,36 +287,83 @@ class CanDatabase:
         Raises ToolError AMBIGUOUS_SIGNAL (listing the qualified names) or UNKNOWN_SIGNAL.
         """
         text = name.strip()
-        if "." in text and text not in self._signals_by_name:
+        by_name, by_lower = self._signal_names()
+        if "." in text and text not in by_name:
             message_name, _, signal_name = text.rpartition(".")
             codec = self._codec(message_name)
             return codec.specs[codec.signal_name(signal_name)]
         text = self._renamed.get(text, text)
-        found = self._signals_by_name.get(text) or self._signals_by_lower.get(text.lower())
-        if found is None:
-            hits = self._index.search(text, limit=5)
+        pairs = by_name.get(text) or by_lower.get(text.lower())
+        if pairs is None:
+            hits = self._signal_index().search(text, limit=5)
             hint = (
                 f"; did you mean {', '.join(s.qualified for s, _ in hits)}?"
                 if hits
                 else "; search_signals finds signals by the words of their names"
             )
             raise ToolError("UNKNOWN_SIGNAL", f"no signal named {name!r}{hint}")
-        if len(found) > 1:
-            listed = ", ".join(s.qualified for s in found[:_MAX_CHOICES_LISTED])
-            if len(found) > _MAX_CHOICES_LISTED:
-                listed += f", ... ({len(found)} messages)"
+        if len(pairs) > 1:
+            listed = ", ".join(f"{m.name}.{s}" for m, s in pairs[:_MAX_CHOICES_LISTED])
+            if len(pairs) > _MAX_CHOICES_LISTED:
+                listed += f", ... ({len(pairs)} messages)"
             raise ToolError(
                 "AMBIGUOUS_SIGNAL",
-                f"{name} is in {len(found)} messages; name one of {listed}",
+                f"{name} is in {len(pairs)} messages; name one of {listed}",
             )
-        return found[0]
+        message, signal = pairs[0]
+        return self._codec_of(message).specs[signal]
+
+    def _signal_names(
+        self,
+    ) -> tuple[dict[str, list[tuple[Any, str]]], dict[str, list[tuple[Any, str]]]]:
+        by_name, by_lower = self._signals_by_name, self._signals_by_lower
+        if by_name is None or by_lower is None:
+            with self._lazy_lock:
+                by_name, by_lower = self._signals_by_name, self._signals_by_lower
+                if by_name is None or by_lower is None:
+                    by_name, by_lower = {}, {}
+                    for m in self._messages:
+                        for s in m.signals:
+                            by_name.setdefault(s.name, []).append((m, s.name))
+                            by_lower.setdefault(s.name.lower(), []).append((m, s.name))
+                    object.__setattr__(self, "_signals_by_lower", by_lower)
+                    object.__setattr__(self, "_signals_by_name", by_name)
+        return by_name, by_lower
+
+    def _signal_index(self) -> SignalIndex:
+        index = self._index
+        if index is None:
+            with self._lazy_lock:
+                index = self._index
+                if index is None:
+                    specs = [s for m in self._messages for s in self._codec_of(m).specs.values()]
+                    index = SignalIndex(specs)
+                    object.__setattr__(self, "_index", index)
+        return index
 
     def _codec(self, message: str | int | Any) -> MessageCodec:
         if isinstance(message, str | int):
             message = self.message(message)
-        codec = self._codecs.get(id(message))
-        if codec is None:
+        if id(message) not in self._codecs:
             raise ToolError("UNKNOWN_MESSAGE", f"{message!r} is not a message of this database")
+        return self._codec_of(message)
+
+    def _codec_of(self, message: Any) -> MessageCodec:
+        """The codec of one of this database's messages, built on its first use."""
+        codec = self._codecs[id(message)]
+        if codec is None:
+            with self._lazy_lock:
+                codec = self._codecs[id(message)]
+                if codec is None:
+                    muxes = {s.multiplexer_signal for s in message.signals}
+                    specs = tuple(
+                        SignalSpec.from_cantools(
+                            s, message.name, is_multiplexer=s.is_multiplexer or s.name in muxes
+                        )
+                        for s in message.signals
+                    )
+                    codec = MessageCodec(message, specs, self._renamed)
+                    self._codecs[id(message)] = codec
         return codec
 
     # -- values --------------------------------------------------------------------------
@@ -341,7 +383,7 @@ class CanDatabase:
         message = self.message_for_frame(arbitration_id, is_extended)
         if message is None:
             return None
-        return self._codecs[id(message)].decode(data)
+        return self._codec_of(message).decode(data)
 
     def encode(self, message: str | int | Any, values: Mapping[str, object]) -> EncodedFrame:
         """Validate `values` and encode a frame of `message`.
@@ -376,4 +418,5 @@ class CanDatabase:
 
     def search_signals(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
         """Signals whose name, unit or comment match `query`; tolerant of case and typos."""
-        return [self._index.result(s, how) for s, how in self._index.search(query, limit)]
+        index = self._signal_index()
+        return [index.result(s, how) for s, how in index.search(query, limit)]

@@ -18,11 +18,12 @@ from xml.etree.ElementTree import ParseError as XmlParseError
 
 import cantools
 
-from hwbridge.can.dbc_repair import Repair, repair_dbc
+from hwbridge.can.dbc_repair import Repair, RepairResult, repair_dbc
 
 __all__ = [
     "FORMATS",
     "DatabaseError",
+    "DatabaseImportWarning",
     "DatabaseRepairWarning",
     "LoadedDatabase",
     "load_database",
@@ -35,6 +36,9 @@ FORMATS: Mapping[str, str] = MappingProxyType(
 _SYNTAX = re.compile(r"^Invalid syntax at line \d+, column (\d+): ")
 _IN_MESSAGE = re.compile(r"in message '?([A-Za-z0-9_]+)'?")
 _SIGNAL = re.compile(r"[Ss]ignals? '?\"?([A-Za-z0-9_]+)")
+_IMPORT = re.compile(r'CM_\s+"IMPORT\s+([^"]*)"')
+_IMPORTS_LISTED = 5
+_REPAIRS_LISTED = 40
 _UNUSED = re.compile(r"unused (VAL_|SIG_VALTYPE_) entries in DBC:\s+\S+ (\d+) ([A-Za-z0-9_]+)")
 
 
@@ -58,8 +62,10 @@ class DatabaseRepairWarning(UserWarning):
     def __init__(self, path: str | Path, repairs: Sequence[Repair]) -> None:
         self.path = str(path)
         self.repairs = tuple(repairs)
-        listed = "\n".join(f"  {r}" for r in self.repairs)
         count = len(self.repairs)
+        listed = "\n".join(f"  {r}" for r in self.repairs[:_REPAIRS_LISTED])
+        if count > _REPAIRS_LISTED:
+            listed += f"\n  ... and {count - _REPAIRS_LISTED} more (all in .repairs)"
         super().__init__(
             f"{self.path}: loaded after {count} repair{'s' if count != 1 else ''}"
             f" of defects cantools refuses:\n{listed}"
@@ -67,6 +73,30 @@ class DatabaseRepairWarning(UserWarning):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.repairs))
+
+
+class DatabaseImportWarning(UserWarning):
+    """A DBC that imports files it does not contain: only its own messages were loaded.
+
+    opendbc's generator templates start with `CM_ "IMPORT _common.dbc";` lines; the DBC
+    generated from a template contains the imported files, the template does not.
+    """
+
+    def __init__(self, path: str | Path, imports: Sequence[str], messages: int) -> None:
+        self.path = str(path)
+        self.imports = tuple(imports)
+        self.messages = messages
+        listed = ", ".join(self.imports[:_IMPORTS_LISTED])
+        if len(self.imports) > _IMPORTS_LISTED:
+            listed += f" and {len(self.imports) - _IMPORTS_LISTED} more"
+        super().__init__(
+            f"{self.path}: imports files it does not contain ({listed}); only its own"
+            f" {messages} message{'s' if messages != 1 else ''} loaded. It is an opendbc"
+            " generator template: load the DBC generated from it for the whole database."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.imports, self.messages))
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,10 +179,61 @@ def _signal_line(text: str, message_line: int, signal: str) -> int | None:
     return None
 
 
+def _imports(text: str) -> list[str]:
+    """The files an opendbc generator template imports (`CM_ "IMPORT _honda_common.dbc";`)."""
+    return [name.strip() for name in _IMPORT.findall(text)]
+
+
+def _no_messages(path: Path, fmt: str, text: str) -> DatabaseError:
+    imports = _imports(text) if fmt == "dbc" else []
+    if imports:
+        listed = ", ".join(imports[:_IMPORTS_LISTED])
+        if len(imports) > _IMPORTS_LISTED:
+            listed += f" and {len(imports) - _IMPORTS_LISTED} more"
+        return DatabaseError(
+            path,
+            None,
+            f"defines no messages, only imports other files ({listed}): it is an opendbc"
+            " generator template; load the DBC generated from it, which contains them",
+        )
+    what = "no BO_ definition" if fmt == "dbc" else "no frame definition"
+    return DatabaseError(path, None, f"defines no messages ({what}); there is nothing to load")
+
+
+def _parse_dbc(path: Path, text: str, strict: bool) -> tuple[Any, RepairResult]:
+    """Repair the known defects, then parse once; a failure may still be one we can repair."""
+    result = repair_dbc(text, quick=True)
+    try:
+        return parse_database(result.text, "dbc", strict=strict), result
+    except Exception as exc:  # cantools raises many types; all become a DatabaseError
+        error: BaseException = exc
+    if not result.complete:  # a digit-led identifier only where the quick repair did not look
+        full = repair_dbc(text)
+        if full.text != result.text:
+            try:
+                return parse_database(full.text, "dbc", strict=strict), full
+            except Exception as exc:
+                error, result = exc, full
+    line, problem = locate(error, result.text)  # the repaired text keeps every line in place
+    if result.refused:
+        named = _IN_MESSAGE.search(problem)
+        prefix = f"message {named.group(1)}: " if named else "\0"
+        related = [r.removeprefix(prefix) for r in result.refused if r.startswith(prefix)]
+        problem += f" (not repaired: {(related or list(result.refused))[0]})"
+    raise DatabaseError(path, line, problem) from error
+
+
 def load_database(
     path: str | Path, *, strict: bool = False, encoding: str | None = None
 ) -> LoadedDatabase:
-    """Load `path`; repair a refused DBC and warn; raise DatabaseError if it cannot load."""
+    """Load `path`; repair a refused DBC and warn; raise DatabaseError if it cannot load.
+
+    A DBC is repaired in memory before its one parse (every repair fixes something cantools
+    refuses, so a file cantools loads is parsed unchanged). A file that defines no message
+    raises DatabaseError: there is nothing a driver could read or send. A DBC that still
+    imports other files (an opendbc generator template) loads what it defines, with a
+    `DatabaseImportWarning`.
+    """
     path = Path(path)
     fmt = FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -161,27 +242,24 @@ def load_database(
             path, None, f"unknown database format {path.suffix or '(no suffix)'!r}; use {known}"
         )
     text = _read(path, fmt, encoding)
-    try:
-        return LoadedDatabase(parse_database(text, fmt, strict=strict))
-    except Exception as exc:  # cantools raises many types; all become a DatabaseError
-        first_error = exc
-    if fmt != "dbc":
-        line, problem = locate(first_error, text)
-        raise DatabaseError(path, line, problem) from first_error
-    result = repair_dbc(text)
-    error: BaseException = first_error
-    if result.repairs:
+    if not text.strip():
+        raise DatabaseError(path, None, "the file is empty")
+    if fmt == "dbc":
+        db, result = _parse_dbc(path, text, strict)
+    else:
         try:
-            db = parse_database(result.text, fmt, strict=strict)
-        except Exception as exc:  # the repaired text keeps every line where it was
-            error = exc
-        else:
-            warnings.warn(DatabaseRepairWarning(path, result.repairs), stacklevel=3)
-            return LoadedDatabase(db, result.repairs, result.renamed)
-    line, problem = locate(error, text if error is first_error else result.text)
-    if result.refused:
-        named = _IN_MESSAGE.search(problem)
-        prefix = f"message {named.group(1)}: " if named else "\0"
-        related = [r.removeprefix(prefix) for r in result.refused if r.startswith(prefix)]
-        problem += f" (not repaired: {(related or list(result.refused))[0]})"
-    raise DatabaseError(path, line, problem) from error
+            db = parse_database(text, fmt, strict=strict)
+        except Exception as exc:  # cantools raises many types; all become a DatabaseError
+            line, problem = locate(exc, text)
+            raise DatabaseError(path, line, problem) from exc
+        result = None
+    if not db.messages:
+        raise _no_messages(path, fmt, text)
+    if result is None:
+        return LoadedDatabase(db)
+    if result.repairs:
+        warnings.warn(DatabaseRepairWarning(path, result.repairs), stacklevel=3)
+    imports = _imports(text)
+    if imports:
+        warnings.warn(DatabaseImportWarning(path, imports, len(db.messages)), stacklevel=3)
+    return LoadedDatabase(db, result.repairs, result.renamed)

@@ -60,7 +60,8 @@ def read_tool(db: CanDatabase, message: Any, texts: CanTexts) -> Tool | None:
     if not is_valid_tool_name(name):
         return None
     cycle = texts.typed.cycle.format(cycle_ms=message.cycle_time) if message.cycle_time else ""
-    signals = ", ".join(f"{s.name} [{s.unit}]" if s.unit else s.name for s in db.signals(message))
+    # names and units straight from cantools: listing them needs no value specs
+    signals = ", ".join(f"{s.name} [{s.unit}]" if s.unit else s.name for s in message.signals)
     description = texts.typed.read.format(
         message=message.name, id=f"0x{message.frame_id:X}", cycle=cycle, signals=signals
     )
