@@ -3,8 +3,10 @@
 Imports neither python-can nor pyserial.
 """
 
+from hwbridge.core.aio import ExecutionCancelled
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.decorators import AuditLog, ConsentGate, Hooks, RateLimit, ToolDriverDecorator
+from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import (
     DriverBinding,
@@ -26,6 +28,8 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "ExecutionCancelled",
+    "Health",
     "Hooks",
     "HybridDriver",
     "MCSDriver",
@@ -34,6 +38,7 @@ __all__ = [
     "PromptPackError",
     "PromptStrategy",
     "RateLimit",
+    "RawSpec",
     "Tool",
     "ToolCall",
     "ToolDriverDecorator",
