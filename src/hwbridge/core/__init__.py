@@ -20,10 +20,25 @@ from hwbridge.core.models import (
 )
 from hwbridge.core.orchestrator import Orchestrator
 from hwbridge.core.prompts import PromptPackError, PromptStrategy, estimate_tokens
+from hwbridge.core.runner import (
+    CallOutcome,
+    ChatClient,
+    ChatSetup,
+    ChatTurn,
+    ProviderError,
+    Runner,
+    RunResult,
+    Step,
+    Usage,
+)
 
 __all__ = [
     "AuditLog",
+    "CallOutcome",
     "Capability",
+    "ChatClient",
+    "ChatSetup",
+    "ChatTurn",
     "ConsentGate",
     "DriverBinding",
     "DriverMeta",
@@ -37,13 +52,18 @@ __all__ = [
     "Orchestrator",
     "PromptPackError",
     "PromptStrategy",
+    "ProviderError",
     "RateLimit",
     "RawSpec",
+    "RunResult",
+    "Runner",
+    "Step",
     "Tool",
     "ToolCall",
     "ToolDriverDecorator",
     "ToolError",
     "ToolParameter",
     "TrustManifest",
+    "Usage",
     "estimate_tokens",
 ]
