@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-run test lint typecheck pytest demo bench clean
+.PHONY: install install-run test lint typecheck pytest demo bench wheel-check clean
 
 # the project with its development tools (tests, linters, MF4 replay)
 install: $(DEV_STAMP)
@@ -16,17 +16,17 @@ install-run: $(RUN_STAMP)
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-$(RUN_STAMP): pyproject.toml | $(BIN)/python
+$(RUN_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e .
 	@touch $(RUN_STAMP)
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
+$(DEV_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 	@touch $(RUN_STAMP) $(DEV_STAMP)
 
 lint: install
-	$(BIN)/ruff check src firmware-sim tests benchmarks examples
-	$(BIN)/ruff format --check src firmware-sim tests benchmarks examples
+	$(BIN)/ruff check src firmware-sim tests benchmarks examples .ci
+	$(BIN)/ruff format --check src firmware-sim tests benchmarks examples .ci
 
 typecheck: install
 	$(BIN)/mypy
@@ -37,7 +37,11 @@ pytest: install
 test: lint typecheck pytest
 
 demo: install-run
-	$(BIN)/python examples/demo.py
+	$(BIN)/hwbridge demo
+
+# the sdist, the wheel built from it, installed into a fresh venv and run from a temp folder
+wheel-check: install
+	$(BIN)/python .ci/wheel_smoke.py
 
 bench: install
 	$(BIN)/python -m pip install -q --disable-pip-version-check mcs-driver-core

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
@@ -29,18 +31,19 @@ def test_quickstart_runs_as_written() -> None:
     assert out.stdout == printed.group(1)
 
 
-def test_demo_runs_to_the_end() -> None:
-    """make demo: the simulator in its own process, socketcand, each step of the session."""
-    root = Path(__file__).resolve().parents[1]
+def test_demo_runs_to_the_end(tmp_path: Path) -> None:
+    """make demo is `hwbridge demo`: the simulator in its own process, socketcand, each step
+    of the session; from a folder that is not the checkout, as after `pip install`."""
     env = {**os.environ, "COLUMNS": "200"}
     out = subprocess.run(
-        [sys.executable, str(root / "examples" / "demo.py")],
+        [sys.executable, "-m", "hwbridge", "demo"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
         env=env,
         stdin=subprocess.DEVNULL,
+        cwd=tmp_path,
     ).stdout
     flat = " ".join(out.split())
     assert "socketcand://127.0.0.1:" in flat
@@ -88,7 +91,8 @@ def test_simulator_and_replay_examples_run_as_written() -> None:
     assert "41.41" in out
 
 
-def test_demo_opens_the_inspector_when_asked() -> None:
+def test_demo_opens_the_inspector_when_asked(tmp_path: Path) -> None:
+    """HWBRIDGE_INSPECT=1 make demo, through the examples/demo.py script kept for it."""
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run(
         [sys.executable, str(root / "examples" / "demo.py")],
@@ -98,6 +102,7 @@ def test_demo_opens_the_inspector_when_asked() -> None:
         check=True,
         timeout=60,
         env={**os.environ, "HWBRIDGE_INSPECT": "1", "COLUMNS": "200"},
+        cwd=tmp_path,
     ).stdout
     assert "EngineSpeed" in out
     assert "executed" in out.lower()
@@ -108,3 +113,29 @@ def test_composition_example_runs_as_written() -> None:
     printed = re.search(r"prints\n\n```\n(.*?)```", section, re.S)
     assert printed is not None
     assert _run_section("## Composing drivers") == printed.group(1)
+
+
+def test_install_section_shows_pip_install_then_the_demo() -> None:
+    block = README.split("## Install from PyPI", 1)[1].split("```")[1]
+    assert block.index("pip install mcs-hwbridge") < block.index("hwbridge demo")
+
+
+def test_every_extra_the_readme_names_exists() -> None:
+    root = Path(__file__).resolve().parents[1]
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    named = set(re.findall(r"mcs-hwbridge\[([a-z0-9_-]+)\]", README))
+    assert named, "the README shows no extra"
+    assert named <= set(project["optional-dependencies"]) - {"dev"}
+
+
+def test_cli_table_lists_every_command() -> None:
+    from hwbridge.cli.main import build_parser
+
+    section = README.split("## The `hwbridge` command", 1)[1].split("\n## ", 1)[0]
+    commands = next(
+        action.choices
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
+    for name in commands:
+        assert f"| `hwbridge {name}" in section, name

@@ -4,8 +4,9 @@ One line per transport goes to stdout once it accepts connections, exactly
 `socketcand: socketcand://HOST:PORT/vcan0`, `slcan: /dev/pts/N`, `elm327: /dev/pts/N`;
 then the simulator runs until SIGINT or SIGTERM and exits 0. Bad input (a DBC that does not
 load, a malformed option) exits 2 with one line on stderr; a transport that cannot start
-exits 1. `hwbridge sim` calls `main(argv)` in its own process, so nothing here reads
-sys.argv or exits the interpreter.
+exits 1. Without --dbc the demo vehicle bundled with hwbridge runs, said in one stderr
+line. `hwbridge sim` calls `main(argv)` in its own process, so nothing here reads sys.argv
+or exits the interpreter.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ SOCKETCAND_BUS = "vcan0"
 _PROG = "python -m firmware_sim"
 _DEFAULT_SOCKETCAND = "127.0.0.1:0"
 _EPILOG = f"""\
+With no --dbc, the demo vehicle bundled with hwbridge runs (one line on stderr says so).
 With no transport option, a socketcand server starts on {_DEFAULT_SOCKETCAND} (any free port).
 Printed once ready, one line per transport:
   socketcand: socketcand://HOST:PORT/{SOCKETCAND_BUS}
@@ -73,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--dbc", required=True, metavar="FILE", help="the vehicle's database")
+    parser.add_argument(
+        "--dbc",
+        metavar="FILE",
+        help="the vehicle's database (default: the demo vehicle bundled with hwbridge)",
+    )
     parser.add_argument(
         "--channel", default="sim", metavar="NAME", help="python-can virtual channel (sim)"
     )
@@ -174,6 +180,15 @@ def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = No
         return 2
     if endpoint is None and not (args.slcan or args.elm327):
         endpoint = _host_port(_DEFAULT_SOCKETCAND)
+    if args.dbc is None:
+        from hwbridge.resources import bundled_dbc, default_dbc_notice
+
+        try:
+            args.dbc = str(bundled_dbc())
+        except FileNotFoundError as exc:
+            print(f"{_PROG}: error: no --dbc given and {exc}; reinstall hwbridge", file=sys.stderr)
+            return 1
+        print(f"{_PROG}: {default_dbc_notice(args.dbc)}", file=sys.stderr)
     _setup_logging(args.verbose)
     stop = stop if stop is not None else threading.Event()
     with _signals_set(stop):

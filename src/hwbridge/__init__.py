@@ -6,6 +6,7 @@ This module only re-exports the public API.
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from hwbridge.__about__ import __version__
 from hwbridge.core import (
     AuditLog,
     CallOutcome,
@@ -40,8 +41,6 @@ from hwbridge.core import (
     Usage,
     estimate_tokens,
 )
-
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver, SendPolicy, counter_and_checksum

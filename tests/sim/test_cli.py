@@ -154,6 +154,63 @@ def test_all_three_transports_and_the_elm327_asks_our_obd_responder() -> None:
     assert code == 0 and err == ""
 
 
+def test_without_dbc_the_bundled_demo_vehicle_runs(
+    channel: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No --dbc: the demo vehicle that ships with hwbridge, said in exactly one stderr line."""
+    from hwbridge.resources import bundled_dbc
+
+    stop = threading.Event()
+    codes: list[int] = []
+    peer = can.Bus(interface="virtual", channel=channel)
+    runner = threading.Thread(
+        target=lambda: codes.append(cli.main(["--channel", channel, "--no-drive"], stop=stop))
+    )
+    runner.start()
+    out = err = ""
+    try:
+
+        def ready() -> bool:
+            nonlocal out, err
+            captured = capsys.readouterr()
+            out, err = out + captured.out, err + captured.err
+            return "socketcand: " in out
+
+        assert wait_until(ready)
+        frames = collect(peer, 0.2)
+    finally:
+        stop.set()
+        runner.join(10)
+        peer.shutdown()
+    assert codes == [0]
+    assert err.splitlines() == [
+        f"python -m firmware_sim: no --dbc given, using the bundled demo vehicle ({bundled_dbc()})"
+    ]
+    assert 0x100 in {m.arbitration_id for m in frames}  # EngineData of the demo vehicle
+
+
+def test_python_m_firmware_sim_alone_from_another_folder(tmp_path: Path) -> None:
+    """What the README and CI run: no option at all, in a folder with no database in it."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "firmware_sim"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    timer = threading.Timer(10.0, process.kill)
+    timer.start()
+    try:
+        line = process.stdout.readline() if process.stdout else ""
+    finally:
+        timer.cancel()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=10)
+    assert SOCKETCAND_LINE.match(line.strip()), (line, err)
+    assert process.returncode == 0
+    assert err.count("\n") == 1 and "bundled demo vehicle" in err
+
+
 def test_faults_and_no_drive_in_process(channel: str, capsys: pytest.CaptureFixture[str]) -> None:
     stop = threading.Event()
     codes: list[int] = []
@@ -195,7 +252,7 @@ def test_faults_and_no_drive_in_process(channel: str, capsys: pytest.CaptureFixt
     ("argv", "expected"),
     [
         (["--dbc", "no/such.dbc"], "no/such.dbc"),
-        ([], "--dbc"),
+        (["--dbc"], "--dbc"),
         (["--dbc", str(DEMO), "--socketcand", "localhost"], "HOST:PORT"),
         (["--dbc", str(DEMO), "--fault", "meltdown"], "overheat, silence"),
         (["--dbc", str(DEMO), "--fault", "silence"], "silence:MESSAGE"),

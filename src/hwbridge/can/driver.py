@@ -14,6 +14,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from hwbridge.__about__ import __version__
 from hwbridge.can.adapter import BusSpec, CanAdapter
 from hwbridge.can.database import CanDatabase
 from hwbridge.can.health import SILENT_AFTER_S, database_raw_spec, networks_health
@@ -66,7 +67,7 @@ class CanDriver(HybridDriver):
     meta = DriverMeta(
         id="3c9d7a4e-2f61-4b8a-a0d5-7e1c9b2f6a83",
         name="hwbridge CAN",
-        version="0.1.0",
+        version=__version__,
         bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
         capabilities=["multi_connection", "healthcheck", "raw_spec"],
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from hwbridge.__about__ import __version__
 from hwbridge.can.adapter import AdapterStatus
 from hwbridge.can.capture import MAX_CAPTURE_MS, capture
 from hwbridge.can.monitor import BusMonitor
@@ -53,7 +54,7 @@ class CanToolDriver(MCSToolDriver):
     meta = DriverMeta(
         id="0b6f3c1e-6a0d-4c5e-9f51-3d2a8e7c4b10",
         name="hwbridge CAN tools",
-        version="0.1.0",
+        version=__version__,
         bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
         capabilities=["orchestratable", "multi_connection"],
     )

@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Sequence
 
 from hwbridge import __version__
-from hwbridge.cli import inspector, prompt, schema, sim, tools
+from hwbridge.cli import demo, inspector, prompt, schema, sim, tools
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
 
 __all__ = ["build_parser", "main"]
@@ -31,10 +31,12 @@ exit status:
 
 EXAMPLES = """\
 examples:
-  hwbridge tools --dbc dbc/demo_vehicle.dbc
+  hwbridge demo                      a recorded LLM session against the simulated vehicle
+  hwbridge tools                     the tools of the bundled demo vehicle (no --dbc given)
   hwbridge tools --dbc big.dbc --exposure catalog --json
-  hwbridge prompt --dbc dbc/demo_vehicle.dbc --model llama3.2:3b > prompt.txt
-  hwbridge inspect --dbc dbc/demo_vehicle.dbc --bus socketcand://localhost:29536/vcan0
+  hwbridge prompt --dbc car.dbc --model llama3.2:3b > prompt.txt
+  hwbridge sim                       the simulated demo vehicle, served over socketcand
+  hwbridge inspect --bus socketcand://127.0.0.1:29536/vcan0
   hwbridge sim --help
 """
 
@@ -62,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tools, prompt, inspector, sim, schema):
+    for module in (tools, prompt, inspector, sim, schema, demo):
         module.register(sub)
     for name, choice in sub.choices.items():
         choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS

@@ -17,7 +17,14 @@ from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver
 
-__all__ = ["BUS_FORMS", "add_driver_options", "load_database", "open_driver", "resolve_allow"]
+__all__ = [
+    "BUS_FORMS",
+    "add_driver_options",
+    "database_path",
+    "load_database",
+    "open_driver",
+    "resolve_allow",
+]
 
 _GLOB = frozenset("*?[")
 
@@ -31,7 +38,9 @@ BUS_FORMS = (
 def add_driver_options(parser: argparse.ArgumentParser, *, bus_required: bool) -> None:
     """--dbc, --bus, --allow, --exposure, --model, --pack: one meaning in every subcommand."""
     parser.add_argument(
-        "--dbc", required=True, metavar="FILE", help="CAN database (.dbc, .kcd, .sym, .arxml)"
+        "--dbc",
+        metavar="FILE",
+        help="CAN database (.dbc, .kcd, .sym, .arxml); default: the bundled demo vehicle",
     )
     bus_help = f"the CAN bus: {BUS_FORMS}"
     if not bus_required:
@@ -68,6 +77,23 @@ def add_driver_options(parser: argparse.ArgumentParser, *, bus_required: bool) -
         metavar="json|xml|compact|PATH",
         help="prompt pack: a packaged one or a .toml file merged over one (default: json)",
     )
+
+
+def database_path(args: argparse.Namespace) -> str:
+    """--dbc, or the bundled demo vehicle's database, said in one line on stderr.
+
+    The choice is stored back in `args.dbc`, so what a command prints names the file it
+    used, and the line is printed once however often this is asked.
+    """
+    if args.dbc is None:
+        from hwbridge.resources import bundled_dbc, default_dbc_notice
+
+        try:
+            args.dbc = str(bundled_dbc())
+        except FileNotFoundError as exc:  # a broken install: say so, do not guess
+            raise CliError(f"no --dbc given and {exc}; reinstall hwbridge", EXIT_RUNTIME) from exc
+        print(f"hwbridge: {default_dbc_notice(args.dbc)}", file=sys.stderr)
+    return str(args.dbc)
 
 
 def load_database(path: str, *, debug: bool = False) -> CanDatabase:
@@ -125,7 +151,7 @@ def open_driver(args: argparse.Namespace) -> CanDriver:
     from hwbridge.core.prompts import PromptPackError, PromptStrategy
 
     bus: str | None = args.bus
-    db = load_database(str(args.dbc), debug=bool(args.debug))
+    db = load_database(database_path(args), debug=bool(args.debug))
     policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
     try:
         strategy = PromptStrategy.load(str(args.pack))

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability, MCSToolDriver
 from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
@@ -44,7 +45,7 @@ class ToolDriverDecorator(HybridDriver):
     meta = DriverMeta(
         id="b52d7e14-9c3a-4f08-8e61-0d4a7b2c9f35",
         name="hwbridge decorator",
-        version="0.1.0",
+        version=__version__,
     )
 
     def __init__(self, inner: MCSToolDriver) -> None:

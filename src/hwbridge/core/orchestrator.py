@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability, MCSToolDriver
 from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
@@ -83,7 +84,7 @@ class Orchestrator(HybridDriver):
     meta = DriverMeta(
         id="8a4e0f7c-3d2b-4e6a-9c15-6b0d2f8e1a47",
         name="hwbridge Orchestrator",
-        version="0.1.0",
+        version=__version__,
         bindings=[DriverBinding(capability="orchestrator", adapter="mcs", spec_format="MCS")],
     )
 
