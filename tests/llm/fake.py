@@ -17,6 +17,44 @@ from typing import Any
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
+MODEL_LISTS = {  # what each client's check() asks
+    "openai": (
+        "/v1/models",
+        "GET",
+        {
+            "object": "list",
+            "data": [{"id": "local", "object": "model", "created": 1, "owned_by": "me"}],
+        },
+    ),
+    "anthropic": (
+        "/v1/models",
+        "GET",
+        {
+            "data": [
+                {
+                    "id": "claude-opus-4-6",
+                    "type": "model",
+                    "display_name": "Claude",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            ],
+            "has_more": False,
+            "first_id": "claude-opus-4-6",
+            "last_id": "claude-opus-4-6",
+        },
+    ),
+    "ollama": (
+        "/api/show",
+        "POST",
+        {
+            "modelfile": "",
+            "parameters": "",
+            "template": "",
+            "details": {"format": "gguf", "family": "llama"},
+            "capabilities": ["completion", "tools"],
+        },
+    ),
+}
 CHAT_PATHS = {
     "openai": "/v1/chat/completions",
     "anthropic": "/v1/messages",
@@ -32,10 +70,11 @@ class Answer:
     kind: str = "json"  # json | sse | ndjson
     delay_s: float = 0.0  # before the body: a slow model
     stall_s: float = 0.0  # after the first line of the body: a long stream
+    headers: dict[str, str] = field(default_factory=dict)
 
 
-def json_answer(payload: Any, status: int = 200) -> Answer:
-    return Answer(json.dumps(payload), status, "json")
+def json_answer(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
+    return Answer(json.dumps(payload), status, "json", headers=dict(headers or {}))
 
 
 def sse(body: str, *, stall_s: float = 0.0) -> Answer:
@@ -60,6 +99,8 @@ class FakeProvider:
         self.server.expect_request(CHAT_PATHS[self.provider], method="POST").respond_with_handler(
             self._handle
         )
+        path, method, listing = MODEL_LISTS[self.provider]
+        self.server.expect_request(path, method=method).respond_with_json(listing)
 
     @property
     def base_url(self) -> str:
@@ -86,7 +127,9 @@ class FakeProvider:
             time.sleep(answer.delay_s)
         content_type = _TYPES[answer.kind]
         if not answer.stall_s:
-            return Response(answer.body, status=answer.status, content_type=content_type)
+            return Response(
+                answer.body, status=answer.status, content_type=content_type, headers=answer.headers
+            )
 
         def body() -> Iterator[bytes]:
             first, _, rest = answer.body.partition("\n\n")
