@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -229,7 +230,7 @@ def test_a_refused_key_is_exit_2(
     assert r.err.startswith("hwbridge: openai-compatible: HTTP 401 (the API key was refused)")
 
 
-def _lines(stream: io.TextIOBase) -> queue.Queue[str]:
+def _lines(stream: IO[str]) -> queue.Queue[str]:
     lines: queue.Queue[str] = queue.Queue()
 
     def pump() -> None:
