@@ -15,7 +15,17 @@ import pytest
 
 import can
 from firmware_sim import VirtualVehicle
-from hwbridge import CanDriver, ConsentGate, ExecutionCancelled, Orchestrator, Runner, SendPolicy
+from hwbridge import (
+    CanDriver,
+    ConsentGate,
+    DriverMeta,
+    DriverResponse,
+    ExecutionCancelled,
+    MCSDriver,
+    Orchestrator,
+    Runner,
+    SendPolicy,
+)
 from hwbridge.llm import OpenAIClient
 from tests.conftest import wait_until
 from tests.core.drivers import Thermostat
@@ -203,3 +213,49 @@ def test_one_run_at_a_time(fake_openai: FakeProvider) -> None:
     asyncio.run(main())
     with pytest.raises(ValueError, match="max_rounds"):
         Runner(Thermostat(), client(fake_openai), max_rounds=0)
+
+
+class Echo(MCSDriver):
+    """A driver written against the bare contract (no two-phase API, no native tools)."""
+
+    meta = DriverMeta(id="0d3c1f0e-2222-4c1e-9a57-2b1f0c3d4e5f", name="Echo", version="1.0.0")
+
+    def get_function_description(self, model_name: str | None = None) -> str:
+        return '[{"name": "echo"}]'
+
+    def get_driver_system_message(self, model_name: str | None = None) -> str:
+        return 'Call {"tool": "echo"} to hear yourself.'
+
+    def process_llm_response(
+        self, llm_response: str | dict[str, Any], *, streaming: bool = False
+    ) -> DriverResponse:
+        if not isinstance(llm_response, str) or '"echo"' not in llm_response:
+            return DriverResponse()
+        return DriverResponse(
+            call_executed=True,
+            tool_call_result="echo",
+            messages=[
+                {"role": "assistant", "content": llm_response},
+                {"role": "user", "content": "echo"},
+            ],
+        )
+
+
+def test_a_bare_mcs_driver_in_text_mode(fake_openai: FakeProvider) -> None:
+    fake_openai.script(
+        sse(P.openai_stream(['{"tool": "echo"}'])),
+        sse(P.openai_stream(["Heard it."])),
+        sse(P.openai_stream(['{"tool": "echo"}'])),
+        sse(P.openai_stream(["Again."])),
+    )
+    runner = Runner(Echo(), client(fake_openai, mode="text"))
+    result = runner.run("echo please")
+    assert result.answer == "Heard it." and result.steps[0].response.call_executed
+    assert result.steps[0].calls == []  # no two-phase API: the response tells what happened
+    assert (
+        fake_openai.requests[0]["messages"][0]["content"]
+        == 'Call {"tool": "echo"} to hear yourself.'
+    )
+    assert asyncio.run(runner.arun("again")).answer == "Again."
+    with pytest.raises(ValueError, match="native tools"):
+        Runner(Echo(), client(fake_openai)).run("native mode needs native tools")

@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import queue
 import select
 import signal
@@ -221,6 +222,9 @@ class TerminalInput:
         deadline = timeout_s
         step = 0.05
         while deadline > 0 and not withdrawn.is_set():
+            if self.interactive and os.name == "nt":  # no select() on a console: block
+                line = sys.stdin.readline()
+                return line.rstrip("\r\n") if line else None
             if self.interactive:
                 ready, _, _ = select.select([sys.stdin], [], [], step)
                 if ready:

@@ -279,19 +279,20 @@ class Runner:
                 except Exception as exc:
                     return state.finish("provider_error", None, _provider_detail(exc))
                 calls = self._detect(turn.output)
-                if calls is None:
-                    response = await self.driver.aprocess_llm_response(turn.output)
-                elif calls:
-                    self._announce(calls)
-                    assert isinstance(self.driver, HybridDriver)
-                    try:
+                try:
+                    if calls is None:
+                        response = await self.driver.aprocess_llm_response(turn.output)
+                    elif calls:
+                        self._announce(calls)
+                        assert isinstance(self.driver, HybridDriver)
                         response = await self.driver.aexecute_tool_call(calls)
-                    except ExecutionCancelled as exc:
-                        if isinstance(exc.response, DriverResponse):
-                            self._after(state, turn, gate, calls, exc.response)
-                        raise
-                else:
-                    response = _EMPTY
+                    else:
+                        response = _EMPTY
+                except ExecutionCancelled as exc:
+                    # a call that changed state was waited for: keep it in the conversation
+                    if isinstance(exc.response, DriverResponse):
+                        self._after(state, turn, gate, calls or [], exc.response)
+                    raise
                 done = self._after(state, turn, gate, calls or [], response)
                 if done is not None:
                     return done
