@@ -75,6 +75,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     parser.add_argument("--provider", required=True, choices=PROVIDERS, help="the LLM API")
     add_driver_options(parser, bus_required=True)
+    parser._option_string_actions["--model"].help = (
+        "the model to chat with (required): gpt-4o-mini, claude-opus-4-6, llama3.1:8b, ...; "
+        "a prompt pack may also pick its variant by this name"
+    )
     parser.add_argument(
         "--base-url",
         metavar="URL",
