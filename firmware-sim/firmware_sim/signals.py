@@ -204,6 +204,7 @@ class MessagePlan:
         counter = next((s.name for s in specs if _COUNTER.search(s.name)), None)
         checksum = next((s.name for s in specs if _CHECKSUM.search(s.name)), None)
         self._hook: FrameHook | None = None
+        self._sent = 0  # frames built so far: the hook's sequence number
         if counter or checksum:
             self._hook = counter_and_checksum(counter, checksum)(db, message)
         self._mux = next(
@@ -257,7 +258,8 @@ class MessagePlan:
             data=payload,
         )
         if self._hook is not None:
-            self._hook(msg)
+            msg.data = bytearray(self._hook.apply(bytes(msg.data), self._sent))
+            self._sent += 1
         return msg
 
     def _encode(self, values: dict[str, object], mux_value: int | None) -> EncodedFrame:

@@ -62,7 +62,10 @@ def value_for(draw: st.DrawFn, spec: SignalSpec) -> tuple[object, JsonValue]:
         sent: object = draw(st.sampled_from([label, label.upper(), spec.physical(raw)]))
         if list(spec.choices.values()).count(label) > 1:
             sent = spec.physical(raw)  # a label used twice cannot say which value
-        return sent, {"value": raw, "label": label}
+        want: dict[str, JsonValue] = {"value": raw, "label": label}
+        if spec.physical(raw) != raw:
+            want["physical"] = spec.physical(raw)
+        return sent, want
     return spec.physical(raw), spec.physical(raw)
 
 
@@ -89,6 +92,17 @@ class Drawn:
     sent: dict[str, object]
     want: dict[str, JsonValue]
     chosen: list[SignalSpec]
+
+    @property
+    def overlapping(self) -> bool:
+        """Whether two of the signals sent share bits (real DBCs have such messages)."""
+        seen: set[int] = set()
+        for spec in self.chosen:
+            bits = _bits(spec.signal)
+            if bits & seen:
+                return True
+            seen |= bits
+        return False
 
     def check(self, signals: dict[str, JsonValue]) -> None:
         """Every signal that does not overlap another decodes to the value drawn for it."""

@@ -401,6 +401,31 @@ def test_killed_server_gives_bus_down_then_recovers(channel: str, peer: can.BusA
         server.stop()
 
 
+def test_a_periodic_send_resumed_after_a_reconnect_keeps_its_period(
+    socketcand: SocketcandServer, peer: can.BusABC
+) -> None:
+    """The re-armed task waits for its next tick: no two frames closer than one period."""
+    adapter = PythonCanAdapter(socketcand.url(), backoff_initial_s=0.02, backoff_max_s=0.05)
+    try:
+        beat = adapter.send_periodic(build_message(0x100, b"\x01"), 1.5)
+        first = peer.recv(1.0)
+        assert first is not None
+        with socketcand._lock:
+            clients = list(socketcand._clients)
+        for client in clients:
+            client.close()  # the server drops the connection: the adapter reconnects
+        assert wait_until(lambda: adapter.status().reconnects == 1, timeout_s=2.0)
+        reconnected = time.time()
+        second = peer.recv(2.0)
+        assert second is not None and beat.active
+        # back within the period (the old task's thread is joined for up to 1 s), yet the
+        # next frame keeps the period instead of going out at once
+        assert reconnected - first.timestamp < 1.35
+        assert second.timestamp - first.timestamp >= 1.45
+    finally:
+        adapter.close()
+
+
 def test_killed_server_process_gives_bus_down(channel: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "firmware_sim.socketcand", "--channel", "vcan0"],

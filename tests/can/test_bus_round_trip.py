@@ -48,6 +48,11 @@ class Pair:
                 }
             )
         )
+        if not sent.call_executed and drawn.overlapping:
+            # values drawn for signals that share bits may disagree: the frame would not
+            # carry what was asked, so the send is refused and nothing goes out
+            assert "shares bits" in (sent.call_detail or ""), sent.call_detail
+            return
         assert sent.call_executed, sent.retry_prompt
         assert sent.tool_call_result["defaulted"] == []
         read = self.listener.execute_tool(

@@ -56,7 +56,7 @@ def test_latest_counts_and_periods() -> None:
     assert stats.ids[0x100].count == 11
     assert stats.ids[0x100].mean_period_s == pytest.approx(0.1)
     assert stats.ids[0x18FF0001].mean_period_s == pytest.approx(1.0)
-    assert set(monitor.latest_frames()) == {0x100, 0x18FF0001}
+    assert set(monitor.latest_frames()) == {(0x100, False), (0x18FF0001, True)}
     assert stats.to_dict()["ids"][0x100]["count"] == 11
 
 
@@ -88,7 +88,7 @@ def test_error_and_remote_frames_do_not_replace_data() -> None:
 
 def test_history_window_ids_and_limit() -> None:
     clock = Clock(1100.0)
-    monitor = BusMonitor(clock=clock)
+    monitor = BusMonitor(clock=clock, history_s=100.0)
     for i in range(100):
         monitor.on_message(frame(0x200 + i % 2, bytes([i]), 1000.0 + i))
     assert len(monitor.history()) == 100
@@ -294,3 +294,61 @@ def test_bad_configuration() -> None:
         BusMonitor(mux=42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="positive"):
         BusMonitor().stats(window_s=0)
+
+
+def test_unknown_ids_are_bounded_and_database_ids_always_kept() -> None:
+    known = {(0x100, False), (0x18FEF100, True)}
+    monitor = BusMonitor(known=lambda aid, ext: (aid, ext) in known, max_unknown_ids=100)
+    for i in range(5_000):  # a flood of invented 29-bit ids
+        monitor.on_message(frame(0x100000 + i, b"\x01", 1.0 + i * 1e-4, extended=True))
+    monitor.on_message(frame(0x100, b"\x02", 2.0))
+    monitor.on_message(frame(0x18FEF100, b"\x03", 2.1, extended=True))
+    stats = monitor.stats()
+    assert len(stats.ids) == 102 and len(monitor.frame_ids()) == 102
+    assert (0x100, False) in stats.ids and (0x18FEF100, True) in stats.ids
+    assert stats.unknown_ids_tracked == 100
+    assert stats.frames_of_dropped_ids == 4_900
+    assert stats.unknown_ids_dropped == pytest.approx(4_900, rel=0.05)
+    latest = monitor.latest(0x100)
+    assert latest is not None and latest.data == b"\x02"
+    assert monitor.latest(0x100000 + 4_999, extended=True) is None  # dropped: no per-id state
+    assert len(monitor.history()) == 5_002  # every frame is still in the history
+    assert monitor.frames_total == 5_002
+    monitor.clear()
+    assert monitor.stats().frames_of_dropped_ids == 0 and monitor.frame_ids() == []
+
+
+def test_history_records_round_trip_every_kind_of_frame() -> None:
+    monitor = BusMonitor(max_frames=4)
+    sent = [
+        frame(0x10, b"\x01\x02", 1.0),
+        frame(0x18DAF110, bytes(range(8)), 2.0, extended=True),
+        can.Message(
+            timestamp=3.0, arbitration_id=0x20, data=bytes(range(64)), is_fd=True,
+            bitrate_switch=True, is_extended_id=False,
+        ),
+        can.Message(
+            timestamp=4.0, arbitration_id=0x30, is_remote_frame=True, dlc=3, is_extended_id=False
+        ),
+        can.Message(timestamp=5.0, is_error_frame=True, is_extended_id=False),
+        frame(0x40, b"", 6.0),
+    ]  # fmt: skip
+    for msg in sent:
+        monitor.on_message(msg)
+    kept = monitor.history()
+    assert kept == [FrameRecord.from_message(m) for m in sent[-4:]]  # four slots: oldest gone
+    for i in range(10):  # CAN-FD payloads beside the ring are forgotten with their records
+        monitor.on_message(
+            can.Message(timestamp=7.0 + i, arbitration_id=0x50, data=bytes([i]) * 12, is_fd=True)
+        )
+    assert [r.data for r in monitor.history()] == [bytes([i]) * 12 for i in range(6, 10)]
+    assert len(monitor._spilled) <= 5
+
+
+def test_odd_messages_are_kept_without_breaking_the_receive_path() -> None:
+    monitor = BusMonitor()
+    odd = can.Message(timestamp=1.0, arbitration_id=0x10, data=b"\x01", is_extended_id=False)
+    odd.dlc = 300  # out of a byte's range: stored clamped, not lost
+    monitor.on_message(odd)
+    monitor.on_message(frame(0x11, b"\x02", 2.0))
+    assert [r.arbitration_id for r in monitor.history()] == [0x10, 0x11]

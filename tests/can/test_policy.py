@@ -92,10 +92,15 @@ def test_rate_limit_holds_under_a_threaded_flood() -> None:
     # a one-second burst plus the rate over the elapsed time, never more
     assert allowed <= 50 + 50 * elapsed + 1
     assert allowed >= 50  # the burst itself went through
-    with pytest.raises(ToolError) as err:
-        policy.check(message())
-    assert err.value.code == "RATE_LIMITED"
-    assert err.value.retryable
+    # the bucket is empty: of a few immediate sends, at most one finds a refilled token
+    errors = []
+    for _ in range(3):
+        try:
+            policy.check(message())
+        except ToolError as exc:
+            errors.append(exc)
+    assert len(errors) >= 2
+    assert all(e.code == "RATE_LIMITED" and e.retryable for e in errors)
 
 
 def test_periodic_sends_share_the_rate_budget() -> None:

@@ -3,7 +3,7 @@
 from hwbridge.can.database import CanDatabase, DatabaseError, DatabaseRepairWarning
 from hwbridge.can.driver import CanDriver
 from hwbridge.can.policy import SendPolicy, SendRequest
-from hwbridge.can.sending import counter_and_checksum, xor_checksum
+from hwbridge.can.sending import FrameHook, counter_and_checksum, xor_checksum
 from hwbridge.can.tools import CanToolDriver
 
 __all__ = [
@@ -12,6 +12,7 @@ __all__ = [
     "CanToolDriver",
     "DatabaseError",
     "DatabaseRepairWarning",
+    "FrameHook",
     "SendPolicy",
     "SendRequest",
     "counter_and_checksum",

@@ -9,6 +9,7 @@ reopens buses it opened itself with capped exponential backoff.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import socket
 import threading
@@ -312,14 +313,40 @@ def _open_with_timeout(kwargs: Mapping[str, Any], timeout_s: float) -> can.BusAB
     return outcome
 
 
+Receive = Callable[[float], tuple[can.Message | None, bool]]
+"""Like python-can's `_recv_internal`: (frame or None, whether filters were applied)."""
+
+
+def _receiver(bus: can.BusABC) -> Receive:
+    """How the receive loop reads `bus`, without python-can's per-frame bookkeeping when
+    that changes nothing.
+
+    `BusABC.recv` wraps the interface's `_recv_internal` in a timing loop, a filter check
+    and a log call at level 9: about a quarter of a virtual bus's receive cost. When the
+    interface keeps python-can's `recv` and that log level is off, frames come from
+    `_recv_internal` directly and the loop applies the bus's filters itself. An interface
+    with its own `recv` (or a `ThreadSafeBus`) keeps it.
+    """
+    if type(bus).recv is can.BusABC.recv and not logging.getLogger("can.bus").isEnabledFor(
+        bus.RECV_LOGGING_LEVEL
+    ):
+        return bus._recv_internal
+    recv = bus.recv
+
+    def receive(timeout: float) -> tuple[can.Message | None, bool]:
+        return recv(timeout), True
+
+    return receive
+
+
 class _RxNotifier(can.Notifier):
     """python-can's Notifier with a leaner receive loop and failure reporting.
 
     The stock loop takes a lock and walks a listener list per frame; here each frame costs
-    one call of the adapter's current dispatcher (benchmarks/bench_monitor.py: adapter plus
-    monitor cost ~1.15x a bare `bus.recv()` loop, ~1.45x behind the stock loop). A listener
-    exception is logged and the loop goes on (the stock loop would die); a receive
-    exception or a failed liveness probe is reported to the adapter.
+    one call of the adapter's current dispatcher, and frames come from `_receiver`
+    (benchmarks/bench_monitor.py compares adapter plus monitor against a bare `bus.recv()`
+    loop). A listener exception is logged and the loop goes on (the stock loop would die);
+    a receive exception or a failed liveness probe is reported to the adapter.
     """
 
     def __init__(
@@ -342,14 +369,15 @@ class _RxNotifier(can.Notifier):
     def _rx_thread(self, bus: can.BusABC) -> None:
         owner = self._owner
         generation = self._generation
-        recv = bus.recv
+        receive = _receiver(bus)
+        matches = bus._matches_filters
         timeout = self.timeout
         probe = self._probe
         clock = time.monotonic
         next_probe = 0.0
         while not self._stopped:
             try:
-                msg = recv(timeout)
+                msg, filtered = receive(timeout)
             except Exception as exc:
                 if not self._stopped:
                     self.exception = exc
@@ -366,6 +394,8 @@ class _RxNotifier(can.Notifier):
                         if reason is not None:
                             owner._on_transport_failure(generation, reason)
                             return
+                continue
+            if not filtered and bus._filters and not matches(msg):
                 continue
             if msg.is_error_frame:
                 owner._error_frames += 1
@@ -396,6 +426,8 @@ class _Periodic(PeriodicHandle):
         self._modifier = modifier
         self._deadline = None if duration_s is None else time.monotonic() + duration_s
         self._task: can.broadcastmanager.CyclicSendTaskABC | None = None
+        self._timer: threading.Timer | None = None
+        self._anchor: float | None = None  # when the schedule's first frame was due
         self._stopped = False
         self._error: str | None = None
         self._lock = threading.Lock()
@@ -437,33 +469,67 @@ class _Periodic(PeriodicHandle):
         return True
 
     def attach(self, bus: can.BusABC) -> None:
-        """Start (or restart after a reconnect) the python-can task on `bus`."""
+        """Start the python-can task on `bus`, or restart it after a reconnect.
+
+        A restart keeps the schedule: its first frame waits for the next tick of the
+        period rather than going out at once, so a bus that drops and comes back never
+        puts two frames closer than one period apart (the rate the policy reserved).
+        """
         with self._lock:
             if not self.active:
                 return
-            duration = None
-            if self._deadline is not None:
-                duration = self._deadline - time.monotonic()
-                if duration <= 0:
+            now = time.monotonic()
+            if self._anchor is not None:
+                ticks = math.ceil((now - self._anchor) / self._period_s)
+                delay = self._anchor + ticks * self._period_s - now
+                if delay > 0.001:
+                    timer = threading.Timer(delay, self._attach_later, args=(bus,))
+                    timer.daemon = True
+                    self._timer = timer
+                    timer.start()
                     return
-            task = bus.send_periodic(
-                self._msg,
-                self._period_s,
-                duration=duration,
-                autostart=False,
-                modifier_callback=self._modify if self._modifier is not None else None,
-            )
-            if hasattr(task, "on_error"):
-                # Without it python-can re-raises in its thread (an unhandled exception).
-                task.on_error = self._on_task_error
-            if isinstance(task, can.broadcastmanager.RestartableCyclicTaskABC):
-                task.start()
-            self._task = task
+            self._arm(bus, now)
+
+    def _attach_later(self, bus: can.BusABC) -> None:
+        with self._lock:
+            if self._timer is not threading.current_thread() or not self.active:
+                return  # detached (or re-attached) meanwhile
+            self._timer = None
+            try:
+                self._arm(bus, time.monotonic())
+            except Exception as exc:
+                self._error = f"restart after a reconnect failed: {exc}"
+                log.warning("could not restart periodic 0x%X: %s", self._msg.arbitration_id, exc)
+
+    def _arm(self, bus: can.BusABC, now: float) -> None:
+        """Create and start the python-can task (the caller holds the lock)."""
+        self._anchor = now
+        duration = None
+        if self._deadline is not None:
+            duration = self._deadline - now
+            if duration <= 0:
+                return
+        task = bus.send_periodic(
+            self._msg,
+            self._period_s,
+            duration=duration,
+            autostart=False,
+            modifier_callback=self._modify if self._modifier is not None else None,
+        )
+        if hasattr(task, "on_error"):
+            # Without it python-can re-raises in its thread (an unhandled exception).
+            task.on_error = self._on_task_error
+        if isinstance(task, can.broadcastmanager.RestartableCyclicTaskABC):
+            task.start()
+        self._task = task
 
     def detach(self, join_timeout_s: float = 1.0) -> None:
         """Stop the python-can task and wait (bounded) for its thread."""
         with self._lock:
             task, self._task = self._task, None
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
         if task is None:
             return
         try:

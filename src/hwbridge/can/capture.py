@@ -13,8 +13,9 @@ from collections import Counter
 from itertools import pairwise
 from typing import Any
 
+from hwbridge.can.adapter import CanAdapter
 from hwbridge.can.database import CanDatabase
-from hwbridge.can.monitor import BusMonitor, FrameRecord
+from hwbridge.can.monitor import BusMonitor, FrameRecord, frame_id_text
 from hwbridge.core.models import ToolError
 
 __all__ = ["MAX_CAPTURE_MS", "capture"]
@@ -24,6 +25,7 @@ MAX_MESSAGES = 40  # summarised in full; the rest are counted by name
 MAX_UNKNOWN_IDS = 20
 MAX_SIGNALS = 40  # summarised per message; the rest are counted
 MAX_DECODED = 1000  # frames decoded per message for signal statistics (the newest ones)
+_WATCH_SLICE_S = 0.02  # how often the bus's state is looked at during a capture
 
 
 class _SignalStats:
@@ -77,8 +79,16 @@ def capture(
     monitor: BusMonitor,
     duration_ms: float,
     messages: list[str] | None = None,
+    *,
+    adapter: CanAdapter | None = None,
 ) -> dict[str, Any]:
-    """Wait `duration_ms` (bounded) and summarise what the monitor received meanwhile."""
+    """Watch the bus for `duration_ms` (bounded) and summarise what the monitor received.
+
+    With `adapter`, its status is watched meanwhile: a bus that goes down ends the capture
+    at once, and the summary covers the frames up to the loss (rates over that time only)
+    with `complete: false` and `bus_down` saying when and why; BUS_DOWN when nothing was
+    received before it.
+    """
     duration_s = min(max(float(duration_ms), 10.0), MAX_CAPTURE_MS) / 1000.0
     wanted: set[int] | None = None
     if messages:
@@ -89,12 +99,20 @@ def capture(
             f"the monitor keeps {monitor.history_s:g} s of history; capture at most that",
         )
     start = monitor.now()
-    time.sleep(duration_s)
+    lost = _watch(adapter, duration_s)
     end = monitor.now()
     frames = monitor.history(start=start, end=end)
+    if lost is not None and not frames:
+        raise ToolError(
+            "BUS_DOWN",
+            f"The bus went down {(end - start) * 1000:.0f} ms into the capture ({lost}) before"
+            " any frame was received; it is being reopened, try again in a few seconds.",
+            retryable=True,
+        )
+    window_s = max(end - start, 1e-3)
     by_message: dict[int, list[FrameRecord]] = {}
     names: dict[int, Any] = {}
-    unknown: Counter[int] = Counter()
+    unknown: Counter[tuple[int, bool]] = Counter()
     errors = 0
     for rec in frames:
         if rec.is_error_frame:
@@ -102,7 +120,7 @@ def capture(
             continue
         message = db.message_for_frame(rec.arbitration_id, rec.is_extended_id)
         if message is None:
-            unknown[rec.arbitration_id] += 1
+            unknown[rec.arbitration_id, rec.is_extended_id] += 1
             continue
         key = id(message)
         if wanted is not None and key not in wanted:
@@ -111,14 +129,23 @@ def capture(
         by_message.setdefault(key, []).append(rec)
     ranked = sorted(by_message, key=lambda k: -len(by_message[k]))
     summaries = {
-        names[k].name: _summarise(db, names[k], by_message[k], duration_s)
+        names[k].name: _summarise(db, names[k], by_message[k], window_s)
         for k in ranked[:MAX_MESSAGES]
     }
     out: dict[str, Any] = {
-        "duration_ms": round((end - start) * 1000),
+        "duration_ms": round(window_s * 1000),
         "frames": len(frames),
         "messages": summaries,
     }
+    if lost is not None:
+        out["complete"] = False
+        out["bus_down"] = {
+            "after_ms": round(window_s * 1000),
+            "requested_ms": round(duration_s * 1000),
+            "reason": lost,
+            "note": "the bus went down during the capture: counts and rates cover only the"
+            " time before the loss",
+        }
     if len(ranked) > MAX_MESSAGES:
         out["more_messages"] = {names[k].name: len(by_message[k]) for k in ranked[MAX_MESSAGES:]}
     if wanted is not None:
@@ -126,10 +153,30 @@ def capture(
         if silent:
             out["not_received"] = silent
     if unknown and wanted is None:
-        out["unknown_ids"] = {f"0x{aid:X}": n for aid, n in unknown.most_common(MAX_UNKNOWN_IDS)}
+        out["unknown_ids"] = {
+            frame_id_text(aid, ext): n for (aid, ext), n in unknown.most_common(MAX_UNKNOWN_IDS)
+        }
     if errors:
         out["error_frames"] = errors
     return out
+
+
+def _watch(adapter: CanAdapter | None, duration_s: float) -> str | None:
+    """Sleep `duration_s` in slices; the reason as soon as the bus is found down."""
+    deadline = time.monotonic() + duration_s
+    reconnects = None if adapter is None else adapter.status().reconnects
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(left, _WATCH_SLICE_S))
+        if adapter is None:
+            continue
+        status = adapter.status()
+        if status.bus_state == "closed":
+            raise ToolError("BUS_CLOSED", "This driver was closed during the capture.")
+        if not status.connected and status.bus_state != "finished":  # a finished replay: quiet
+            return status.last_error or status.bus_state
+        if status.reconnects != reconnects:
+            return "the bus was lost and reconnected"
+    return None
 
 
 def _summarise(

@@ -249,7 +249,7 @@ class CanDatabase:
         if lowered is not None and len(lowered) == 1:
             return self._by_name[lowered[0]]
         if _ID_TEXT.match(text):
-            found = self._by_id(int(text, 0) if text.lower().startswith("0x") else int(text))
+            found = self._by_id_text(text)
             if found is not None:
                 return found
         return self._unknown_message(text)
@@ -257,6 +257,15 @@ class CanDatabase:
     def _by_id(self, frame_id: int) -> Any | None:
         found = self._by_key.get(frame_id)
         return found if found is not None else self._by_key.get(frame_id | _EXTENDED)
+
+    def _by_id_text(self, text: str) -> Any | None:
+        """An id written as text; eight hex digits (0x00000100) name the 29-bit id only."""
+        if text.lower().startswith("0x"):
+            frame_id = int(text, 16)
+            if len(text) == 10:
+                return self._by_key.get(frame_id | _EXTENDED)
+            return self._by_id(frame_id)
+        return self._by_id(int(text))
 
     def _unknown_message(self, name: str) -> NoReturn:
         names = list(self._by_name)
@@ -313,6 +322,10 @@ class CanDatabase:
         """Decode `data` as `message`; values are JSON-safe (labels as value/label dicts)."""
         return self._codec(message).decode(data)
 
+    def decode_raw(self, message: str | int | Any, data: bytes) -> dict[str, int | float]:
+        """The raw value of every signal `data` carries as `message` (its active branch)."""
+        return self._codec(message).decode_raw(data)
+
     def decode_frame(
         self, arbitration_id: int, data: bytes, is_extended: bool = False
     ) -> DecodedFrame | None:
@@ -344,7 +357,7 @@ class CanDatabase:
             else:
                 chosen = [m for m in self._messages if p in m.name.lower()]
             if not chosen and _ID_TEXT.match(p):
-                found = self._by_id(int(p, 0) if p.startswith("0x") else int(p))
+                found = self._by_id_text(p)
                 chosen = [found] if found is not None else []
         return [summarize_message(m) for m in chosen]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any, Literal
 
-__all__ = ["bytes_needed", "extract", "insert"]
+__all__ = ["bytes_needed", "extract", "insert", "overlap", "raw_bits", "signal_bits"]
 
 _FLOATS = {16: struct.Struct(">e"), 32: struct.Struct(">f"), 64: struct.Struct(">d")}
 
@@ -47,14 +47,19 @@ def extract(signal: Any, data: bytes) -> int | float | None:
     return raw
 
 
+def raw_bits(signal: Any, raw: float) -> int:
+    """The bits that carry raw value `raw` of `signal` (floats packed, integers masked)."""
+    length = int(signal.length)
+    if signal.is_float and length in _FLOATS:
+        return int.from_bytes(_FLOATS[length].pack(raw), "big")
+    return int(raw) & ((1 << length) - 1)
+
+
 def insert(signal: Any, raw: float, payload: bytearray) -> None:
     """Write raw value `raw` of `signal` into `payload` (which must be long enough)."""
     length = int(signal.length)
     mask = (1 << length) - 1
-    if signal.is_float and length in _FLOATS:
-        bits = int.from_bytes(_FLOATS[length].pack(raw), "big")
-    else:
-        bits = int(raw) & mask
+    bits = raw_bits(signal, raw)
     size = len(payload)
     order: Literal["little", "big"]
     if signal.byte_order == "little_endian":
@@ -64,3 +69,17 @@ def insert(signal: Any, raw: float, payload: bytearray) -> None:
     value = int.from_bytes(payload, order)
     value = (value & ~(mask << shift)) | (bits << shift)
     payload[:] = value.to_bytes(size, order)
+
+
+def signal_bits(signal: Any, size: int) -> bytes:
+    """The bits `signal` occupies in a `size`-byte payload, as a byte mask."""
+    length = int(signal.length)
+    mask = (1 << length) - 1
+    if signal.byte_order == "little_endian":
+        return (mask << int(signal.start)).to_bytes(size, "little")
+    return (mask << (8 * size - 1 - _lsb_big_endian(signal))).to_bytes(size, "big")
+
+
+def overlap(a: bytes, b: bytes) -> bool:
+    """Whether two byte masks share a bit."""
+    return any(x & y for x, y in zip(a, b, strict=False))

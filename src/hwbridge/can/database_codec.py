@@ -50,6 +50,7 @@ class EncodedFrame:
     signals: dict[str, JsonValue]
     defaulted: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    raw: Mapping[str, int | float] = field(default_factory=dict)  # what each signal encodes
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-safe form for a tool result (id in hex, data as hex bytes)."""
@@ -140,22 +141,8 @@ class MessageCodec:
 
     def decode(self, data: bytes) -> DecodedFrame:
         """Decode `data`; a short frame yields the signals it holds and a note."""
-        payload = bytes(data)
         notes: list[str] = []
-        raw: Mapping[str, int | float] | None = None
-        if not self._use_bits:
-            try:
-                raw = self.message.decode(
-                    payload,
-                    decode_choices=False,
-                    scaling=False,
-                    allow_truncated=True,
-                    allow_excess=True,
-                )
-            except Exception:  # a multiplexer value the database does not define
-                raw = None
-        if raw is None:
-            raw = self._decode_bits(payload, notes)
+        raw = self._raw(bytes(data), notes)
         signals: dict[str, JsonValue] = {}
         for name, spec in self.specs.items():
             value = raw.get(name)
@@ -176,6 +163,28 @@ class MessageCodec:
                 " signals beyond the data are missing"
             )
         return DecodedFrame(self.name, signals, tuple(notes))
+
+    def decode_raw(self, data: bytes) -> dict[str, int | float]:
+        """The raw value of every signal `data` carries (its multiplexer branch only)."""
+        raw = self._raw(bytes(data), [])
+        return {n: v for n, v in raw.items() if n in self.specs and v is not None}
+
+    def _raw(self, payload: bytes, notes: list[str]) -> Mapping[str, int | float]:
+        raw: Mapping[str, int | float] | None = None
+        if not self._use_bits:
+            try:
+                raw = self.message.decode(
+                    payload,
+                    decode_choices=False,
+                    scaling=False,
+                    allow_truncated=True,
+                    allow_excess=True,
+                )
+            except Exception:  # a multiplexer value the database does not define
+                raw = None
+        if raw is None:
+            raw = self._decode_bits(payload, notes)
+        return raw
 
     # -- encode --------------------------------------------------------------------------
 
@@ -233,6 +242,7 @@ class MessageCodec:
             signals=signals,
             defaulted=tuple(defaulted),
             notes=tuple(notes),
+            raw={n: r for n, r in raw_values.items() if n not in self._outside},
         )
 
     def _cantools_can_decode(self) -> bool:

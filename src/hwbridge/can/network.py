@@ -32,19 +32,21 @@ def _extractor(signal: Any) -> Callable[[bytearray], Hashable]:
     return multiplexer_value
 
 
-def multiplexer_extractors(db: CanDatabase) -> dict[int, Callable[[bytearray], Hashable]]:
-    """frame id -> a function giving the multiplexer's raw value of a frame's data.
+def multiplexer_extractors(
+    db: CanDatabase,
+) -> dict[tuple[int, bool], Callable[[bytearray], Hashable]]:
+    """(frame id, extended) -> a function giving the multiplexer's raw value of a frame.
 
     The monitor keeps the latest frame per (id, multiplexer value) with these, so a signal
     of any multiplexer branch can be read without decoding on the receive path.
     """
-    out: dict[int, Callable[[bytearray], Hashable]] = {}
+    out: dict[tuple[int, bool], Callable[[bytearray], Hashable]] = {}
     for message in db.messages:
         if not message.is_multiplexed():
             continue
         for signal in message.signals:
             if signal.is_multiplexer and signal.multiplexer_ids is None:
-                out[message.frame_id] = _extractor(signal)
+                out[message.frame_id, bool(message.is_extended_frame)] = _extractor(signal)
                 break
     return out
 
@@ -79,7 +81,10 @@ class Network:
             if bitrate is None and isinstance(bus, Mapping):
                 bitrate = bus.get("bitrate")
             monitor = BusMonitor(
-                history_s=history_s, mux=multiplexer_extractors(db) or None, bitrate=bitrate
+                history_s=history_s,
+                mux=multiplexer_extractors(db) or None,
+                bitrate=bitrate,
+                known=lambda aid, ext: db.message_for_frame(aid, ext) is not None,
             )
             if isinstance(bus, CanAdapter):
                 adapter = bus
@@ -88,14 +93,13 @@ class Network:
                 adapter = ReplayAdapter.from_url(bus, listeners=[monitor.on_message])
             else:
                 adapter = PythonCanAdapter(bus, listeners=[monitor.on_message])
-        return cls(
-            name,
-            db,
-            adapter,
-            monitor,
-            Reader(db, monitor, adapter),
-            Sender(db, adapter, policy, hooks, scope=name),
-        )
+        try:
+            sender = Sender(db, adapter, policy, hooks, scope=name)
+        except BaseException:
+            if adapter is not None:
+                adapter.close()
+            raise
+        return cls(name, db, adapter, monitor, Reader(db, monitor, adapter), sender)
 
     def close(self) -> None:
         self.sender.stop_all()

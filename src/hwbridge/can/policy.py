@@ -2,7 +2,9 @@
 
 Sending a frame can move a real actuator, so the default policy is read-only and every send
 (one-shot, raw or periodic) passes `SendPolicy.check` before anything reaches the adapter.
-A refusal is a `ToolError` with a stable code; it never counts as a success.
+The request it judges is the frame that goes out: its final bytes (after any counter or
+checksum hook) and the signals decoded from them, by physical value. A refusal is a
+`ToolError` with a stable code; it never counts as a success.
 """
 
 from __future__ import annotations
@@ -17,11 +19,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 from hwbridge.core.models import ToolError
 
-__all__ = ["SendPolicy", "SendRequest"]
+__all__ = ["AuditEntry", "SendPolicy", "SendRequest"]
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,13 @@ SendKind = Literal["message", "raw", "periodic"]
 
 @dataclass(frozen=True, slots=True)
 class SendRequest:
-    """One intended transmission, as the policy and a consent callback see it."""
+    """One intended transmission, as the policy and a consent callback see it.
+
+    For a database message, `data` is the payload that goes out (after any hook),
+    `signals` its signals decoded from `data` as JSON values, and `physical` each of them
+    as a physical number (a label resolved to its raw value, then through scale and
+    offset): what `signal_limits` are checked against.
+    """
 
     kind: SendKind
     arbitration_id: int
@@ -41,6 +49,7 @@ class SendRequest:
     period_ms: float | None = None
     tool: str | None = None
     scope: str = ""  # the network: periodic budgets are per (network, message)
+    physical: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def periodic_key(self) -> str:
@@ -113,7 +122,8 @@ class SendPolicy:
     max_frames_per_second: for all sends together, periodic ones included.
     require_consent: every send asks `consent(request)`; no callback or False refuses it.
     dry_run: everything is checked and encoded, nothing is transmitted.
-    audit_log: path of a JSON-lines file; every send and refusal is appended.
+    audit_log: path of a JSON-lines file; every send and refusal is appended. A path that
+        cannot be opened for appending is refused here, not after a frame went out.
     """
 
     def __init__(
@@ -149,6 +159,13 @@ class SendPolicy:
         self._consent = consent
         self._dry_run = dry_run
         self._audit = Path(audit_log) if audit_log is not None else None
+        if self._audit is not None:
+            try:
+                self._audit.open("a", encoding="utf-8").close()
+            except OSError as exc:
+                raise ValueError(
+                    f"audit_log {str(self._audit)!r} cannot be written: {exc.strerror or exc}"
+                ) from exc
         self._audit_lock = threading.Lock()
         self._bucket = _TokenBucket(self._rate)
         self._periodic_lock = threading.Lock()
@@ -224,23 +241,29 @@ class SendPolicy:
                 f"Messages that may be sent: {allowed}.",
             )
         if request.message:
-            self.check_limits(request.message, request.signals)
+            self.check_limits(request.message, request.physical or request.signals)
         with self._periodic_lock:  # budget check and reservation are one step
             periodic_rate = 0.0
             if request.kind == "periodic":
                 periodic_rate = self._periodic_budget(request)
+                # its first frame goes out at once (a restart's too): it takes a token
+                own = request.periodic_key
+                reserved = sum(r for k, r in self._periodic.items() if k != own)
             else:
                 reserved = sum(self._periodic.values())
-                wait = self._bucket.take(reserved)
-                if wait:
-                    raise ToolError(
-                        "RATE_LIMITED",
-                        f"The send policy allows {self._rate:g} frames per second for all "
-                        f"sends ({reserved:g} of them taken by periodic sends); try again in "
-                        f"{min(max(wait, 0.001), 60):.3f} s"
-                        + (" or stop a periodic send." if reserved else "."),
-                        retryable=True,
-                    )
+            wait = self._bucket.take(reserved)
+            if wait:
+                first = ""
+                if request.kind == "periodic":
+                    first = "the first frame of a periodic send goes out at once; "
+                raise ToolError(
+                    "RATE_LIMITED",
+                    f"The send policy allows {self._rate:g} frames per second for all "
+                    f"sends ({reserved:g} of them taken by periodic sends); {first}try again "
+                    f"in {min(max(wait, 0.001), 60):.3f} s"
+                    + (" or stop a periodic send." if reserved else "."),
+                    retryable=True,
+                )
         if self._consent_required and not self._ask_consent(request):
             raise ToolError(
                 "CONSENT_DENIED",
@@ -263,14 +286,17 @@ class SendPolicy:
     def check_limits(self, message: str, signals: Mapping[str, Any]) -> None:
         """OUT_OF_RANGE unless every limited signal is within its limits.
 
-        `signals` are the encoded values (defaulted ones included); a labelled value
-        {"value": 8, "label": "Auto"} is checked by its number.
+        `signals` are the values on the wire by physical value (`SendRequest.physical`); a
+        decoded labelled value is checked by its "physical" number when it has one (scale
+        or offset), else by its number.
         """
         for name, given in signals.items():
             bounds = self._limits.get(f"{message}.{name}")
             if bounds is None:
                 continue
-            value = given.get("value") if isinstance(given, Mapping) else given
+            value = given
+            if isinstance(given, Mapping):
+                value = given["physical"] if "physical" in given else given.get("value")
             if isinstance(value, bool) or not isinstance(value, int | float):
                 raise ToolError(
                     "OUT_OF_RANGE",
@@ -314,10 +340,7 @@ class SendPolicy:
 
     # -- audit -----------------------------------------------------------------------------
 
-    def audit(self, request: SendRequest, *, outcome: str, code: str | None = None) -> None:
-        """Append one JSON line (time, tool call, frame, outcome) when an audit log is set."""
-        if self._audit is None:
-            return
+    def _audit_line(self, request: SendRequest, outcome: str, code: str | None) -> str:
         entry = {
             "time": datetime.now(UTC).isoformat(timespec="milliseconds"),
             "outcome": outcome,
@@ -326,6 +349,77 @@ class SendPolicy:
         }
         if code:
             entry["code"] = code
-        line = json.dumps(entry, ensure_ascii=False, default=str) + "\n"
-        with self._audit_lock, self._audit.open("a", encoding="utf-8") as fh:
-            fh.write(line)
+        return json.dumps(entry, ensure_ascii=False, default=str) + "\n"
+
+    def audit(self, request: SendRequest, *, outcome: str, code: str | None = None) -> str | None:
+        """Append one JSON line (time, tool call, frame, outcome) when an audit log is set.
+
+        Returns None, or why the line could not be written: that is logged and reported,
+        never raised, so it cannot turn a frame that went out into a failure.
+        """
+        if self._audit is None:
+            return None
+        line = self._audit_line(request, outcome, code)
+        try:
+            with self._audit_lock, self._audit.open("a", encoding="utf-8") as fh:
+                fh.write(line)
+        except OSError as exc:
+            return self._audit_failed(exc)
+        return None
+
+    def open_audit(self) -> AuditEntry:
+        """The audit log, opened before a frame goes out, for the line written after it.
+
+        A log that cannot be opened refuses the send (AUDIT_FAILED, nothing sent) instead
+        of failing once the frame is on the bus.
+        """
+        if self._audit is None:
+            return AuditEntry(self, None)
+        try:
+            handle = self._audit.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise ToolError(
+                "AUDIT_FAILED",
+                "The send policy's audit log cannot be written, so nothing was sent "
+                f"({exc.strerror or type(exc).__name__}).",
+            ) from exc
+        return AuditEntry(self, handle)
+
+    def _audit_failed(self, exc: OSError) -> str:
+        log.error("the audit log %s could not be written: %s", self._audit, exc)
+        return f"the audit log could not be written ({exc.strerror or type(exc).__name__})"
+
+
+class AuditEntry:
+    """One audit line to come: the log is already open, so writing it can only fail on the
+    disk itself, and that is reported (`write` returns why), never raised."""
+
+    def __init__(self, policy: SendPolicy, handle: TextIO | None) -> None:
+        self._policy = policy
+        self._handle = handle
+
+    def write(self, request: SendRequest, outcome: str, code: str | None = None) -> str | None:
+        if self._handle is None:
+            return None
+        line = self._policy._audit_line(request, outcome, code)
+        try:
+            with self._policy._audit_lock:
+                self._handle.write(line)
+                self._handle.flush()
+        except OSError as exc:
+            return self._policy._audit_failed(exc)
+        return None
+
+    def close(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError as exc:
+                self._policy._audit_failed(exc)
+
+    def __enter__(self) -> AuditEntry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

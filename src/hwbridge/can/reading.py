@@ -14,10 +14,10 @@ from typing import Any
 
 from hwbridge.can.adapter import CanAdapter
 from hwbridge.can.database import CanDatabase, SignalSpec
-from hwbridge.can.monitor import BusMonitor, FrameRecord
+from hwbridge.can.monitor import BusMonitor, FrameRecord, frame_id_text
 from hwbridge.core.models import ToolError
 
-__all__ = ["Reader", "compare", "parse_hex", "parse_id"]
+__all__ = ["Reader", "compare", "parse_frame_id", "parse_hex", "parse_id"]
 
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
     ">": operator.gt,
@@ -53,6 +53,20 @@ def parse_id(value: int | str) -> int:
     return frame_id
 
 
+_HEX_DIGITS = frozenset("0123456789abcdef")
+
+
+def parse_frame_id(value: int | str) -> tuple[int, bool]:
+    """An arbitration id and whether it is a 29-bit one: above 0x7FF, or written with eight
+    hex digits (0x00000100), as read results, candump and most tools write 29-bit ids."""
+    aid = parse_id(value)
+    if isinstance(value, str):
+        digits = value.strip().lower().removesuffix("h").removeprefix("0x")
+        if len(digits) == 8 and set(digits) <= _HEX_DIGITS:
+            return aid, True
+    return aid, aid > 0x7FF
+
+
 def parse_hex(text: str, *, max_len: int = 64) -> bytes:
     """Frame bytes from hex text: '01 A2 FF', '01A2FF', '0x01,0xA2'."""
     cleaned = text.replace("0x", "").replace("0X", "")
@@ -76,8 +90,17 @@ def numeric(value: Any) -> float | None:
     return float(value)
 
 
+def physical_number(value: Any) -> float | None:
+    """The physical number in a decoded value ({"value": 0, "label": "Off", "physical": -125}
+    -> -125; a labelled value without "physical" has physical == raw)."""
+    if isinstance(value, dict) and "physical" in value:
+        value = value["physical"]
+    return numeric(value)
+
+
 def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[Any], bool]:
-    """A predicate on a decoded value; a label target compares as its raw value."""
+    """A predicate on a decoded value, by physical value: a label target resolves to its raw
+    value, then through scale and offset; a number is physical."""
     fn = _OPS.get(op)
     if fn is None:
         raise ToolError("INVALID_VALUE", f"op must be one of {', '.join(OPS)}; got {op!r}")
@@ -93,12 +116,12 @@ def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[A
                     f"{spec.qualified} has no label {target!r}; its labels are: {known}",
                 ) from None
         else:
-            number = float(raw)
+            number = float(spec.physical(raw))
     else:
         number = float(target)
 
     def check(value: Any) -> bool:
-        got = numeric(value)
+        got = physical_number(value)
         return got is not None and fn(got, number)
 
     return check
@@ -168,24 +191,31 @@ class Reader:
         def match(rec: FrameRecord) -> bool:
             if rec.arbitration_id == frame_id and rec.is_extended_id == extended:
                 return True
-            return by_pgn and db.message_for_frame(rec.arbitration_id, True) is message
+            return (
+                by_pgn
+                and rec.is_extended_id
+                and db.message_for_frame(rec.arbitration_id, True) is message
+            )
 
         return match
 
     def _latest(self, message: Any, mux_ids: Iterable[int] = ()) -> FrameRecord | None:
         """The newest frame of `message` (within one of `mux_ids` when given)."""
         monitor = self.require_bus()
+        ids: list[tuple[int, bool]]
         if message.protocol == "j1939" and message.is_extended_frame:
             ids = [
-                aid for aid in monitor.ids_seen() if self.db.message_for_frame(aid, True) is message
+                (aid, ext)
+                for aid, ext in monitor.frame_ids()
+                if ext and self.db.message_for_frame(aid, True) is message
             ]
         else:
-            ids = [message.frame_id]
+            ids = [(message.frame_id, bool(message.is_extended_frame))]
         best: FrameRecord | None = None
         keys = tuple(mux_ids)
-        for aid in ids:
+        for frame in ids:
             for key in keys or (None,):
-                rec = monitor.latest(aid, key)
+                rec = monitor.latest(frame, key)
                 if rec is not None and (best is None or rec.timestamp > best.timestamp):
                     best = rec
         return best
@@ -290,7 +320,7 @@ class Reader:
         frame = self.db.decode(message, rec.data)
         out: dict[str, Any] = {
             "message": message.name,
-            "id": _id_text(rec.arbitration_id, rec.is_extended_id),
+            "id": frame_id_text(rec.arbitration_id, rec.is_extended_id),
             "age_ms": _age_ms(monitor.now(), rec.timestamp),
             "data": rec.data.hex(" ").upper(),
             "signals": frame.signals,
@@ -342,22 +372,36 @@ class Reader:
         }
 
     def decode_frame(self, frame_id: int | str, data: str) -> dict[str, Any]:
-        aid = parse_id(frame_id)
+        aid, extended = parse_frame_id(frame_id)
         payload = parse_hex(data)
-        extended = aid > 0x7FF
         message = self.db.message_for_frame(aid, extended)
+        notes: list[str] = []
         if message is None and not extended:
+            # a short number may name a 29-bit message: decode it, saying so
             message = self.db.message_for_frame(aid, True)
+            if message is not None:
+                extended = True
+                notes.append(
+                    f"no 11-bit message has id {frame_id_text(aid, False)}; decoded as the 29-bit"
+                    f" frame {frame_id_text(aid, True)}"
+                )
         if message is None:
             raise ToolError(
-                "UNKNOWN_MESSAGE", f"no message of the database has id 0x{aid:X}; try list_messages"
+                "UNKNOWN_MESSAGE",
+                f"no message of the database has the {'29' if extended else '11'}-bit id"
+                f" {frame_id_text(aid, extended)}; try list_messages",
             )
         frame = self.db.decode(message, payload)
-        out: dict[str, Any] = {"message": message.name, "id": f"0x{aid:X}", **frame.to_dict()}
+        out: dict[str, Any] = {
+            "message": message.name,
+            "id": frame_id_text(aid, extended),
+            "extended": extended,
+            **frame.to_dict(),
+        }
         if len(payload) < message.length:
-            out.setdefault("notes", []).append(
-                f"{len(payload)} bytes given; {message.name} has {message.length}"
-            )
+            notes.append(f"{len(payload)} bytes given; {message.name} has {message.length}")
+        if notes:
+            out["notes"] = [*notes, *out.get("notes", [])]
         return out
 
 
@@ -376,10 +420,6 @@ def _timeout_s(timeout_ms: float | None) -> float:
 
 def _age_ms(now: float, timestamp: float) -> int:
     return max(0, round((now - timestamp) * 1000))
-
-
-def _id_text(aid: int, extended: bool) -> str:
-    return f"0x{aid:08X}" if extended else f"0x{aid:03X}"
 
 
 def _value_entry(spec: SignalSpec, value: Any, rec: FrameRecord, now: float) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from hwbridge.__about__ import __version__
 from hwbridge.can.adapter import AdapterStatus
 from hwbridge.can.capture import MAX_CAPTURE_MS, capture
-from hwbridge.can.monitor import BusMonitor
+from hwbridge.can.monitor import BusMonitor, frame_id_text
 from hwbridge.can.network import Network
 from hwbridge.can.policy import SendPolicy
 from hwbridge.can.reading import MAX_TIMEOUT_MS, OPS
@@ -340,19 +340,16 @@ class CanToolDriver(MCSToolDriver):
 
     def _tool_capture(self, net: Network, args: Mapping[str, Any]) -> Any:
         monitor = self._monitor(net)
-        return capture(net.db, monitor, args["duration_ms"], args.get("messages"))
+        return capture(
+            net.db, monitor, args["duration_ms"], args.get("messages"), adapter=net.adapter
+        )
 
     def _tool_bus_status(self, net: Network, args: Mapping[str, Any]) -> Any:
         monitor = self._monitor(net)
         assert net.adapter is not None
         status = net.adapter.status()
         stats = monitor.stats(1.0)
-        unknown = [
-            aid
-            for aid in stats.ids
-            if net.db.message_for_frame(aid, aid > 0x7FF) is None
-            and net.db.message_for_frame(aid, True) is None
-        ]
+        unknown = [key for key in stats.ids if net.db.message_for_frame(*key) is None]
         out: dict[str, Any] = {
             "state": "connected" if status.connected else "down",
             "bus": status.bus,
@@ -363,12 +360,20 @@ class CanToolDriver(MCSToolDriver):
             ),
             "frames_total": stats.frames_total,
             "error_frames": stats.error_frames,
-            "ids_seen": len(stats.ids),
-            "ids_not_in_database": [f"0x{aid:X}" for aid in unknown[:MAX_LISTED]],
+            "ids_seen": len(stats.ids) + stats.unknown_ids_dropped,
+            "ids_not_in_database": [frame_id_text(*key) for key in unknown[:MAX_LISTED]],
+            "unknown_ids_seen": stats.unknown_ids_tracked + stats.unknown_ids_dropped,
             "messages_in_database": len(net.db.messages),
             "periodic_sends": net.sender.running(),
+            **({"periodic_stopped": ended} if (ended := net.sender.ended()) else {}),
             "send_policy": self.policy.describe(),
         }
+        if stats.frames_of_dropped_ids:
+            # past the bound, ids outside the database get no per-id state (memory stays
+            # bounded under a flood of invented ids); their frames are still in the history
+            out["unknown_ids_dropped"] = stats.unknown_ids_dropped
+            out["frames_of_dropped_ids"] = stats.frames_of_dropped_ids
+            out["unknown_ids_tracked_max"] = stats.max_unknown_ids
         if stats.bus_load_percent is None:
             out["note"] = "bus load needs the bitrate (pass bitrate= to the driver)"
         if status.last_error:

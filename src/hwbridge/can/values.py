@@ -214,12 +214,21 @@ class SignalSpec:
         return round(float(raw * self.scale + self.offset), self.ndigits)
 
     def to_json(self, raw: float) -> tuple[JsonValue, str | None]:
-        """The JSON value of `raw`, and a note when it had to be replaced by None."""
+        """The JSON value of `raw`, and a note when it had to be replaced by None.
+
+        A labelled value is {"value": raw, "label": ...}, plus "physical" when scale or
+        offset make the physical value differ from the raw one (raw 0 of a (1,-125) torque
+        is -125 %).
+        """
         label = None
         if self.choices and (isinstance(raw, int) or (math.isfinite(raw) and raw.is_integer())):
             label = self.choices.get(int(raw))
         if label is not None:
-            return {"value": int(raw), "label": label}, None
+            labelled: dict[str, JsonValue] = {"value": int(raw), "label": label}
+            physical = self.physical(int(raw))
+            if physical != int(raw):
+                labelled["physical"] = physical
+            return labelled, None
         value = self.physical(raw)
         if isinstance(value, float) and not math.isfinite(value):
             return None, f"{self.name} is not a finite number ({value}); reported as null"
