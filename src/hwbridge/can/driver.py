@@ -17,10 +17,12 @@ from typing import Any, Self
 from hwbridge.__about__ import __version__
 from hwbridge.can.adapter import BusSpec, CanAdapter
 from hwbridge.can.database import CanDatabase
+from hwbridge.can.health import SILENT_AFTER_S, database_raw_spec, networks_health
 from hwbridge.can.network import Network
 from hwbridge.can.sending import HookFactory
 from hwbridge.can.texts import can_texts
 from hwbridge.can.tools import CanToolDriver, Exposure
+from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
@@ -67,7 +69,7 @@ class CanDriver(HybridDriver):
         name="hwbridge CAN",
         version=__version__,
         bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
-        capabilities=["multi_connection"],
+        capabilities=["multi_connection", "healthcheck", "raw_spec"],
     )
 
     def __init__(
@@ -91,6 +93,7 @@ class CanDriver(HybridDriver):
             for network in self._networks:
                 network.close()
             raise
+        self._raw_specs = {n.name: database_raw_spec(n.db) for n in self._networks}
 
     @classmethod
     def from_dbc(
@@ -207,6 +210,17 @@ class CanDriver(HybridDriver):
                         f"Sending {message.name} is not allowed by the send policy.",
                     )
         return refusals
+
+    # -- health and source (spec section 14) -----------------------------------------------
+
+    def healthcheck(self, *, silent_after_s: float = SILENT_AFTER_S) -> Health:
+        """Each network's connection, controller state, error counters and last frame age;
+        sends nothing, waits for nothing (see `hwbridge.can.health`)."""
+        return networks_health(self._networks, silent_after_s=silent_after_s)
+
+    def raw_spec(self) -> dict[str, RawSpec]:
+        """Each network's database file as it was when the driver was built."""
+        return dict(self._raw_specs)
 
     # -- prompt ----------------------------------------------------------------------------
 

@@ -3,8 +3,10 @@
 Imports neither python-can nor pyserial.
 """
 
+from hwbridge.core.aio import ExecutionCancelled
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.decorators import AuditLog, ConsentGate, Hooks, RateLimit, ToolDriverDecorator
+from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import (
     DriverBinding,
@@ -18,14 +20,31 @@ from hwbridge.core.models import (
 )
 from hwbridge.core.orchestrator import Orchestrator
 from hwbridge.core.prompts import PromptPackError, PromptStrategy, estimate_tokens
+from hwbridge.core.runner import (
+    CallOutcome,
+    ChatClient,
+    ChatSetup,
+    ChatTurn,
+    ProviderError,
+    Runner,
+    RunResult,
+    Step,
+    Usage,
+)
 
 __all__ = [
     "AuditLog",
+    "CallOutcome",
     "Capability",
+    "ChatClient",
+    "ChatSetup",
+    "ChatTurn",
     "ConsentGate",
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "ExecutionCancelled",
+    "Health",
     "Hooks",
     "HybridDriver",
     "MCSDriver",
@@ -33,12 +52,18 @@ __all__ = [
     "Orchestrator",
     "PromptPackError",
     "PromptStrategy",
+    "ProviderError",
     "RateLimit",
+    "RawSpec",
+    "RunResult",
+    "Runner",
+    "Step",
     "Tool",
     "ToolCall",
     "ToolDriverDecorator",
     "ToolError",
     "ToolParameter",
     "TrustManifest",
+    "Usage",
     "estimate_tokens",
 ]

@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 from enum import StrEnum
 from typing import Any
 
+from hwbridge.core.aio import CallJob, run_in_worker
 from hwbridge.core.models import DriverMeta, DriverResponse, Tool
 
 __all__ = ["Capability", "MCSDriver", "MCSToolDriver"]
@@ -24,6 +25,8 @@ class Capability(StrEnum):
     TOOL_CALL_SIGNALING = "tool_call_signaling"  # might_be_tool_call / is_complete_tool_call
     NATIVE_TOOLS = "native_tools"  # get_native_tools for provider function calling
     MULTI_CONNECTION = "multi_connection"  # several networks or ports in one driver
+    HEALTHCHECK = "healthcheck"  # healthcheck() -> Health (bus or port state, counters, ages)
+    RAW_SPEC = "raw_spec"  # raw_spec() -> {name: RawSpec}, the source specs as loaded
 
 
 class MCSDriver(ABC):
@@ -44,6 +47,23 @@ class MCSDriver(ABC):
         self, llm_response: str | dict[str, Any], *, streaming: bool = False
     ) -> DriverResponse:
         """Find and execute the tool calls in an LLM output. Never raises."""
+
+    async def aprocess_llm_response(
+        self, llm_response: str | dict[str, Any], *, streaming: bool = False
+    ) -> DriverResponse:
+        """`process_llm_response` for asyncio, in a worker thread (spec section 14).
+
+        This default cannot tell reads from sends, so a cancelled await waits for the call
+        to finish and raises `ExecutionCancelled` with its response; HybridDriver abandons
+        reads at once.
+        """
+
+        def work(job: CallJob) -> DriverResponse:
+            if not job.begin(True):
+                return DriverResponse()
+            return self.process_llm_response(llm_response, streaming=streaming)
+
+        return await run_in_worker(work, name=f"hwbridge-call[{type(self).__name__}]")
 
 
 class MCSToolDriver(ABC):

@@ -21,6 +21,7 @@ from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability, MCSToolDriver
+from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
 from hwbridge.core.limits import TokenBucket
 from hwbridge.core.models import DriverMeta, Tool, ToolError
@@ -32,7 +33,9 @@ log = logging.getLogger(__name__)
 Proceed = Callable[[str, dict[str, Any]], Any]
 # Flags of the wrapped driver that a decorator honours by passing them through; the flags of
 # the HybridDriver API (standalone, two_phase, ...) it has as a HybridDriver of its own.
-_PASSED_THROUGH = frozenset({Capability.MULTI_CONNECTION.value, "healthcheck", "raw_spec"})
+_PASSED_THROUGH = frozenset(
+    {Capability.MULTI_CONNECTION.value, Capability.HEALTHCHECK.value, Capability.RAW_SPEC.value}
+)
 _MAX_AUDITED_ARGUMENTS = 4_000
 
 
@@ -81,6 +84,14 @@ class ToolDriverDecorator(HybridDriver):
         if isinstance(self.inner, HybridDriver):
             return self.inner.driver_guidance(model_name)
         return ""
+
+    def healthcheck(self) -> Health:
+        """The wrapped driver's health (`unknown` when it has no health check)."""
+        return health_of(self.inner)
+
+    def raw_spec(self) -> dict[str, RawSpec]:
+        """The wrapped driver's source specs (empty when it has none)."""
+        return raw_spec_of(self.inner)
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

@@ -16,6 +16,7 @@ from functools import cache, wraps
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
+from hwbridge.core.aio import CallJob, run_in_worker
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.extraction import TOO_DEEP, CallExtractor, Found
 from hwbridge.core.jsonsafe import dumps, loads
@@ -212,15 +213,62 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                 return _EMPTY
             return self.execute_tool_call(calls)
         except Exception:  # detection failed: nothing has run
-            error_id = uuid.uuid4().hex[:8]
-            log.exception("process_llm_response failed (error id %s)", error_id)
-            hint = self.prompt_strategy.retry("internal_error", tool="the tool", error_id=error_id)
-            return DriverResponse(
-                call_failed=True,
-                call_detail=f"INTERNAL_ERROR: internal error {error_id}",
-                retry_prompt=hint,
-                messages=[{"role": self.prompt_strategy.result_role, "content": hint}],
-            )
+            return self._internal_error()
+
+    def _internal_error(self) -> DriverResponse:
+        error_id = uuid.uuid4().hex[:8]
+        log.exception("process_llm_response failed (error id %s)", error_id)
+        hint = self.prompt_strategy.retry("internal_error", tool="the tool", error_id=error_id)
+        return DriverResponse(
+            call_failed=True,
+            call_detail=f"INTERNAL_ERROR: internal error {error_id}",
+            retry_prompt=hint,
+            messages=[{"role": self.prompt_strategy.result_role, "content": hint}],
+        )
+
+    # -- async (spec section 14): the same answers, without blocking the event loop --------
+
+    async def aprocess_llm_response(
+        self, llm_response: str | dict[str, Any], *, streaming: bool = False
+    ) -> DriverResponse:
+        """`process_llm_response` for asyncio: the same answer, computed in a worker thread so
+        bus waits never block the event loop. Cancelling the await abandons reads and waits
+        for sends (see `hwbridge.core.aio`); never raises otherwise."""
+        if streaming:
+            return _EMPTY
+
+        def work(job: CallJob) -> DriverResponse:
+            try:
+                calls = self._detect(llm_response)
+                if not calls:
+                    return _EMPTY
+                if not job.begin(self._changes_state(calls)):
+                    return _EMPTY  # cancelled before anything ran
+                return self.execute_tool_call(calls)
+            except Exception:
+                return self._internal_error()
+
+        return await run_in_worker(work, name=f"hwbridge-call[{type(self).__name__}]")
+
+    async def aexecute_tool_call(self, calls: Sequence[CallView]) -> DriverResponse:
+        """`execute_tool_call` for asyncio, with the cancellation rules of
+        `aprocess_llm_response`."""
+
+        def work(job: CallJob) -> DriverResponse:
+            if not job.begin(self._changes_state(calls)):
+                return _EMPTY
+            return self.execute_tool_call(calls)
+
+        return await run_in_worker(work, name=f"hwbridge-call[{type(self).__name__}]")
+
+    def _changes_state(self, calls: Sequence[CallView]) -> bool:
+        """True unless every call that could run is a read-only tool."""
+        by_name = self._catalog().by_name
+        for call in calls:
+            tool = by_name.get(call.tool)
+            if tool is not None and call.error is None and not tool.read_only:
+                return True
+        return False
 
     def _fast_path(self, text: str) -> DriverResponse | None:
         """The reply the prompt asks for, one `{"tool": ..., "arguments": {...}}` object with

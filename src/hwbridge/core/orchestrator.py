@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability, MCSToolDriver
+from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_valid_tool_name
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
@@ -31,7 +32,11 @@ ConflictPolicy = Literal["namespace", "priority", "reject"]
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
 _SEPARATOR = "__"
 # Flags an orchestrator honours when every driver it holds does (its own come from HybridDriver).
-_SHARED_FLAGS = (Capability.MULTI_CONNECTION.value, "healthcheck", "raw_spec")
+_SHARED_FLAGS = (
+    Capability.MULTI_CONNECTION.value,
+    Capability.HEALTHCHECK.value,
+    Capability.RAW_SPEC.value,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +267,21 @@ class Orchestrator(HybridDriver):
             )
             keep |= {n for t in own if (n := entry.exposed(t.name)) in offered}
         return [t for t in self._snapshot.tools if t.name in keep]
+
+    # -- health and raw specs (spec section 14) --------------------------------------------
+
+    def healthcheck(self) -> Health:
+        """Each driver's health by label (`unknown` for a driver without a health check);
+        the status is the worst of theirs."""
+        return Health.combine({e.label: health_of(e.driver) for e in self._snapshot.entries})
+
+    def raw_spec(self) -> dict[str, RawSpec]:
+        """The source specs of every driver that has them, as `label/name`."""
+        return {
+            f"{e.label}/{name}": spec
+            for e in self._snapshot.entries
+            for name, spec in raw_spec_of(e.driver).items()
+        }
 
     # -- prompt ----------------------------------------------------------------------------
 

@@ -1,0 +1,116 @@
+"""Awaiting driver calls without blocking the event loop (spec section 14, sync/async).
+
+A call runs in a daemon worker thread of its own, so bus and port waits never block the
+loop and an asyncio agent can run many drivers at once. The sync API stays the reference:
+the worker runs exactly the sync code, so both give the same answers.
+
+Cancellation never leaves an outcome half-reported:
+
+- cancelled before the worker starts anything: nothing runs;
+- cancelled while only read-only tools run: the await ends at once; the reads finish within
+  their own timeouts in the background and their results are dropped (nothing changed);
+- cancelled while a tool that changes state runs (a send, a periodic start): the await waits
+  for it to finish (sends are bounded by their timeouts), then raises `ExecutionCancelled`
+  carrying the DriverResponse, so the caller learns what went out.
+
+Worker threads are daemons: an application that exits after a cancelled read does not wait
+for the read's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = ["CallJob", "ExecutionCancelled", "run_in_worker"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class ExecutionCancelled(asyncio.CancelledError):
+    """An awaited driver call was cancelled. `response` is the DriverResponse of calls that
+    had started changing state and were waited for; None when nothing that changes state
+    ran (nothing had started, or only reads were abandoned)."""
+
+    def __init__(self, response: Any = None) -> None:
+        super().__init__("the driver call was cancelled")
+        self.response = response
+
+
+class CallJob:
+    """Shared between the awaiting coroutine and the worker: whether work may start, and
+    whether what runs changes state."""
+
+    __slots__ = ("_lock", "cancelled", "mutating")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled = False
+        self.mutating: bool | None = None  # None: nothing has started
+
+    def begin(self, mutating: bool) -> bool:
+        """Called by the worker before any side effect; False: cancelled, do nothing."""
+        with self._lock:
+            if self.cancelled:
+                return False
+            self.mutating = mutating
+            return True
+
+    def cancel(self) -> bool | None:
+        """Called on cancellation; returns whether state-changing work has started."""
+        with self._lock:
+            self.cancelled = True
+            return self.mutating
+
+
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)
+
+
+async def run_in_worker(work: Callable[[CallJob], T], *, name: str = "hwbridge-call") -> T:
+    """Run `work(job)` in a daemon thread and await its result with the semantics above.
+
+    `work` must call `job.begin(mutating)` before anything with a side effect and do
+    nothing if it returns False.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    job = CallJob()
+
+    def target() -> None:
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = work(job)
+        except BaseException as exc:  # handed to the awaiting side, never lost
+            error = exc
+        try:
+            loop.call_soon_threadsafe(_settle, future, result, error)
+        except RuntimeError:  # the loop has closed: nobody is waiting any more
+            log.debug("a driver call finished after its event loop closed")
+
+    threading.Thread(target=target, name=name, daemon=True).start()
+    try:
+        return await asyncio.shield(future)
+    except asyncio.CancelledError:
+        if not job.cancel():
+            raise ExecutionCancelled(None) from None
+    # State-changing work is running: wait for its outcome whatever else is cancelled.
+    while True:
+        try:
+            outcome = await asyncio.shield(future)
+        except asyncio.CancelledError:
+            continue
+        except Exception as exc:
+            raise ExecutionCancelled(None) from exc
+        raise ExecutionCancelled(outcome)

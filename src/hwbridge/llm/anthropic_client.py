@@ -1,0 +1,151 @@
+"""AnthropicClient: the Messages API through the official anthropic SDK (extra `anthropic`).
+
+Native tools by default (`tool_use` blocks, parallel calls answered with `tool_result`
+blocks by the driver); the answer streams, text reaching `on_delta` as it comes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from hwbridge.core.contract import MCSDriver
+from hwbridge.core.runner import ChatSetup, ChatTurn, ProviderError, TextSink
+from hwbridge.llm._base import (
+    Mode,
+    check_mode,
+    env_key,
+    provider_error,
+    require,
+    setup_for,
+    usage_of,
+)
+
+anthropic: Any = require("anthropic", "anthropic", "AnthropicClient")
+
+__all__ = ["AnthropicClient"]
+
+_FINISH = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "tool_use": "tool_calls",
+    "max_tokens": "length",
+    "refusal": "refusal",
+}
+_USER_ROLES = frozenset({"system", "tool", "function"})
+
+
+class AnthropicClient:
+    """A Messages API client for `Runner`; the key comes from `api_key` or
+    ANTHROPIC_API_KEY. `mode="text"` sends the driver's text prompt instead of tools."""
+
+    provider = "anthropic"
+
+    def __init__(
+        self,
+        model: str,
+        api_key: str | None = None,
+        *,
+        base_url: str | None = None,
+        mode: Mode = "native",
+        max_tokens: int = 4096,
+        temperature: float | None = None,
+        timeout_s: float = 120.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.model = model
+        self.mode = check_mode(mode)
+        self.base_url = base_url
+        key = env_key(api_key, "ANTHROPIC_API_KEY")
+        if key is None:
+            raise ProviderError(
+                "anthropic", "auth", "no API key: set ANTHROPIC_API_KEY or pass api_key="
+            )
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self._options: dict[str, Any] = {
+            "api_key": key,
+            "base_url": base_url,
+            "timeout": timeout_s,
+            "max_retries": max_retries,
+        }
+        self._client = anthropic.Anthropic(**self._options)
+        self._async: tuple[asyncio.AbstractEventLoop, Any] | None = None
+
+    @property
+    def where(self) -> str:
+        return self.base_url or "the Anthropic API"
+
+    def setup(self, driver: MCSDriver) -> ChatSetup:
+        return setup_for(driver, self.mode, "anthropic", self.model)
+
+    def check(self) -> None:
+        """One request (the model list) that proves the API answers and takes the key."""
+        try:
+            self._client.models.list(limit=1)
+        except anthropic.AnthropicError as exc:
+            raise provider_error(self.provider, exc, self.where) from exc
+
+    def _request(self, setup: ChatSetup, messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "system": setup.system,
+            "messages": [_message(m) for m in messages],
+        }
+        if setup.tools:
+            request["tools"] = setup.tools
+        if self.temperature is not None:
+            request["temperature"] = self.temperature
+        return request
+
+    def chat(
+        self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
+    ) -> ChatTurn:
+        try:
+            with self._client.messages.stream(**self._request(setup, messages)) as stream:
+                for text in stream.text_stream:
+                    on_delta(text)
+                return self._turn_of(stream.get_final_message())
+        except anthropic.AnthropicError as exc:
+            raise provider_error(self.provider, exc, self.where) from exc
+
+    async def achat(
+        self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
+    ) -> ChatTurn:
+        loop = asyncio.get_running_loop()
+        if self._async is None or self._async[0] is not loop:
+            self._async = (loop, anthropic.AsyncAnthropic(**self._options))
+        client = self._async[1]
+        try:
+            async with client.messages.stream(**self._request(setup, messages)) as stream:
+                async for text in stream.text_stream:
+                    on_delta(text)
+                return self._turn_of(await stream.get_final_message())
+        except anthropic.AnthropicError as exc:
+            raise provider_error(self.provider, exc, self.where) from exc
+
+    def _turn_of(self, message: Any) -> ChatTurn:
+        blocks = [b.model_dump(exclude_none=True) for b in message.content]
+        text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+        has_calls = any(b.get("type") == "tool_use" for b in blocks)
+        usage = message.usage
+        return ChatTurn(
+            output=(
+                {"role": "assistant", "content": blocks}
+                if self.mode == "native" or has_calls
+                else text
+            ),
+            text=text,
+            finish_reason=_FINISH.get(message.stop_reason, message.stop_reason),
+            usage=usage_of(usage.input_tokens, usage.output_tokens) if usage else None,
+        )
+
+
+def _message(message: dict[str, Any]) -> dict[str, Any]:
+    """The Messages API knows only user and assistant turns: a text-mode tool result written
+    with another role (a prompt pack's `result_role`) goes in as a user turn."""
+    if message.get("role") in _USER_ROLES:
+        return {"role": "user", "content": message.get("content") or ""}
+    return message
