@@ -405,6 +405,10 @@ class _RxNotifier(can.Notifier):
                 owner._on_listener_error()
 
 
+# Interfaces (by configured name or bus class) whose protocol has no CAN FD or remote frames.
+_CLASSIC_ONLY = frozenset({"socketcand", "SocketCanDaemonBus"})
+
+
 def _noop(msg: can.Message) -> None:
     return None
 
@@ -785,8 +789,22 @@ class PythonCanAdapter(CanAdapter):
         """Block until the bus is up (True) or `timeout_s` passes (False)."""
         return self._connected_event.wait(timeout_s) and not self._closed
 
+    def _carriable(self, msg: can.Message) -> None:
+        """Refuse a frame the transport cannot carry, rather than report it sent: the
+        socketcand protocol carries classic data frames only, and its server answers a frame
+        it refuses with nothing a client can see."""
+        classic_only = self._interface in _CLASSIC_ONLY
+        if classic_only and (msg.is_fd or msg.is_remote_frame or len(msg.data) > 8):
+            kind = "remote" if msg.is_remote_frame else "CAN FD"
+            raise ToolError(
+                "UNSUPPORTED",
+                f"{self.description} carries classic data frames only; a {kind} frame cannot "
+                "be sent over it (nothing was sent).",
+            )
+
     def send(self, msg: can.Message, timeout_s: float | None = None) -> None:
         out = normalize_outgoing(msg, bitrate_switch=self._bitrate_switch)
+        self._carriable(out)
         bus, generation = self._current()
         try:
             bus.send(out, timeout=self._send_timeout_s if timeout_s is None else timeout_s)
@@ -811,6 +829,7 @@ class PythonCanAdapter(CanAdapter):
         if not period_s > 0:
             raise ValueError("period_s must be positive")
         out = normalize_outgoing(msg, bitrate_switch=self._bitrate_switch)
+        self._carriable(out)
         bus, _ = self._current()
         handle = _Periodic(self, out, period_s, modifier_callback, duration_s)
         with self._lock:
