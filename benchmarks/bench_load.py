@@ -26,7 +26,7 @@ from typing import Any
 import cantools
 
 from hwbridge import CanDriver
-from hwbridge.can.dbc_repair import repair_dbc
+from hwbridge.can.database.repair import repair_dbc
 
 ROOT = Path(__file__).resolve().parents[1]
 OPENDBC = ROOT.parent / "shared" / "data" / "opendbc"

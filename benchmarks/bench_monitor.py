@@ -26,8 +26,8 @@ import uuid
 from collections import deque
 
 import can
-from hwbridge.can.adapter import PythonCanAdapter
-from hwbridge.can.monitor import BusMonitor
+from hwbridge.can.transport.adapter import PythonCanAdapter
+from hwbridge.can.transport.monitor import BusMonitor
 
 FRAMES = int(os.environ.get("BENCH_MONITOR_FRAMES", "200000"))
 REPEATS = int(os.environ.get("BENCH_MONITOR_REPEATS", "5"))

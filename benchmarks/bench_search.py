@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 
 ROOT = Path(__file__).resolve().parents[1]
 OPENDBC = ROOT.parent / "shared" / "data" / "opendbc"

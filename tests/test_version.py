@@ -11,7 +11,7 @@ from pathlib import Path
 import hwbridge
 from hwbridge.__about__ import __version__
 from hwbridge.can.driver import CanDriver
-from hwbridge.can.tools import CanToolDriver
+from hwbridge.can.tools.tool_driver import CanToolDriver
 
 ROOT = Path(__file__).resolve().parents[1]
 

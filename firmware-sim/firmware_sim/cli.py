@@ -204,7 +204,7 @@ def _serve(
     from firmware_sim.obd import DEFAULT_VIN
     from firmware_sim.socketcand import SocketcandServer
     from firmware_sim.vehicle import VirtualVehicle
-    from hwbridge.can.database import CanDatabase, DatabaseError
+    from hwbridge.can.database.database import CanDatabase, DatabaseError
 
     try:
         db = CanDatabase.load(args.dbc)

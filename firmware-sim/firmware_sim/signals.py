@@ -19,9 +19,9 @@ from typing import Any, Final
 
 import can
 from firmware_sim.model import CELLS, ClimateRequest, VehicleState
-from hwbridge.can.database import CanDatabase, EncodedFrame, JsonValue, SignalSpec
-from hwbridge.can.database_bits import insert
-from hwbridge.can.sending import FrameHook, counter_and_checksum
+from hwbridge.can.database.bits import insert
+from hwbridge.can.database.database import CanDatabase, EncodedFrame, JsonValue, SignalSpec
+from hwbridge.can.tools.sending import FrameHook, counter_and_checksum
 from hwbridge.core.models import ToolError
 
 __all__ = [

@@ -23,7 +23,7 @@ import can
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.signals import MessagePlan, climate_request, out_of_range_raw
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.core.models import ToolError
 
 __all__ = ["FAULTS", "VirtualVehicle"]

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import can
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 
 
 class Ecu:

@@ -13,9 +13,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from hwbridge.can.database import CanDatabase
-from hwbridge.can.database_bits import bytes_needed
-from hwbridge.can.values import JsonValue, SignalSpec
+from hwbridge.can.database.bits import bytes_needed
+from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.database.values import JsonValue, SignalSpec
 
 
 def _bits(signal: Any) -> set[int]:

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 
 import can
 from firmware_sim.socketcand import SocketcandServer
-from hwbridge.can.adapter import (
+from hwbridge.can.transport.adapter import (
     CanAdapter,
     PythonCanAdapter,
     build_message,
     normalize_outgoing,
 )
-from hwbridge.can.bus_url import ACCEPTED_FORMS, parse_bus_url
+from hwbridge.can.transport.bus_url import ACCEPTED_FORMS, parse_bus_url
 from hwbridge.core.models import ToolError
 from tests.can.conftest import recv_all
 from tests.conftest import wait_until

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hwbridge import CanDriver, SendPolicy
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.can.strategies import draw_message
 from tests.can.test_database_files import ALL_FILES, DEMO, load
 

@@ -13,7 +13,7 @@ import pytest
 import can
 from firmware_sim.socketcand import SocketcandServer
 from hwbridge import CanDriver, DriverResponse
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.can.ecu import Ecu
 from tests.can.test_driver import DEMO
 from tests.conftest import wait_until
@@ -58,7 +58,7 @@ def test_a_capture_during_which_the_bus_goes_down_says_so(channel: str) -> None:
 
 
 def test_bus_status_reports_unknown_ids_that_were_dropped(channel: str, peer: can.BusABC) -> None:
-    from hwbridge.can.monitor import DEFAULT_MAX_UNKNOWN_IDS
+    from hwbridge.can.transport.monitor import DEFAULT_MAX_UNKNOWN_IDS
 
     flood = DEFAULT_MAX_UNKNOWN_IDS + 500
     with CanDriver.from_dbc(DEMO, bus=f"virtual:{channel}") as d:

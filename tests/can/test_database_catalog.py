@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.core.models import ToolError
 
 REPO = Path(__file__).resolve().parents[2]

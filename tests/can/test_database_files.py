@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.database import CanDatabase, DatabaseError, DatabaseRepairWarning
+from hwbridge.can.database.database import CanDatabase, DatabaseError, DatabaseRepairWarning
 from tests.can.strategies import draw_message
 
 REPO = Path(__file__).resolve().parents[2]

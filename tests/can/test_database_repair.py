@@ -12,13 +12,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.database import (
+from hwbridge.can.database.database import (
     CanDatabase,
     DatabaseError,
     DatabaseImportWarning,
     DatabaseRepairWarning,
 )
-from hwbridge.can.dbc_repair import repair_dbc
+from hwbridge.can.database.repair import repair_dbc
 from hwbridge.core.models import ToolError
 
 HEADER = 'VERSION ""\n\nNS_ :\n\tCM_\n\tVAL_\n\tBA_\n\nBS_:\n\nBU_: ECU TOOL\n\n'

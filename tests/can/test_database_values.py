@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.database import CanDatabase
-from hwbridge.can.database_bits import extract, insert
+from hwbridge.can.database.bits import extract, insert
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.core.models import ToolError
 
 DEMO = Path(__file__).resolve().parents[2] / "dbc" / "demo_vehicle.dbc"

@@ -11,7 +11,7 @@ import pytest
 
 import can
 from hwbridge import CanDriver, DriverResponse, SendPolicy
-from hwbridge.can.database import CanDatabase, DatabaseError
+from hwbridge.can.database.database import CanDatabase, DatabaseError
 from hwbridge.core.prompts import estimate_tokens
 from tests.can.conftest import recv_all
 from tests.can.ecu import Ecu

@@ -14,8 +14,8 @@ import pytest
 
 import can
 from hwbridge import CanDriver, DriverResponse
-from hwbridge.can.adapter import build_message
-from hwbridge.can.monitor import BusMonitor
+from hwbridge.can.transport.adapter import build_message
+from hwbridge.can.transport.monitor import BusMonitor
 from tests.can.test_driver import DEMO
 from tests.conftest import wait_until
 
@@ -115,7 +115,7 @@ def test_monitor_keys_latest_counts_and_waiters_by_format() -> None:
 
 
 def test_database_lookups_by_id_text_respect_the_format(tmp_path: Any) -> None:
-    from hwbridge.can.database import CanDatabase
+    from hwbridge.can.database.database import CanDatabase
 
     dbc = tmp_path / "both.dbc"
     dbc.write_text(

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import pytest
 
 import can
-from hwbridge.can.adapter import PythonCanAdapter, build_message
-from hwbridge.can.monitor import BusMonitor, FrameRecord, estimate_frame_time_s
+from hwbridge.can.transport.adapter import PythonCanAdapter, build_message
+from hwbridge.can.transport.monitor import BusMonitor, FrameRecord, estimate_frame_time_s
 from tests.conftest import wait_until
 
 pytestmark = [pytest.mark.timeout(30), pytest.mark.usefixtures("no_thread_leaks")]

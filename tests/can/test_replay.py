@@ -16,9 +16,9 @@ import pytest
 
 import can
 from hwbridge import CanDriver, DriverResponse, SendPolicy
-from hwbridge.can.bus_url import ACCEPTED_FORMS, parse_bus_url
-from hwbridge.can.database import CanDatabase
-from hwbridge.can.replay import (
+from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.transport.bus_url import ACCEPTED_FORMS, parse_bus_url
+from hwbridge.can.transport.replay import (
     REPLAY_OPTIONS,
     ReplayAdapter,
     ReplayOptions,

@@ -199,7 +199,7 @@ def test_closed_driver_says_so() -> None:
 
 
 def test_no_periodic_send_starts_on_a_closed_adapter(channel: str, peer: can.BusABC) -> None:
-    from hwbridge.can.adapter import PythonCanAdapter, build_message
+    from hwbridge.can.transport.adapter import PythonCanAdapter, build_message
     from hwbridge.core.models import ToolError
 
     adapter = PythonCanAdapter(f"virtual:{channel}")

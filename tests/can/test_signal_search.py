@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.database import CanDatabase, DatabaseRepairWarning
-from hwbridge.can.search_vocabulary import Vocabulary, stem
-from hwbridge.can.signal_search import SignalIndex
+from hwbridge.can.database.database import CanDatabase, DatabaseRepairWarning
+from hwbridge.can.database.search import SignalIndex
+from hwbridge.can.database.vocabulary import Vocabulary, stem
 from hwbridge.core.prompts import PromptPackError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import can
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.cli.main import main
 
 REPO = Path(__file__).resolve().parents[2]

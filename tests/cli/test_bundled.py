@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hwbridge import resources
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.cli.conftest import DEMO, REPO, Run
 
 NOTICE = f"hwbridge: no --dbc given, using the bundled demo vehicle ({DEMO})"

@@ -13,7 +13,7 @@ import isotp
 import pytest
 
 import can
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"

@@ -21,7 +21,7 @@ import can
 from firmware_sim import cli
 from firmware_sim.obd import DEFAULT_VIN
 from hwbridge import CanDriver
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.conftest import wait_until
 from tests.sim.conftest import DEMO, ROOT, collect, signals
 

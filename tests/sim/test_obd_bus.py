@@ -8,7 +8,7 @@ import can
 from firmware_sim.model import VehicleModel
 from firmware_sim.obd import DEFAULT_VIN, decode_dtc
 from firmware_sim.vehicle import VirtualVehicle
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.conftest import wait_until
 from tests.sim.conftest import DEMO, ObdTester, collect, drain, latest
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import can
 from firmware_sim.slcan_device import SlcanDevice, format_frame, parse_frame
-from hwbridge.can.adapter import PythonCanAdapter
+from hwbridge.can.transport.adapter import PythonCanAdapter
 
 pytestmark = pytest.mark.timeout(30)
 

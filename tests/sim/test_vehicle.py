@@ -13,7 +13,7 @@ import pytest
 import can
 from firmware_sim.model import VehicleModel
 from firmware_sim.vehicle import VirtualVehicle
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from tests.conftest import wait_until
 from tests.sim.conftest import DEMO, collect, drain, latest, signals
 

@@ -7,8 +7,7 @@ from hwbridge.can.database import (
     DatabaseRepairWarning,
 )
 from hwbridge.can.driver import CanDriver
-from hwbridge.can.sending import FrameHook, counter_and_checksum, xor_checksum
-from hwbridge.can.tools import CanToolDriver
+from hwbridge.can.tools import CanToolDriver, FrameHook, counter_and_checksum, xor_checksum
 from hwbridge.policy import SendPolicy, SendRequest
 
 __all__ = [

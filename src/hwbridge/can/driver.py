@@ -15,13 +15,13 @@ from types import TracebackType
 from typing import Any, Self
 
 from hwbridge.__about__ import __version__
-from hwbridge.can.adapter import BusSpec, CanAdapter
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.health import SILENT_AFTER_S, database_raw_spec, networks_health
 from hwbridge.can.network import Network
-from hwbridge.can.sending import HookFactory
-from hwbridge.can.texts import can_texts
-from hwbridge.can.tools import CanToolDriver, Exposure
+from hwbridge.can.tools.sending import HookFactory
+from hwbridge.can.tools.texts import can_texts
+from hwbridge.can.tools.tool_driver import CanToolDriver, Exposure
+from hwbridge.can.transport.adapter import BusSpec, CanAdapter
 from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError

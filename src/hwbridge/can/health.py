@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from hwbridge.can.database import CanDatabase
+from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.network import Network
 from hwbridge.core.health import Health, HealthStatus, RawSpec
 

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwbridge.can.adapter import BusSpec, CanAdapter, PythonCanAdapter
-from hwbridge.can.bus_url import is_replay_url
-from hwbridge.can.database import CanDatabase
-from hwbridge.can.database_bits import extract
-from hwbridge.can.monitor import BusMonitor
-from hwbridge.can.reading import Reader
-from hwbridge.can.replay import ReplayAdapter
-from hwbridge.can.sending import HookFactory, Sender
+from hwbridge.can.database.bits import extract
+from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.tools.reading import Reader
+from hwbridge.can.tools.sending import HookFactory, Sender
+from hwbridge.can.transport.adapter import BusSpec, CanAdapter, PythonCanAdapter
+from hwbridge.can.transport.bus_url import is_replay_url
+from hwbridge.can.transport.monitor import BusMonitor
+from hwbridge.can.transport.replay import ReplayAdapter
 from hwbridge.policy import SendPolicy
 
 __all__ = ["Network", "multiplexer_extractors"]

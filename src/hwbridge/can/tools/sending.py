@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import can
-from hwbridge.can.adapter import CAN_FD_LENGTHS, CanAdapter, PeriodicHandle, build_message
-from hwbridge.can.database import CanDatabase, EncodedFrame, JsonValue
-from hwbridge.can.database_bits import extract, insert, overlap, raw_bits, signal_bits
-from hwbridge.can.monitor import frame_id_text
-from hwbridge.can.reading import parse_frame_id, parse_hex
-from hwbridge.can.values import format_number
+from hwbridge.can.database.bits import extract, insert, overlap, raw_bits, signal_bits
+from hwbridge.can.database.database import CanDatabase, EncodedFrame, JsonValue
+from hwbridge.can.database.values import format_number
+from hwbridge.can.tools.reading import parse_frame_id, parse_hex
+from hwbridge.can.transport.adapter import CAN_FD_LENGTHS, CanAdapter, PeriodicHandle, build_message
+from hwbridge.can.transport.monitor import frame_id_text
 from hwbridge.core.models import ToolError
 from hwbridge.policy import SendPolicy, SendRequest
 

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import can
-from hwbridge.can.distinct import DistinctCounter
+from hwbridge.can.transport.distinct import DistinctCounter
 
 __all__ = [
     "BusMonitor",

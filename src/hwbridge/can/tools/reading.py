@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from hwbridge.can.adapter import CanAdapter
-from hwbridge.can.database import CanDatabase, SignalSpec
-from hwbridge.can.monitor import BusMonitor, FrameRecord, frame_id_text
+from hwbridge.can.database.database import CanDatabase, SignalSpec
+from hwbridge.can.transport.adapter import CanAdapter
+from hwbridge.can.transport.monitor import BusMonitor, FrameRecord, frame_id_text
 from hwbridge.core.models import ToolError
 
 __all__ = ["Reader", "compare", "parse_frame_id", "parse_hex", "parse_id"]

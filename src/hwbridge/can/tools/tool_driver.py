@@ -8,19 +8,21 @@ the policy allows sending. The tool driver knows nothing about LLMs (spec sectio
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from hwbridge.__about__ import __version__
-from hwbridge.can.adapter import AdapterStatus
-from hwbridge.can.capture import MAX_CAPTURE_MS, capture
-from hwbridge.can.monitor import BusMonitor, frame_id_text
-from hwbridge.can.network import Network
-from hwbridge.can.reading import MAX_TIMEOUT_MS, OPS
-from hwbridge.can.texts import CanTexts, can_texts
-from hwbridge.can.typed_tools import TypedTool, read_tool, send_tool
+from hwbridge.can.tools.capture import MAX_CAPTURE_MS, capture
+from hwbridge.can.tools.reading import MAX_TIMEOUT_MS, OPS
+from hwbridge.can.tools.texts import CanTexts, can_texts
+from hwbridge.can.tools.typed import TypedTool, read_tool, send_tool
+from hwbridge.can.transport.adapter import AdapterStatus
+from hwbridge.can.transport.monitor import BusMonitor, frame_id_text
 from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
 from hwbridge.policy import SendPolicy
+
+if TYPE_CHECKING:  # a Network holds this package's readers and senders
+    from hwbridge.can.network import Network
 
 __all__ = ["CanToolDriver", "Exposure"]
 

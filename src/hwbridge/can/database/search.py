@@ -23,14 +23,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwbridge.can.search_vocabulary import (
+from hwbridge.can.database.values import SignalSpec
+from hwbridge.can.database.vocabulary import (
     Vocabulary,
     name_words,
     query_words,
     stem,
     written_together,
 )
-from hwbridge.can.values import SignalSpec
 
 __all__ = ["SignalIndex"]
 

@@ -13,9 +13,9 @@ from collections import Counter
 from itertools import pairwise
 from typing import Any
 
-from hwbridge.can.adapter import CanAdapter
-from hwbridge.can.database import CanDatabase
-from hwbridge.can.monitor import BusMonitor, FrameRecord, frame_id_text
+from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.transport.adapter import CanAdapter
+from hwbridge.can.transport.monitor import BusMonitor, FrameRecord, frame_id_text
 from hwbridge.core.models import ToolError
 
 __all__ = ["MAX_CAPTURE_MS", "capture"]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hwbridge.can.database import CanDatabase, SignalSpec
-from hwbridge.can.texts import CanTexts
+from hwbridge.can.database.database import CanDatabase, SignalSpec
+from hwbridge.can.tools.texts import CanTexts
 from hwbridge.core.models import Tool, ToolParameter, is_valid_tool_name
 
 __all__ = ["TypedTool", "read_tool", "send_tool"]

@@ -21,7 +21,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import can
-from hwbridge.can.bus_url import bus_kwargs, describe_bus
+from hwbridge.can.transport.bus_url import bus_kwargs, describe_bus
 from hwbridge.core.models import ToolError
 
 __all__ = [

@@ -28,7 +28,7 @@ DEFAULT_SOCKETCAND_PORT = 29536
 """The port socketcand listens on when none is given."""
 
 REPLAY_PREFIX = "replay:"
-"""A capture file played back as a read-only bus (hwbridge.can.replay, not a can.Bus)."""
+"""A capture file played back as a read-only bus (hwbridge.can.transport.replay, not a can.Bus)."""
 
 ACCEPTED_FORMS = (
     "virtual:CHANNEL",
@@ -95,7 +95,7 @@ def _channel_for(interface: str, channel: str) -> str | int:
 
 
 def is_replay_url(spec: object) -> TypeGuard[str]:
-    """True for `replay:PATH...`, which `hwbridge.can.replay` parses and opens."""
+    """True for `replay:PATH...`, which `hwbridge.can.transport.replay` parses and opens."""
     return isinstance(spec, str) and spec[: len(REPLAY_PREFIX)].lower() == REPLAY_PREFIX
 
 

@@ -24,14 +24,14 @@ from pathlib import Path
 from can.io.player import MESSAGE_READERS
 
 import can
-from hwbridge.can.adapter import (
+from hwbridge.can.transport.adapter import (
     AdapterStatus,
     CanAdapter,
     FrameListener,
     ModifierCallback,
     PeriodicHandle,
 )
-from hwbridge.can.bus_url import REPLAY_PREFIX
+from hwbridge.can.transport.bus_url import REPLAY_PREFIX
 from hwbridge.core.models import ToolError
 
 __all__ = [

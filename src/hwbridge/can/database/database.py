@@ -20,22 +20,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, NoReturn
 
-from hwbridge.can.database_catalog import (
+from hwbridge.can.database.catalog import (
     SignalIndex,
     describe_message,
     j1939_pgn,
     summarize_message,
 )
-from hwbridge.can.database_codec import DecodedFrame, EncodedFrame, MessageCodec
-from hwbridge.can.database_loader import (
+from hwbridge.can.database.codec import DecodedFrame, EncodedFrame, MessageCodec
+from hwbridge.can.database.loader import (
     FORMATS,
     DatabaseError,
     DatabaseImportWarning,
     DatabaseRepairWarning,
     load_database,
 )
-from hwbridge.can.dbc_repair import Repair
-from hwbridge.can.values import JsonValue, SignalSpec
+from hwbridge.can.database.repair import Repair
+from hwbridge.can.database.values import JsonValue, SignalSpec
 from hwbridge.core.models import ToolError
 
 __all__ = [

@@ -18,7 +18,7 @@ from xml.etree.ElementTree import ParseError as XmlParseError
 
 import cantools
 
-from hwbridge.can.dbc_repair import Repair, RepairResult, repair_dbc
+from hwbridge.can.database.repair import Repair, RepairResult, repair_dbc
 
 __all__ = [
     "FORMATS",

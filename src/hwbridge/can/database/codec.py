@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwbridge.can.database_bits import bytes_needed, extract, insert
-from hwbridge.can.values import JsonValue, SignalSpec, format_number
+from hwbridge.can.database.bits import bytes_needed, extract, insert
+from hwbridge.can.database.values import JsonValue, SignalSpec, format_number
 from hwbridge.core.models import ToolError
 
 __all__ = ["DecodedFrame", "EncodedFrame", "MessageCodec"]

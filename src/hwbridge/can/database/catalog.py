@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from hwbridge.can.signal_search import SignalIndex
-from hwbridge.can.values import SignalSpec
+from hwbridge.can.database.search import SignalIndex
+from hwbridge.can.database.values import SignalSpec
 
 __all__ = [
     "SignalIndex",
