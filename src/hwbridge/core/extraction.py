@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -29,6 +29,7 @@ _RETRY_WORK = 4
 _RETRY_SLACK = 1 << 16
 _NO_ARGS: Any = object()
 TOO_DEEP = "arguments nest too deeply"
+_OBJECT_START = re.compile(r'\{\s*["}]')
 """`Found.error` of a call whose arguments nest deeper than a parser or a schema allows."""
 
 
@@ -57,6 +58,7 @@ class CallExtractor:
         self.tool_key = self._tool_keys[0]
         self.argument_key = self._arg_keys[0]
         self.max_depth = rules.max_argument_depth
+        self.max_calls = rules.max_calls
         self._healing = strategy.healing_rules
         tag = re.escape(rules.call_tag)
         self._tag_open = f"<{rules.call_tag}"
@@ -115,10 +117,14 @@ class CallExtractor:
         found = self._call_from_object(obj, "mcs")
         return [found] if found else []
 
-    def _found(self, name: Any, raw_args: Any, call_id: Any, dialect: Dialect) -> Found:
+    def _found(
+        self, name: Any, raw_args: Any, call_id: Any, dialect: Dialect, read: bool = True
+    ) -> Found:
+        """A call; `read=False` for one beyond the limit of calls: it will not run, so its
+        arguments are not parsed or healed (it is still answered)."""
         name = name if isinstance(name, str) else ""
         cid = call_id if isinstance(call_id, str) and call_id else None
-        if raw_args is None:
+        if raw_args is None or not read:
             return Found(name, {}, cid, dialect)
         if isinstance(raw_args, str):
             try:
@@ -136,8 +142,22 @@ class CallExtractor:
             return Found(name, value, cid, dialect, healed=healed)
         return Found(name, raw_args, cid, dialect)
 
+    def _reader(self, is_known: Callable[[str], bool]) -> Callable[[Any], bool]:
+        """Whether the next call's arguments are worth reading: only the first `max_calls`
+        calls to this driver's tools can run."""
+        known = 0
+
+        def read(name: Any) -> bool:
+            nonlocal known
+            if isinstance(name, str) and is_known(name):
+                known += 1
+            return known <= self.max_calls
+
+        return read
+
     def _openai_tool_calls(self, calls: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
         out = []
+        read = self._reader(is_known)
         for call in calls:
             if not isinstance(call, dict):
                 continue
@@ -145,12 +165,16 @@ class CallExtractor:
             fn = fn if isinstance(fn, dict) else call
             raw = fn.get("arguments", fn.get("args"))
             dialect: Dialect = "ollama" if isinstance(raw, dict) and "id" not in call else "openai"
-            out.append(self._found(fn.get("name"), raw, call.get("id"), dialect))
+            name = fn.get("name")
+            out.append(self._found(name, raw, call.get("id"), dialect, read(name)))
         return out
 
     def _anthropic_blocks(self, blocks: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        read = self._reader(is_known)
         return [
-            self._found(b.get("name"), b.get("input"), b.get("id"), "anthropic")
+            self._found(
+                b.get("name"), b.get("input"), b.get("id"), "anthropic", read(b.get("name"))
+            )
             for b in blocks
             if isinstance(b, dict) and b.get("type") == "tool_use"
         ]
@@ -162,13 +186,15 @@ class CallExtractor:
     def _gemini_parts(self, parts: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
         out = []
         text: list[str] = []
+        read = self._reader(is_known)
         for part in parts:
             if not isinstance(part, dict):
                 continue
             call = part.get("functionCall") or part.get("function_call")
             if isinstance(call, dict):
+                name = call.get("name")
                 out.append(
-                    self._found(call.get("name"), call.get("args"), call.get("id"), "gemini")
+                    self._found(name, call.get("args"), call.get("id"), "gemini", read(name))
                 )
             elif isinstance(part.get("text"), str):
                 text.append(part["text"])
@@ -177,11 +203,15 @@ class CallExtractor:
         return out
 
     def _responses_items(self, items: list[Any], is_known: Callable[[str], bool]) -> list[Found]:
+        read = self._reader(is_known)
         out = [
-            self._found(i.get("name"), i.get("arguments"), i.get("call_id"), "openai_responses")
+            self._found(
+                i.get("name"), i.get("arguments"), i.get("call_id"), "openai_responses",
+                read(i.get("name")),
+            )
             for i in items
             if isinstance(i, dict) and i.get("type") == "function_call"
-        ]
+        ]  # fmt: skip
         if not out:
             text = "".join(
                 c.get("text", "")
@@ -215,13 +245,16 @@ class CallExtractor:
                 if is_known(f.name):
                     return found
         spots = self._spots(text)
-        brackets = BracketMap(text, [pos for pos, _ in spots])
+        if not spots:
+            return found  # every call names its tool: with no name in the text, no call
+        positions = [pos for pos, _ in spots]
+        brackets = BracketMap(text, positions)
         if stuck_at is not None:
-            self._json_objects(text, brackets, stuck_at, found, parsed)
+            self._json_objects(text, brackets, stuck_at, positions, found, parsed)
             for f in found:
                 if is_known(f.name):
                     return found
-        return found + self._heal_text(text, is_known, parsed, spots, brackets)
+        return found + self._heal_text(text, is_known, found, parsed, spots, brackets)
 
     def _objects_in_prose(self, text: str) -> tuple[list[Found], list[tuple[int, int]], int | None]:
         """The usual case, cheaply: prose whose every `{` starts a valid JSON object.
@@ -246,20 +279,22 @@ class CallExtractor:
             start = text.find("{", end)
         return found, parsed, None
 
-    def _json_objects(
+    def _json_objects(  # noqa: PLR0917
         self,
         text: str,
         brackets: BracketMap,
         start_at: int,
+        spots: list[int],
         found: list[Found],
         parsed: list[tuple[int, int]],
     ) -> None:
         """Add the call-shaped JSON objects from `start_at` on to `found`, and the spans of
         all objects that parse to `parsed`.
 
-        A `{` that never closes cannot start a JSON object, so it is not tried; after an
-        object fails to parse the objects nested in it are tried too, within a budget of
-        parser work proportional to the text, so brace-heavy input stays linear.
+        A `{` that never closes cannot start a JSON object, and one whose span names no
+        tool (`spots`) cannot hold a call, so neither is tried; after an object fails to
+        parse the objects nested in it are tried too, within a budget of parser work
+        proportional to the text, so brace-heavy input stays linear.
         """
         starts = brackets.closed_braces
         budget = _RETRY_WORK * len(text) + _RETRY_SLACK
@@ -273,12 +308,20 @@ class CallExtractor:
             if start < failed_until and spent > budget:
                 i = brackets.closed_from(failed_until)
                 continue
+            if not _OBJECT_START.match(text, start):
+                continue  # "{x}", "{name!r}": braces that cannot start a JSON object
+            first_spot = bisect_left(spots, start)
+            if first_spot == len(spots) or spots[first_spot] >= end:
+                continue  # names no tool: cannot be, nor hold, a call
             spent += end - start
             try:
-                value, stop = _DECODER.raw_decode(text, start)
+                # the slice, not the whole text: a parse error's position is then counted
+                # from the object's start, not from the text's (which made failures quadratic)
+                value, length = _DECODER.raw_decode(text[start:end])
             except (ValueError, RecursionError):
                 failed_until = max(failed_until, end)
                 continue
+            stop = start + length
             parsed.append((start, stop))
             if isinstance(value, dict):
                 call = self._call_from_object(value, "text")
@@ -329,10 +372,11 @@ class CallExtractor:
             return Found(found.name, found.arguments, found.call_id, dialect, healed=healed)
         return found
 
-    def _heal_text(
+    def _heal_text(  # noqa: PLR0917
         self,
         text: str,
         is_known: Callable[[str], bool],
+        found: list[Found],
         parsed: list[tuple[int, int]],
         spots: list[tuple[int, str]],
         brackets: BracketMap,
@@ -346,11 +390,15 @@ class CallExtractor:
         out: list[Found] = []
         seen_end = -1
         parsed_starts = [a for a, _ in parsed]
+        room = self.max_calls - sum(1 for f in found if is_known(f.name))
         for (pos, name), enclosing in zip(spots, brackets.enclosing, strict=True):
             if pos < seen_end or not is_known(name):
                 continue
             k = bisect_right(parsed_starts, pos) - 1
             if k >= 0 and pos < parsed[k][1]:
+                continue
+            if len(out) >= room:  # beyond the limit: counted and answered, never healed
+                out.append(Found(name, {}, None, "text"))
                 continue
             open_at = enclosing
             if open_at is None:

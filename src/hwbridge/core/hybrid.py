@@ -16,10 +16,12 @@ from functools import cache, wraps
 from pathlib import Path
 from typing import Any, ClassVar, Literal, NamedTuple
 
+import orjson
+
 from hwbridge.core.aio import CallJob, run_in_worker
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.extraction import TOO_DEEP, CallExtractor, Found
-from hwbridge.core.jsonsafe import dumps, loads
+from hwbridge.core.jsonsafe import dumps, loads, writable
 from hwbridge.core.messages import Outcome, build_messages, plain_messages
 from hwbridge.core.models import (
     CallView,
@@ -591,7 +593,7 @@ def _not_run(calls: Sequence[CallView], limit: int, strategy: PromptStrategy) ->
     detail = f"TOO_MANY_CALLS: {len(calls)} call(s) beyond the limit of {limit} were not run"
     error = {"code": "TOO_MANY_CALLS", "message": hint, "retryable": True}
     out = [Outcome(first, False, None, "null", hint, detail, error)]
-    if first.call_id is not None:  # native dialects answer every call id
+    if first.dialect not in ("text", "mcs"):  # native dialects answer every call
         for call in calls[1:]:
             said = strategy.retry("not_executed", tool=call.tool)
             out.append(Outcome(call, False, None, "null", said, None, error))
@@ -620,12 +622,19 @@ def _respond(outcomes: list[Outcome], strategy: PromptStrategy) -> DriverRespons
 
 
 def _messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
-    """The messages to append; never raises, because the calls have already run."""
+    """The messages to append, ready for any JSON writer; never raises, because the calls
+    have already run."""
     try:
-        return build_messages(outcomes, strategy)
+        messages = build_messages(outcomes, strategy)
     except Exception:
         log.exception("building the messages failed; answering in plain text")
         return plain_messages(outcomes, strategy)
+    try:
+        orjson.dumps(messages)
+    except (TypeError, ValueError):  # the echo carries what no JSON writer takes
+        cleaned: list[dict[str, Any]] = writable(messages)
+        return cleaned
+    return messages
 
 
 def _normalize(response: Any) -> str | dict[str, Any]:

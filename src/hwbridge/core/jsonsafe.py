@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Mapping
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -14,7 +15,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "loads", "to_jsonable"]
+__all__ = ["clean_text", "dumps", "loads", "to_jsonable", "writable"]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -73,3 +74,26 @@ def dumps(value: Any) -> tuple[str, Any]:
 def loads(text: str | bytes) -> Any:
     """Strict, fast JSON parsing; raises ValueError on anything that is not JSON."""
     return orjson.loads(text)
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_DEPTH = 64
+
+
+def clean_text(text: str) -> str:
+    """`text` with lone surrogates (which no UTF-8 writer can encode) replaced by U+FFFD."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def writable(value: Any, depth: int = 0) -> Any:
+    """A copy any JSON writer accepts: lone surrogates (which no UTF-8 writer can encode)
+    become U+FFFD, and containers nested beyond 64 levels become null."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if depth >= _MAX_DEPTH:
+        return None
+    if isinstance(value, Mapping):
+        return {writable(str(k)): writable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [writable(v, depth + 1) for v in value]
+    return to_jsonable(value)

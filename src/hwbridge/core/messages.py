@@ -158,8 +158,11 @@ def _anthropic(
     if isinstance(origin, dict):
         blocks = [origin] if origin.get("type") == "tool_use" else origin.get("content")
     if isinstance(blocks, list):
+        # our calls are echoed with the arguments as read ({} for a call that could not be
+        # read, so a hostile input is not sent back); other drivers' calls are left out
+        by_id = {o.call.call_id: o.call for o in outcomes}
         kept = [
-            b
+            {**b, "input": by_id[b.get("id")].arguments} if b.get("type") == "tool_use" else b
             for b in blocks
             if isinstance(b, dict) and (b.get("type") != "tool_use" or b.get("id") in ours)
         ]
@@ -201,7 +204,7 @@ def _gemini(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> l
         return call.get("id") in ours if call.get("id") else call.get("name") in names
 
     if isinstance(parts, list):
-        kept = [p for p in parts if isinstance(p, dict) and is_ours(p)]
+        kept = _echo_gemini([p for p in parts if isinstance(p, dict) and is_ours(p)], outcomes)
     else:
         kept = [{"functionCall": {"name": o.call.tool, "args": o.call.arguments}} for o in outcomes]
     responses = []
@@ -217,6 +220,22 @@ def _gemini(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> l
             fr["id"] = o.call.call_id
         responses.append({"functionResponse": fr})
     return [{"role": "model", "parts": kept}, {"role": "user", "parts": responses}]
+
+
+def _echo_gemini(parts: list[dict[str, Any]], outcomes: list[Outcome]) -> list[dict[str, Any]]:
+    """Our function calls with the arguments as read, matched by id or else in order."""
+    by_id: dict[Any, CallView] = {o.call.call_id: o.call for o in outcomes if o.call.call_id}
+    in_order = iter([o.call for o in outcomes if not o.call.call_id])
+    out = []
+    for part in parts:
+        key = "functionCall" if isinstance(part.get("functionCall"), dict) else "function_call"
+        call = part.get(key)
+        if not isinstance(call, dict):
+            out.append(part)
+            continue
+        ours = by_id.get(call.get("id")) if call.get("id") else next(in_order, None)
+        out.append(part if ours is None else {**part, key: {**call, "args": ours.arguments}})
+    return out
 
 
 def _content_of(origin: Any) -> str:

@@ -13,6 +13,8 @@ from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from hwbridge.core.jsonsafe import clean_text
+
 __all__ = [
     "Dialect",
     "DriverBinding",
@@ -233,8 +235,8 @@ class ToolError(Exception):
     """
 
     def __init__(self, code: str, message: str, *, retryable: bool = False) -> None:
-        code = str(code)[:64]
-        message = str(message)
+        code = clean_text(str(code)[:64])
+        message = clean_text(str(message))
         if len(message) > MAX_ERROR_CHARS:
             message = message[: MAX_ERROR_CHARS - 3] + "..."
         super().__init__(f"{code}: {message}")
@@ -279,4 +281,4 @@ def trusted(
 
 def is_valid_tool_name(name: str) -> bool:
     """True when every major provider accepts `name` as a function name."""
-    return bool(_TOOL_NAME.match(name))
+    return bool(_TOOL_NAME.fullmatch(name))

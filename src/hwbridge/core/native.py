@@ -5,6 +5,8 @@ The caller names the wire format it talks; nothing here guesses from a model nam
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any, Literal
 
 from hwbridge.core.models import Tool
@@ -25,6 +27,16 @@ _GEMINI_KEYS = frozenset(
 
 
 def native_tools(
+    tools: list[Tool], provider: Provider, strategy: PromptStrategy
+) -> list[dict[str, Any]]:
+    """The definitions, with every line break inside their text escaped: a provider renders
+    them into the model's context, where a description (from a database, say) must not be
+    able to start a line of its own."""
+    definitions: list[dict[str, Any]] = _no_breaks(_definitions(tools, provider, strategy))
+    return definitions
+
+
+def _definitions(
     tools: list[Tool], provider: Provider, strategy: PromptStrategy
 ) -> list[dict[str, Any]]:
     if provider == "openai":
@@ -91,3 +103,21 @@ def _gemini_schema(schema: Any) -> Any:
     if isinstance(out.get("type"), list):  # ["number", "string"] -> anyOf
         out["anyOf"] = [{"type": t} for t in out.pop("type")]
     return out
+
+
+_BREAK = re.compile("[\x00-\x1f\x7f\u0085\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return json.dumps(match.group())[1:-1]
+
+
+def _no_breaks(value: Any) -> Any:
+    """A copy with the control characters and line separators in its strings escaped."""
+    if isinstance(value, str):
+        return _BREAK.sub(_escape, value) if _BREAK.search(value) else value
+    if isinstance(value, dict):
+        return {k: _no_breaks(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_breaks(v) for v in value]
+    return value

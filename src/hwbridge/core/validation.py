@@ -9,10 +9,12 @@ then every bad value with what was expected.
 from __future__ import annotations
 
 import json
+from itertools import islice
 from typing import Any
 
 import jsonschema_rs
 
+from hwbridge.core.jsonsafe import clean_text
 from hwbridge.core.models import Tool
 from hwbridge.core.prompts import PromptStrategy
 
@@ -65,7 +67,8 @@ class ArgumentValidator:
         if found:
             return found
         try:
-            errors = list(self._validator.iter_errors(arguments))
+            # only the first few are shown; listing all is linear in a hostile argument
+            errors = list(islice(self._validator.iter_errors(arguments), _MAX_HINTS * 4))
         except (ValueError, TypeError):  # a value JSON cannot hold (an int beyond 4300 digits)
             errors = []
         for error in errors[:_MAX_HINTS]:
@@ -116,6 +119,7 @@ def _shown(value: Any) -> str:
 
 
 def _cut(text: str, limit: int = 80) -> str:
+    text = clean_text(text)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
