@@ -223,7 +223,7 @@ def _on_dask(
         ) from None
     results: dict[int, FileSummary] = {}
     try:
-        client = Client(address, timeout="10s", set_as_default=False)
+        client = Client(address, timeout="10s", set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"no Dask scheduler answers at {address}: {exc}") from None
     with client:
@@ -232,7 +232,7 @@ def _on_dask(
             future = client.submit(run_task, task, pure=False)
             futures[future] = i
             progress.started(task.source, task.path)
-        for future in as_completed(list(futures)):
+        for future in as_completed(list(futures)):  # type: ignore[no-untyped-call]
             i = futures[future]
             try:
                 results[i] = future.result()

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 
 from hwbridge.captures.bridge import SignalSpec
 from hwbridge.captures.names import ColumnNames

@@ -43,7 +43,7 @@ def _reader(path: Path) -> Any:
         options["relative_timestamp"] = False  # absolute times from the file's date line
     if path.suffix.lower() == _GZIP:
         mode = "rt" if issubclass(reader_type, TextIOMessageReader) else "rb"
-        return reader_type(gzip.open(path, mode), **options)
+        return reader_type(gzip.open(path, mode), **options)  # type: ignore[arg-type]
     return reader_type(path, **options)
 
 

@@ -16,8 +16,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from hwbridge.captures.decoding import MessagePlan
 from hwbridge.captures.names import partition_value, table_folder
