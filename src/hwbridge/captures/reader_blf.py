@@ -183,8 +183,17 @@ class BlfReader:
         tail = b""
         pending: list[bytes] = []
         size = 0
+        broken: CaptureError | None = None
         try:
-            for inflated in self._containers():
+            containers = self._containers()
+            while True:
+                try:
+                    inflated = next(containers)
+                except StopIteration:
+                    break
+                except CaptureError as exc:  # decode what came before the break first
+                    broken = exc
+                    break
                 pending.append(inflated)
                 size += len(inflated)
                 if size >= BUFFER_BYTES:
@@ -195,6 +204,8 @@ class BlfReader:
             chunk, tail = self._parse(b"".join([tail, *pending]))
             if len(chunk):
                 yield chunk
+            if broken is not None:
+                raise broken
             if tail.strip(b"\0"):
                 raise CaptureError(
                     self.path,
