@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,8 @@ def assert_same_as_cantools(
                 if column in ("timestamp", "source"):
                     continue
                 want_value = w.get(column)
-                if isinstance(want_value, float) and want_value != want_value:
-                    assert value != value, (table, column)
+                if isinstance(want_value, float) and math.isnan(want_value):
+                    assert math.isnan(value), (table, column)
                 else:
                     assert value == want_value, (table, column, value, want_value, w)
     return counts

@@ -84,7 +84,7 @@ def write_capture(path: Path, messages: Iterable[can.Message]) -> Path:
 
 
 def engine_frame(t: float, coolant: int, rpm: float, gear: int, torque: float) -> can.Message:
-    raw_torque = int(round(torque / 0.5)) & 0xFFF
+    raw_torque = round(torque / 0.5) & 0xFFF
     data = bytearray(8)
     data[0] = coolant + 40
     data[1:3] = int(rpm / 0.25).to_bytes(2, "little")

@@ -159,7 +159,8 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
     console.print(
         Text.assemble(
             ("decoded ", "bold"),
-            f"{ok} of {len(summary.files)} capture(s) into {summary.out} in {summary.seconds:.2f} s",
+            f"{ok} of {len(summary.files)} capture(s) into {summary.out} "
+            f"in {summary.seconds:.2f} s",
         )
     )
     console.print(
