@@ -112,21 +112,34 @@ def json_value(value: Any) -> Any:
     return str(value)
 
 
-def _table_functions(tree: Any) -> set[str]:
-    """Names of the table functions anywhere in a serialized statement."""
-    found: set[str] = set()
+def _references(tree: Any) -> tuple[set[str], set[str], set[str]]:
+    """(table functions, tables, common table expression names) in a serialized statement."""
+    functions: set[str] = set()
+    tables: set[str] = set()
+    ctes: set[str] = set()
     stack = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if node.get("type") == "TABLE_FUNCTION":
+            kind = node.get("type")
+            if kind == "TABLE_FUNCTION":
                 function = node.get("function")
                 name = function.get("function_name") if isinstance(function, dict) else None
-                found.add(str(name).lower() if name else "?")
+                functions.add(str(name).lower() if name else "?")
+            elif kind == "BASE_TABLE":
+                parts = [str(node.get(k) or "") for k in ("catalog_name", "schema_name")]
+                prefix = ".".join(p for p in parts if p)
+                name = str(node.get("table_name") or "")
+                tables.add(f"{prefix}.{name}" if prefix else name)
+            cte_map = node.get("cte_map")
+            if isinstance(cte_map, dict):
+                for entry in cte_map.get("map") or []:
+                    if isinstance(entry, dict) and entry.get("key"):
+                        ctes.add(str(entry["key"]).lower())
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return found
+    return functions, tables, ctes
 
 
 class SqlEngine:
@@ -136,6 +149,10 @@ class SqlEngine:
         self.dataset = dataset
         self.limits = limits or QueryLimits()
         self._arrow = {name: t.arrow_dataset() for name, t in dataset.tables.items()}
+        names = {n.lower() for n in self._arrow}
+        self._table_names = (
+            names | {f"main.{n}" for n in names} | {f"memory.main.{n}" for n in names}
+        )
         self._lock = threading.Lock()
         self._guard = threading.Lock()  # the running query's token, for the timer
         self._running: object | None = None
@@ -209,11 +226,19 @@ class SqlEngine:
         if tree.get("error"):
             message = str(tree.get("error_message") or "not a plain SELECT")
             raise _refused(f"The query cannot be checked: {message}")
-        other = sorted(_table_functions(tree) - ALLOWED_TABLE_FUNCTIONS)
+        functions, tables, ctes = _references(tree)
+        other = sorted(functions - ALLOWED_TABLE_FUNCTIONS)
         if other:
             raise _refused(
                 f"Table function(s) {', '.join(other)} are not allowed: a query reads the "
                 "dataset's tables only (range, generate_series and unnest are allowed)."
+            )
+        known = self._table_names | ctes
+        strangers = sorted(t for t in tables if t.lower() not in known)
+        if strangers:
+            listed = ", ".join(repr(t[:80]) for t in strangers[:5])
+            raise _refused(
+                f"{listed} is not a table of the dataset; describe_dataset lists the tables."
             )
 
     # -- running -----------------------------------------------------------------------
