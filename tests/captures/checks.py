@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import pyarrow.dataset as pads
+import pyarrow.dataset as pads  # type: ignore[import-untyped]
 
 import can
 from hwbridge.can.database import CanDatabase
@@ -16,7 +16,7 @@ from hwbridge.can.database import CanDatabase
 def read_table(out: Path, table: str, source: str | None = None) -> list[dict[str, Any]]:
     """A table's rows in file order (one capture's rows when `source` is given)."""
     data = pads.dataset(out / table, format="parquet", partitioning="hive")
-    rows = data.to_table().to_pylist()
+    rows: list[dict[str, Any]] = data.to_table().to_pylist()
     if source is not None:
         rows = [r for r in rows if r["source"] == source]
     return rows

@@ -66,7 +66,7 @@ def messages(draw: st.DrawFn) -> Message:
         signed = draw(st.booleans())
         scale = draw(st.sampled_from(SCALES))
         offset = draw(st.sampled_from(OFFSETS))
-        choices = None
+        choices: Any = None
         if not is_float and length <= 16 and draw(st.booleans()):
             lo = -(1 << (length - 1)) if signed else 0
             hi = (1 << (length - 1)) - 1 if signed else (1 << length) - 1
@@ -103,8 +103,8 @@ def messages(draw: st.DrawFn) -> Message:
 
 def _expected(message: Message, data: bytes) -> dict[str, Any] | None:
     try:
-        values = message.decode(data, decode_choices=False, allow_truncated=True)
-        named = message.decode(data, decode_choices=True, allow_truncated=True)
+        values: Any = message.decode(data, decode_choices=False, allow_truncated=True)
+        named: Any = message.decode(data, decode_choices=True, allow_truncated=True)
     except DecodeError:
         return None  # a multiplexer value the database does not define
     out: dict[str, Any] = dict(values)
@@ -135,21 +135,21 @@ def test_values_equal_cantools(message: Message, data: st.DataObject) -> None:
         if payload and any(s.is_multiplexer for s in message.signals):
             payload[0] = data.draw(st.integers(0, 6))
         payloads.append(bytes(payload))
-    width = max(8, max(len(p) for p in payloads))
+    width = max(8, *(len(p) for p in payloads))
     buf = np.zeros((frames, width), np.uint8)
     for i, p in enumerate(payloads):
         buf[i, : len(p)] = np.frombuffer(p, np.uint8)
     lengths = np.array([len(p) for p in payloads], np.uint8)
     batch = plan.decode(np.arange(frames, dtype=np.int64), buf, lengths)
     rows = batch.to_pylist()
-    for payload, row in zip(payloads, rows, strict=True):
-        want = _expected(message, payload)
+    for sent, row in zip(payloads, rows, strict=True):
+        want = _expected(message, sent)
         if want is None:
             continue
         for column, value in row.items():
             if column == "timestamp":
                 continue
-            assert _same(value, want.get(column)), (column, value, want.get(column), payload.hex())
+            assert _same(value, want.get(column)), (column, value, want.get(column), sent.hex())
         assert set(want) <= set(row)
 
 

@@ -11,6 +11,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -38,7 +39,7 @@ def driver(dataset: Path) -> Iterator[CaptureDriver]:
         yield d
 
 
-def _query(driver: CaptureDriver, sql: str) -> tuple[str | None, object]:
+def _query(driver: CaptureDriver, sql: str) -> tuple[str | None, Any]:
     """(error code or None, result) for a call as an LLM writes it."""
     r = driver.process_llm_response(json.dumps({"tool": "query", "arguments": {"sql": sql}}))
     if r.call_failed:

@@ -28,6 +28,8 @@ from hwbridge.captures.summary import DecodeSummary, FileSummary
 __all__ = ["DecodeProgress", "decode_captures", "source_names"]
 
 PathLike = str | Path
+DASK_CONNECT_S = 10.0
+"""How long to wait for a Dask scheduler to answer."""
 
 
 class DecodeProgress:
@@ -216,14 +218,14 @@ def _on_dask(
     address: str, tasks: dict[int, DecodeTask], progress: DecodeProgress
 ) -> dict[int, FileSummary]:
     try:
-        from distributed import Client, as_completed
+        from distributed import Client
     except ImportError:
         raise ImportError(
             "--dask needs dask.distributed: pip install 'mcs-hwbridge[dask]'"
         ) from None
     results: dict[int, FileSummary] = {}
     try:
-        client = Client(address, timeout="10s", set_as_default=False)  # type: ignore[no-untyped-call]
+        client = Client(address, timeout=f"{DASK_CONNECT_S}s", set_as_default=False)  # type: ignore[no-untyped-call]
     except (OSError, TimeoutError) as exc:
         raise ConnectionError(f"no Dask scheduler answers at {address}: {exc}") from None
     with client:
@@ -232,16 +234,22 @@ def _on_dask(
             future = client.submit(run_task, task, pure=False)
             futures[future] = i
             progress.started(task.source, task.path)
-        for future in as_completed(list(futures)):  # type: ignore[no-untyped-call]
-            i = futures[future]
-            try:
-                results[i] = future.result()
-            except Exception as exc:
-                results[i] = FileSummary(
-                    path=tasks[i].path,
-                    source=tasks[i].source,
-                    ok=False,
-                    error=f"the Dask task failed: {type(exc).__name__}: {exc}",
-                )
-            progress.finished(results[i])
+        pending = dict(futures)
+        while pending:
+            done = [f for f in pending if f.done()]  # type: ignore[no-untyped-call]
+            if not done:
+                time.sleep(0.05)
+                continue
+            for future in done:
+                i = pending.pop(future)
+                try:
+                    results[i] = future.result()
+                except Exception as exc:
+                    results[i] = FileSummary(
+                        path=tasks[i].path,
+                        source=tasks[i].source,
+                        ok=False,
+                        error=f"the Dask task failed: {type(exc).__name__}: {exc}",
+                    )
+                progress.finished(results[i])
     return results

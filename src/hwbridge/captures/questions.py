@@ -264,19 +264,21 @@ class Questions:
         tables = [self._table(t, detail=2) for t in dataset.tables.values()]
         text_size = len(str(tables))
         detail = 2
-        while text_size > _DESCRIBE_CHARS and detail > 0:
+        while text_size > _DESCRIBE_CHARS and detail > -1:
             detail -= 1
             tables = [self._table(t, detail=detail) for t in dataset.tables.values()]
             text_size = len(str(tables))
         head["tables"] = tables
         if detail < 2:
             head["note"] = (
-                "columns shortened to fit; query DESCRIBE <table> for one table's columns"
+                "shortened to fit; query DESCRIBE <table> for one table's columns and types"
             )
         return head
 
     def _table(self, table: Table, detail: int) -> dict[str, Any]:
         out: dict[str, Any] = {"name": table.name, "rows": table.rows}
+        if detail < 0:
+            return out
         if "frame_id" in table.message:
             out["id"] = table.message["frame_id"]
         out["sources"] = len(table.sources)
