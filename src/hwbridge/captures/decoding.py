@@ -45,33 +45,31 @@ def _conversion(signal: Any) -> Any:
 
 
 class _Windows:
-    """The payload of one message's rows, padded, with 64-bit words cut at any byte."""
+    """The payload of one message's rows as aligned 64-bit words, little and big endian.
+
+    The payload is padded to whole words plus one zero word, so a signal of up to 64 bits is
+    at most two neighbouring words; a classic frame is one word, read without any copy.
+    """
 
     def __init__(self, data: npt.NDArray[np.uint8], length: int) -> None:
         n = data.shape[0]
         width = min(data.shape[1], length)
-        self.buf = np.zeros((n, length + 9), np.uint8)
-        self.buf[:, :width] = data[:, :width]
-        self._le: dict[int, U64] = {}
+        words = (length + 7) // 8 + 1
+        buf = np.zeros((n, words * 8), np.uint8)
+        buf[:, :width] = data[:, :width]
+        self._le_words = buf.view("<u8")
+        self._be_words = buf.view(">u8")
         self._be: dict[int, U64] = {}
 
-    def little(self, byte: int) -> U64:
-        word = self._le.get(byte)
-        if word is None:
-            word = np.ascontiguousarray(self.buf[:, byte : byte + 8]).view("<u8").ravel()
-            self._le[byte] = word
-        return word
+    def little(self, word: int) -> U64:
+        return self._le_words[:, word]
 
-    def big(self, byte: int) -> U64:
-        word = self._be.get(byte)
-        if word is None:
-            raw = np.ascontiguousarray(self.buf[:, byte : byte + 8]).view(">u8").ravel()
-            word = raw.astype(np.uint64)
-            self._be[byte] = word
-        return word
-
-    def byte(self, index: int) -> U64:
-        return self.buf[:, index].astype(np.uint64)
+    def big(self, word: int) -> U64:
+        found = self._be.get(word)
+        if found is None:
+            found = self._be_words[:, word].astype(np.uint64)
+            self._be[word] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,23 +129,22 @@ class SignalPlan:
     def raw_bits(self, windows: _Windows) -> U64:
         """The signal's bits as unsigned integers, one per row."""
         n = self.length
+        word, shift = divmod(self.position, 64)
         if self.little:
-            byte, shift = divmod(self.position, 8)
-            value = windows.little(byte) >> np.uint64(shift)
+            value = windows.little(word) >> np.uint64(shift)
             if shift + n > 64:
-                value |= windows.byte(byte + 8) << np.uint64(64 - shift)
+                value |= windows.little(word + 1) << np.uint64(64 - shift)
         else:
-            byte = self.position // 8
-            end = self.position + n
-            if end <= 8 * byte + 64:
-                value = windows.big(byte) >> np.uint64(8 * byte + 64 - end)
+            end = shift + n  # in bits from the start of the word, MSB first
+            if end <= 64:
+                value = windows.big(word) >> np.uint64(64 - end)
             else:
-                r = 8 * byte + 72 - end
-                value = (windows.big(byte) << np.uint64(8 - r)) | (
-                    windows.byte(byte + 8) >> np.uint64(r)
+                rest = end - 64
+                value = (windows.big(word) << np.uint64(rest)) | (
+                    windows.big(word + 1) >> np.uint64(64 - rest)
                 )
         if n < 64:
-            value &= np.uint64((1 << n) - 1)
+            value = value & np.uint64((1 << n) - 1)
         return value
 
     def raw(self, windows: _Windows) -> npt.NDArray[Any]:

@@ -140,8 +140,14 @@ class Mf4Reader:
         if data_length is None:
             data_length = np.full(n, payload.shape[1], np.uint8)
         length = np.minimum(data_length.astype(np.int64), payload.shape[1]).astype(np.uint8)
-        cols = np.arange(payload.shape[1], dtype=np.int64)
-        data = np.where(cols[None, :] < length[:, None], payload, 0).astype(np.uint8)
+        # FD-capable loggers store 64 bytes a record: keep the bytes the frames carry
+        width = max(1, int(length.max(initial=0)))
+        data = payload[:, :width]
+        if bool(np.any(length < width)):  # bytes past a frame's length are not its data
+            cols = np.arange(width, dtype=np.int64)
+            data = np.where(cols[None, :] < length[:, None], data, 0).astype(np.uint8)
+        else:
+            data = np.ascontiguousarray(data)
         channel = field("BusChannel")
         stamps = np.rint(np.asarray(signal.timestamps, np.float64) * 1e6).astype(np.int64)
         return FrameChunk(

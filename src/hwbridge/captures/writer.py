@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,8 +28,12 @@ __all__ = ["DatasetWriter", "clear_source"]
 
 ROW_GROUP_ROWS = 131_072
 BUFFER_BYTES = 48 * 1024 * 1024
+WRITE_THREADS = 2
+"""Row groups are compressed and written on threads (pyarrow releases the GIL), so writing
+overlaps reading and decoding; each table's row groups are still written in order."""
+MAX_WRITES_IN_FLIGHT = 4
 PART_NAME = "part-0.parquet"
-COMPRESSION = "zstd"
+COMPRESSION = "snappy"
 
 
 def clear_source(out: Path, source: str) -> None:
@@ -51,6 +57,7 @@ class _Table:
     pending_rows: int = 0
     pending_bytes: int = 0
     rows: int = 0
+    last_write: Future[None] | None = None
 
 
 class DatasetWriter:
@@ -71,6 +78,8 @@ class DatasetWriter:
         self._budget = buffer_bytes
         self._tables: dict[str, _Table] = {}
         self._buffered = 0
+        self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="hwbridge-parquet")
+        self._in_flight: deque[Future[None]] = deque()
 
     def add(self, plan: MessagePlan, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
@@ -97,6 +106,18 @@ class DatasetWriter:
         if not table.pending:
             return
         data = pa.Table.from_batches(table.pending, schema=table.plan.schema)
+        table.rows += data.num_rows
+        self._buffered -= table.pending_bytes
+        table.pending, table.pending_rows, table.pending_bytes = [], 0, 0
+        while len(self._in_flight) >= MAX_WRITES_IN_FLIGHT:
+            self._in_flight.popleft().result()
+        table.last_write = self._pool.submit(self._write, table, data, table.last_write)
+        self._in_flight.append(table.last_write)
+
+    def _write(self, table: _Table, data: pa.Table, previous: Future[None] | None) -> None:
+        """On a writer thread: after the table's previous row groups, write these."""
+        if previous is not None:
+            previous.result()
         if table.writer is None:
             table.temporary.parent.mkdir(parents=True, exist_ok=True)
             table.writer = pq.ParquetWriter(
@@ -109,24 +130,29 @@ class DatasetWriter:
                 write_statistics=True,
             )
         table.writer.write_table(data, row_group_size=self._row_group)
-        table.rows += data.num_rows
-        self._buffered -= table.pending_bytes
-        table.pending, table.pending_rows, table.pending_bytes = [], 0, 0
 
     def close(self) -> dict[str, int]:
         """Write what is buffered, complete every file; rows written per table."""
-        rows: dict[str, int] = {}
-        for name, table in self._tables.items():
-            self._flush(table)
-            if table.writer is not None:
-                table.writer.close()
-                os.replace(table.temporary, table.final)
-            rows[name] = table.rows
-        self._tables.clear()
-        return rows
+        try:
+            for table in self._tables.values():
+                self._flush(table)
+            for future in self._in_flight:
+                future.result()
+            self._in_flight.clear()
+            rows: dict[str, int] = {}
+            for name, table in self._tables.items():
+                if table.writer is not None:
+                    table.writer.close()
+                    os.replace(table.temporary, table.final)
+                rows[name] = table.rows
+            self._tables.clear()
+            return rows
+        finally:
+            self._pool.shutdown(wait=True)
 
     def abort(self) -> None:
         """Drop what this capture wrote (used when nothing of it should be kept)."""
+        self._pool.shutdown(wait=True)
         for table in self._tables.values():
             if table.writer is not None:
                 table.writer.close()
