@@ -196,6 +196,7 @@ def main() -> None:
                 f"{loop / ours:.1f}x faster (goal >= 4x)"
             )
             if suffix == ".mf4":
+
                 def extract_once(run: int, capture: Path = capture) -> int:
                     return _asammdf(capture, dbc)
 
