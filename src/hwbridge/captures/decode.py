@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
+from hwbridge.captures.bridge import DatabaseRepairWarning
 from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
 from hwbridge.captures.readers import check_capture
 from hwbridge.captures.summary import DecodeSummary, FileSummary
@@ -69,15 +69,15 @@ def source_names(paths: Sequence[Path]) -> list[str]:
             return [name(i) for i in range(len(paths))]
 
 
-def _load_databases(dbcs: Sequence[PathLike]) -> list[str]:
-    """Check that every database loads (DatabaseError names the file); their paths."""
-    resolved = []
-    for dbc in dbcs:
-        path = Path(dbc).expanduser().resolve()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DatabaseRepairWarning)
-            CanDatabase.load(path)
-        resolved.append(str(path))
+def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> list[str]:
+    """Load every database once (DatabaseError names the file); their resolved paths.
+
+    The tables are cached per process, so the in-process run reuses them as they are.
+    """
+    resolved = [str(Path(dbc).expanduser().resolve()) for dbc in dbcs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DatabaseRepairWarning)
+        load_tables(resolved, isotp=isotp)
     return resolved
 
 
@@ -112,7 +112,7 @@ def decode_captures(
         raise ValueError("give workers (local processes) or dask (a cluster), not both")
     started = time.perf_counter()
     progress = progress or DecodeProgress()
-    dbc_paths = tuple(_load_databases(databases))
+    dbc_paths = tuple(_load_databases(databases, isotp))
     target = Path(out).expanduser().resolve()
     target.mkdir(parents=True, exist_ok=True)
     sources = source_names(captures)

@@ -8,15 +8,19 @@ break and reports where it broke; the other captures are not affected.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import queue
+import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
 from hwbridge.captures.frames import CaptureError, FrameChunk
@@ -64,6 +68,48 @@ def load_tables(dbcs: Sequence[str], *, isotp: bool = False) -> MessageTables:
     return _tables(_stamp([str(Path(d).resolve()) for d in dbcs]), isotp)
 
 
+_DONE = object()
+
+
+def prefetch(chunks: Iterator[FrameChunk]) -> Iterator[FrameChunk]:
+    """Read the next chunk on a thread while this one is decoded (zlib, isal and pyarrow
+    release the GIL); one chunk ahead at most, and the reader's errors arrive in order."""
+    ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ahead.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            ahead.put(exc)
+
+    thread = threading.Thread(target=produce, name="hwbridge-capture-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                ahead.get(timeout=0.05)
+        thread.join()
+
+
 def run_task(
     task: DecodeTask, progress: Progress | None = None, tables: MessageTables | None = None
 ) -> FileSummary:
@@ -88,7 +134,7 @@ def run_task(
     clear_source(out, task.source)
     writer = DatasetWriter(out, task.source)
     try:
-        for chunk in reader.chunks():
+        for chunk in prefetch(reader.chunks()):
             counts["read"] += len(chunk)
             plain, transfers = assembler.feed(chunk)
             for part in (plain, transfers):

@@ -32,7 +32,8 @@ def _open(path: Path) -> Any:
             "reading .mf4 captures needs asammdf: pip install 'mcs-hwbridge[captures]'"
         ) from None
     try:
-        return MDF(path)
+        # the bus-logging index asammdf builds on opening (ids per group) is not used here
+        return MDF(path, process_bus_logging=False)
     except Exception as exc:  # asammdf raises many types for a file it cannot read
         raise CaptureError(path, "file header", f"not a readable MDF4 file: {exc}") from None
 
