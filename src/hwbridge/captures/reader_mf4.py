@@ -33,7 +33,7 @@ def _open(path: Path) -> Any:
         ) from None
     try:
         # the bus-logging index asammdf builds on opening (ids per group) is not used here
-        return MDF(path, process_bus_logging=False)
+        return MDF(path, process_bus_logging=False)  # type: ignore[call-arg]
     except Exception as exc:  # asammdf raises many types for a file it cannot read
         raise CaptureError(path, "file header", f"not a readable MDF4 file: {exc}") from None
 
