@@ -111,6 +111,8 @@ class MessageTables:
         tables = np.array([self.table_of(int(k)) for k in unique.tolist()], np.int64)
         unknown = {int(k): int(c) for k, c, t in zip(unique, counts, tables, strict=True) if t < 0}
         row_table = tables[inverse]
+        if len(self.plans) < 2**15:  # numpy sorts 16-bit integers by radix: linear time
+            row_table = row_table.astype(np.int16)
         order = np.argsort(row_table, kind="stable")
         sorted_tables = row_table[order]
         cuts = np.flatnonzero(np.diff(sorted_tables)) + 1

@@ -148,8 +148,9 @@ def run(args: argparse.Namespace) -> int:
     for f in summary.files:
         if not f.ok:
             where = f" at {f.position}" if f.position else ""
-            kept = f"; {f.frames_decoded} frames decoded before it were kept" if f.rows else ""
-            errors.print(Text(f"hwbridge: {f.path}: {f.error}{where}{kept}", style="red"))
+            kept = f"; {f.frames_decoded:,} frames decoded before it were kept" if f.rows else ""
+            line = Text(f"hwbridge: {f.path}: {f.error}{where}{kept}", style="red")
+            errors.print(line, soft_wrap=True)
     return EXIT_OK if summary.ok else EXIT_RUNTIME
 
 
@@ -168,6 +169,10 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
         f"unknown ids {summary.unknown_frames:,} ({len(summary.unknown_ids)} listed), "
         f"error frames {summary.error_frames:,}, remote frames {summary.remote_frames:,}"
     )
+    isotp = sum(f.isotp_frames for f in summary.files)
+    if isotp:
+        transfers = sum(f.isotp_transfers for f in summary.files)
+        console.print(f"ISO-TP: {isotp:,} frames reassembled into {transfers:,} transfers")
     table = Table("table", "rows", box=None, padding=(0, 2, 0, 0))
     for name, rows in list(summary.rows.items())[:_MAX_TABLE_ROWS]:
         table.add_row(name, f"{rows:,}")
