@@ -31,6 +31,7 @@ import decimal
 import json
 import math
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -142,6 +143,12 @@ def _references(tree: Any) -> tuple[set[str], set[str], set[str]]:
     return functions, tables, ctes
 
 
+def _close_all(connections: list[duckdb.DuckDBPyConnection]) -> None:
+    for con in connections:
+        with contextlib.suppress(duckdb.Error):
+            con.close()
+
+
 class SqlEngine:
     """The dataset's tables as views on a locked, in-memory DuckDB; thread-safe."""
 
@@ -157,6 +164,9 @@ class SqlEngine:
         self._guard = threading.Lock()  # the running query's token, for the timer
         self._running: object | None = None
         self._con = self._connect()
+        # a driver dropped without close() still releases its connection
+        self._holder = [self._con]
+        self._finalizer = weakref.finalize(self, _close_all, self._holder)
 
     # -- the connection ------------------------------------------------------------------
 
@@ -187,10 +197,11 @@ class SqlEngine:
         with contextlib.suppress(duckdb.Error):
             self._con.close()
         self._con = self._connect()
+        self._holder[:] = [self._con]
 
     def close(self) -> None:
         with self._lock:
-            self._con.close()
+            self._finalizer()
 
     # -- checks ------------------------------------------------------------------------
 
