@@ -33,7 +33,7 @@ WRITE_THREADS = 2
 overlaps reading and decoding; each table's row groups are still written in order."""
 MAX_WRITES_IN_FLIGHT = 4
 PART_NAME = "part-0.parquet"
-COMPRESSION = "snappy"
+COMPRESSION = "zstd"  # as fast as snappy here, files half the size
 
 
 def clear_source(out: Path, source: str) -> None:
