@@ -46,6 +46,7 @@ from hwbridge.core.models import ToolError
 __all__ = ["QueryLimits", "QueryResult", "SqlEngine"]
 
 ALLOWED_TABLE_FUNCTIONS = frozenset({"range", "generate_series", "unnest"})
+_PREFIXES = ("main", "memory", "memory.main")  # ways to qualify a table of the dataset
 MAX_MESSAGE_CHARS = 600
 
 
@@ -157,9 +158,7 @@ class SqlEngine:
         self.limits = limits or QueryLimits()
         self._arrow = {name: t.arrow_dataset() for name, t in dataset.tables.items()}
         names = {n.lower() for n in self._arrow}
-        self._table_names = (
-            names | {f"main.{n}" for n in names} | {f"memory.main.{n}" for n in names}
-        )
+        self._table_names = names | {f"{prefix}.{n}" for n in names for prefix in _PREFIXES}
         self._lock = threading.Lock()
         self._guard = threading.Lock()  # the running query's token, for the timer
         self._running: object | None = None
@@ -223,7 +222,7 @@ class SqlEngine:
         kind = str(statement.type).rsplit(".", 1)[-1]
         if kind != "SELECT":
             raise _refused(
-                f"Only SELECT queries are answered; this is a {kind} statement. "
+                f"Only SELECT queries are answered; this statement is of type {kind}. "
                 "The dataset is read-only: nothing can be created, changed, set or loaded."
             )
         return str(statement.query)
