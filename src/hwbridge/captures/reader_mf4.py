@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.captures.frames import CHUNK_FRAMES, CaptureError, FrameChunk, ReaderCounts
+from hwbridge.captures.frames import CaptureError, FrameChunk, ReaderCounts
 
 __all__ = ["Mf4Reader"]
 
@@ -22,6 +22,9 @@ _FLAG_CG_BUS_EVENT = 0x02
 _SOURCE_BUS = 0x02
 _BUS_TYPE_CAN = 0x02
 _DLC2LEN = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64], np.uint8)
+MF4_CHUNK_FRAMES = 131_072
+"""Records read at once: FD-capable loggers store 64 data bytes a record, and asammdf keeps a
+few copies of them while reading, so MF4 chunks are half the size of the others."""
 
 
 def _open(path: Path) -> Any:
@@ -41,7 +44,7 @@ def _open(path: Path) -> Any:
 class Mf4Reader:
     """Frame chunks from the CAN bus-logging groups of an MDF4 file."""
 
-    def __init__(self, path: str | Path, chunk_frames: int = CHUNK_FRAMES) -> None:
+    def __init__(self, path: str | Path, chunk_frames: int = MF4_CHUNK_FRAMES) -> None:
         self.path = Path(path)
         self.counts = ReaderCounts()
         self._chunk = chunk_frames

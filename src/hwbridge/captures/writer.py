@@ -27,7 +27,7 @@ from hwbridge.captures.names import partition_value, table_folder
 __all__ = ["DatasetWriter", "clear_source"]
 
 ROW_GROUP_ROWS = 131_072
-BUFFER_BYTES = 48 * 1024 * 1024
+BUFFER_BYTES = 32 * 1024 * 1024
 WRITE_THREADS = 2
 """Row groups are compressed and written on threads (pyarrow releases the GIL), so writing
 overlaps reading and decoding; each table's row groups are still written in order."""
