@@ -100,7 +100,7 @@ def test_missing_option_is_argparse_usage() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "the following arguments are required: --bus" in proc.stderr
+    assert "inspect needs --bus (or --dataset DIR)" in proc.stderr
 
 
 def test_subprocess_error_has_no_traceback() -> None:

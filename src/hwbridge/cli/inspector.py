@@ -55,12 +55,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "an application would get. Reads commands from stdin, so a session can be piped.",
     )
     add_driver_options(parser, bus_required=True)
+    from hwbridge.cli.dataset_inspect import add_dataset_option
+
+    add_dataset_option(parser)  # --dataset DIR: a decoded capture dataset instead of a bus
     parser.epilog = "commands:\n" + "\n".join(f"  {c:<18}{m}" for c, m in COMMANDS.items())
     parser.epilog += f"\n  {'anything else':<18}{ANYTHING_ELSE}\n"
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from hwbridge.cli.dataset_inspect import check_live_options, run_dataset
+
+    if args.dataset is not None:
+        return run_dataset(args)
+    check_live_options(args)
     console = make_console()
     with open_driver(args) as driver:
         Inspector(driver, console, model=args.model, bus=str(args.bus)).run()

@@ -1,0 +1,250 @@
+"""A decoded dataset as the query side sees it: tables, their columns, rows, sources, time span.
+
+Everything here comes from the Parquet files' footers and the folders, never from scanning
+the rows: row counts and the time range are in the footers' statistics, units, ranges and
+labels in the schema's field metadata that `decode_captures` wrote. A dataset written by
+another tool (plain Hive-style Parquet with a `timestamp` column) opens too, just with fewer
+descriptions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.dataset as pads  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+from hwbridge.captures.names import source_from_partition
+
+__all__ = ["Column", "Dataset", "Table"]
+
+SOURCE = "source"
+TIMESTAMP = "timestamp"
+_HIDDEN = ("_", ".")
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A column of a table and what the database said about it."""
+
+    name: str
+    type: str
+    signal: str | None = None
+    unit: str | None = None
+    minimum: float | None = None
+    maximum: float | None = None
+    scale: float = 1.0
+    offset: float = 0.0
+    labels: dict[int, str] = field(default_factory=dict)  # raw value -> label
+    label_column: str | None = None
+    labels_of: str | None = None
+    multiplexer: str | None = None
+    comment: str | None = None
+
+    @classmethod
+    def of(cls, f: pa.Field) -> Column:
+        meta = {k.decode(): v.decode() for k, v in (f.metadata or {}).items()}
+
+        def number(key: str) -> float | None:
+            try:
+                return float(meta[key]) if key in meta else None
+            except ValueError:
+                return None
+
+        labels: dict[int, str] = {}
+        if "labels" in meta:
+            try:
+                labels = {int(k): str(v) for k, v in json.loads(meta["labels"]).items()}
+            except (ValueError, TypeError, AttributeError):
+                labels = {}
+        type_text = "string" if pa.types.is_dictionary(f.type) else str(f.type)
+        return cls(
+            name=f.name,
+            type=type_text,
+            signal=meta.get("signal"),
+            unit=meta.get("unit") or None,
+            minimum=number("minimum"),
+            maximum=number("maximum"),
+            scale=number("scale") or 1.0,
+            offset=number("offset") or 0.0,
+            labels=labels,
+            labels_of=meta.get("labels_of"),
+            multiplexer=meta.get("multiplexer"),
+            comment=meta.get("comment"),
+        )
+
+    @property
+    def numeric(self) -> bool:
+        return self.type.startswith(("int", "uint", "double", "float", "decimal"))
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One message's table: a view named `name` over the Parquet files under `folder`."""
+
+    name: str
+    folder: Path
+    files: tuple[Path, ...]
+    schema: pa.Schema
+    columns: tuple[Column, ...]
+    rows: int
+    sources: tuple[str, ...]
+    start: dt.datetime | None
+    end: dt.datetime | None
+    message: dict[str, str]
+
+    def column(self, name: str) -> Column | None:
+        lowered = name.lower()
+        for column in self.columns:
+            if column.name.lower() == lowered:
+                return column
+        return None
+
+    def arrow_dataset(self) -> pads.Dataset:
+        """The table as a pyarrow dataset (the `source` partition decoded from its folder)."""
+        partitioning = pads.partitioning(pa.schema([(SOURCE, pa.string())]), flavor="hive")
+        return pads.dataset(
+            [str(f) for f in self.files],
+            schema=self.schema,
+            format="parquet",
+            partitioning=partitioning,
+            partition_base_dir=str(self.folder),
+        )
+
+
+def _timestamp_range(meta: pq.FileMetaData, index: int) -> tuple[Any, Any]:
+    low = high = None
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(index).statistics
+        if stats is None or not stats.has_min_max:
+            return None, None
+        low = stats.min if low is None else min(low, stats.min)
+        high = stats.max if high is None else max(high, stats.max)
+    return low, high
+
+
+def _as_utc(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
+    if isinstance(value, int):  # raw microseconds
+        return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=value)
+    return None
+
+
+def _read_table(folder: Path) -> Table | None:
+    files = sorted(
+        p
+        for p in folder.rglob("*.parquet")
+        if p.is_file() and not any(part.startswith(_HIDDEN) for part in p.relative_to(folder).parts)
+    )
+    if not files:
+        return None
+    schemas: list[pa.Schema] = []
+    rows = 0
+    sources: set[str] = set()
+    start: dt.datetime | None = None
+    end: dt.datetime | None = None
+    for path in files:
+        meta = pq.read_metadata(path)
+        schema = meta.schema.to_arrow_schema()
+        schemas.append(schema)
+        rows += meta.num_rows
+        for part in path.relative_to(folder).parts[:-1]:
+            key, sep, value = part.partition("=")
+            if sep and key == SOURCE:
+                sources.add(source_from_partition(value))
+        if TIMESTAMP in schema.names and meta.num_rows:
+            low, high = _timestamp_range(meta, schema.names.index(TIMESTAMP))
+            low_t, high_t = _as_utc(low), _as_utc(high)
+            if low_t is not None and (start is None or low_t < start):
+                start = low_t
+            if high_t is not None and (end is None or high_t > end):
+                end = high_t
+    schema = pa.unify_schemas(schemas, promote_options="permissive")
+    if SOURCE not in schema.names:
+        schema = schema.append(pa.field(SOURCE, pa.string()))
+    meta_b = schemas[0].metadata or {}
+    message = {
+        k.decode().removeprefix("hwbridge."): v.decode()
+        for k, v in meta_b.items()
+        if k.startswith(b"hwbridge.")
+    }
+    name = message.get("table") or source_from_partition(folder.name)
+    columns = {f.name: Column.of(f) for f in schema}
+    for column in list(columns.values()):
+        target = columns.get(column.labels_of or "")
+        if target is not None:
+            columns[target.name] = replace(target, label_column=column.name)
+    return Table(
+        name=name,
+        folder=folder,
+        files=tuple(files),
+        schema=schema,
+        columns=tuple(columns.values()),
+        rows=rows,
+        sources=tuple(sorted(sources)),
+        start=start,
+        end=end,
+        message=message,
+    )
+
+
+class Dataset:
+    """The tables of a dataset folder (one sub-folder per message), read from footers."""
+
+    def __init__(self, root: Path, tables: list[Table]) -> None:
+        self.root = root
+        self.tables = {t.name: t for t in tables}
+        self._lower = {t.name.lower(): t for t in tables}
+
+    @classmethod
+    def open(cls, root: str | Path) -> Dataset:
+        path = Path(root).expanduser()
+        if not path.is_dir():
+            raise FileNotFoundError(f"no dataset folder at {path}")
+        tables: list[Table] = []
+        names: set[str] = set()
+        for folder in sorted(p for p in path.iterdir() if p.is_dir()):
+            if folder.name.startswith(_HIDDEN):
+                continue
+            table = _read_table(folder)
+            if table is None:
+                continue
+            if table.name.lower() in names:  # SQL names ignore case: keep them apart
+                n = 2
+                while f"{table.name}_{n}".lower() in names:
+                    n += 1
+                table = Table(**{**_fields(table), "name": f"{table.name}_{n}"})
+            names.add(table.name.lower())
+            tables.append(table)
+        if not tables:
+            raise FileNotFoundError(
+                f"{path} holds no Parquet tables (decode captures into it first)"
+            )
+        return cls(path, tables)
+
+    def table(self, name: str) -> Table | None:
+        return self.tables.get(name) or self._lower.get(name.lower())
+
+    @property
+    def sources(self) -> list[str]:
+        return sorted({s for t in self.tables.values() for s in t.sources})
+
+    @property
+    def start(self) -> dt.datetime | None:
+        starts = [t.start for t in self.tables.values() if t.start is not None]
+        return min(starts) if starts else None
+
+    @property
+    def end(self) -> dt.datetime | None:
+        ends = [t.end for t in self.tables.values() if t.end is not None]
+        return max(ends) if ends else None
+
+
+def _fields(table: Table) -> dict[str, Any]:
+    return {name: getattr(table, name) for name in Table.__slots__}

@@ -1,0 +1,255 @@
+"""`decode_captures`: many captures into one Parquet dataset, here, in local processes or on Dask.
+
+    summary = decode_captures(["truck.MF4"], ["j1939.dbc", "gps.dbc"], "dataset/")
+
+Every capture is one task (see `file_task`); the three ways to run them differ only in where
+the tasks run. The databases are loaded here first, so a bad database fails at once with a
+clear error instead of once per worker. On Dask the workers must see the same paths (a
+shared file system or object store mount) for the captures, the databases and `out`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import queue
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+from hwbridge.captures.bridge import DatabaseRepairWarning
+from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
+from hwbridge.captures.readers import check_capture
+from hwbridge.captures.summary import DecodeSummary, FileSummary
+
+__all__ = ["DecodeProgress", "decode_captures", "source_names"]
+
+PathLike = str | Path
+DASK_CONNECT_S = 10.0
+"""How long to wait for a Dask scheduler to answer."""
+
+
+class DecodeProgress:
+    """Hooks for showing progress; the default does nothing. The CLI draws rich bars."""
+
+    def started(self, source: str, path: str) -> None:
+        """A capture's task was handed to a worker."""
+
+    def advanced(self, source: str, fraction: float) -> None:
+        """A capture is `fraction` (0..1) read."""
+
+    def finished(self, summary: FileSummary) -> None:
+        """A capture is done (`summary.ok` says whether it was read to the end)."""
+
+
+def source_names(paths: Sequence[Path]) -> list[str]:
+    """Each capture's `source`: its file name, with as many parent folders as it takes to
+    tell apart captures of the same name (CANedge names files 00000001.MF4 in every folder)."""
+    depth = [1] * len(paths)
+    parts = [p.resolve().parts for p in paths]
+
+    def name(i: int) -> str:
+        return "/".join(parts[i][-depth[i] :])
+
+    while True:
+        seen: dict[str, list[int]] = {}
+        for i in range(len(paths)):
+            seen.setdefault(name(i), []).append(i)
+        clashes = [group for group in seen.values() if len(group) > 1]
+        grown = False
+        for group in clashes:
+            for i in group:
+                if depth[i] < len(parts[i]):
+                    depth[i] += 1
+                    grown = True
+        if not clashes or not grown:
+            return [name(i) for i in range(len(paths))]
+
+
+def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> list[str]:
+    """Load every database once (DatabaseError names the file); their resolved paths.
+
+    The tables are cached per process, so the in-process run reuses them as they are.
+    """
+    resolved = [str(Path(dbc).expanduser().resolve()) for dbc in dbcs]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DatabaseRepairWarning)
+        load_tables(resolved, isotp=isotp)
+    return resolved
+
+
+def decode_captures(
+    paths: Iterable[PathLike],
+    dbcs: Iterable[PathLike],
+    out: PathLike,
+    workers: int = 1,
+    dask: str | None = None,
+    *,
+    isotp: bool = False,
+    progress: DecodeProgress | None = None,
+) -> DecodeSummary:
+    """Decode captures with databases into a Hive-style Parquet dataset at `out`.
+
+    `workers` > 1 decodes that many captures at once in local processes; `dask` (a scheduler
+    address such as "tcp://10.0.0.5:8786") runs the same tasks on a dask.distributed cluster.
+    `isotp=True` reassembles ISO-TP transfers for messages longer than 8 bytes (UDS/OBD
+    databases written for CANedge decoders). A capture that cannot be read (missing,
+    truncated, corrupt) is reported in the summary with where it broke; the others are
+    decoded all the same. Raises DatabaseError for a database that does not load.
+    """
+    captures = [Path(p).expanduser() for p in paths]
+    databases = [Path(d) for d in dbcs]
+    if not captures:
+        raise ValueError("no capture to decode")
+    if not databases:
+        raise ValueError("decoding needs at least one database (--dbc)")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if dask is not None and workers != 1:
+        raise ValueError("give workers (local processes) or dask (a cluster), not both")
+    started = time.perf_counter()
+    progress = progress or DecodeProgress()
+    dbc_paths = tuple(_load_databases(databases, isotp))
+    target = Path(out).expanduser().resolve()
+    target.mkdir(parents=True, exist_ok=True)
+    sources = source_names(captures)
+    results: dict[int, FileSummary] = {}
+    tasks: dict[int, DecodeTask] = {}
+    for i, (path, source) in enumerate(zip(captures, sources, strict=True)):
+        try:
+            checked = check_capture(path)
+        except (OSError, ValueError) as exc:
+            results[i] = FileSummary(path=str(path), source=source, ok=False, error=_text(exc))
+            progress.finished(results[i])
+            continue
+        tasks[i] = DecodeTask(str(checked.resolve()), source, dbc_paths, str(target), isotp)
+    if dask is not None:
+        results.update(_on_dask(dask, tasks, progress))
+    elif workers > 1 and len(tasks) > 1:
+        results.update(_in_processes(min(workers, len(tasks)), tasks, progress))
+    else:
+        tables = load_tables(dbc_paths, isotp=isotp)
+        for i, task in tasks.items():
+            progress.started(task.source, task.path)
+            results[i] = run_task(task, _advance(progress, task.source), tables)
+            progress.finished(results[i])
+    files = [results[i] for i in range(len(captures))]
+    return DecodeSummary.of(target, files, time.perf_counter() - started)
+
+
+def _text(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return str(exc)
+
+
+def _advance(progress: DecodeProgress, source: str) -> Callable[[float], None]:
+    return lambda fraction: progress.advanced(source, fraction)
+
+
+# -- local processes ------------------------------------------------------------------------
+
+
+def _task_in_process(task: DecodeTask, updates: Any) -> FileSummary:
+    """Runs in a worker process: the task, with progress sent back through a queue."""
+    last = [0.0]
+
+    def report(fraction: float) -> None:
+        if fraction - last[0] >= 0.01 or fraction >= 1.0:
+            last[0] = fraction
+            with contextlib.suppress(Exception):
+                updates.put((task.source, fraction))
+
+    return run_task(task, report)
+
+
+def _in_processes(
+    workers: int, tasks: dict[int, DecodeTask], progress: DecodeProgress
+) -> dict[int, FileSummary]:
+    context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
+    results: dict[int, FileSummary] = {}
+    with context.Manager() as manager:
+        updates = manager.Queue()
+        with ProcessPoolExecutor(workers, mp_context=context) as pool:
+            running: dict[Future[FileSummary], int] = {}
+            for i, task in tasks.items():
+                running[pool.submit(_task_in_process, task, updates)] = i
+                progress.started(task.source, task.path)
+            pending = set(running)
+            while pending:
+                done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                _drain(updates, progress)
+                for future in done:
+                    i = running[future]
+                    results[i] = _outcome(future, tasks[i])
+                    progress.finished(results[i])
+            _drain(updates, progress)
+    return results
+
+
+def _drain(updates: Any, progress: DecodeProgress) -> None:
+    while True:
+        try:
+            source, fraction = updates.get_nowait()
+        except (queue.Empty, EOFError, OSError):
+            return
+        progress.advanced(source, fraction)
+
+
+def _outcome(future: Future[FileSummary], task: DecodeTask) -> FileSummary:
+    try:
+        return future.result()
+    except Exception as exc:  # a worker that died (out of memory, killed)
+        return FileSummary(
+            path=task.path,
+            source=task.source,
+            ok=False,
+            error=f"the worker decoding it failed: {type(exc).__name__}: {exc}",
+        )
+
+
+# -- Dask -----------------------------------------------------------------------------------
+
+
+def _on_dask(
+    address: str, tasks: dict[int, DecodeTask], progress: DecodeProgress
+) -> dict[int, FileSummary]:
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError(
+            "--dask needs dask.distributed: pip install 'mcs-hwbridge[dask]'"
+        ) from None
+    results: dict[int, FileSummary] = {}
+    try:
+        client = Client(address, timeout=f"{DASK_CONNECT_S}s", set_as_default=False)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionError(f"no Dask scheduler answers at {address}: {exc}") from None
+    with client:
+        futures = {}
+        for i, task in tasks.items():
+            future = client.submit(run_task, task, pure=False)
+            futures[future] = i
+            progress.started(task.source, task.path)
+        pending = dict(futures)
+        while pending:
+            done = [f for f in pending if f.done()]  # type: ignore[no-untyped-call]
+            if not done:
+                time.sleep(0.05)
+                continue
+            for future in done:
+                i = pending.pop(future)
+                try:
+                    results[i] = future.result()
+                except Exception as exc:
+                    results[i] = FileSummary(
+                        path=tasks[i].path,
+                        source=tasks[i].source,
+                        ok=False,
+                        error=f"the Dask task failed: {type(exc).__name__}: {exc}",
+                    )
+                progress.finished(results[i])
+    return results

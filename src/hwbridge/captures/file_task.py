@@ -1,0 +1,202 @@
+"""Decoding one capture into the dataset: the unit of work of every way to run a decode.
+
+A `DecodeTask` is a small picklable value (paths and options), so the same function runs
+in this process, in a local worker process or on a Dask worker; each worker loads the
+databases once and keeps them. A capture that breaks off keeps what was decoded before the
+break and reports where it broke; the other captures are not affected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import queue
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
+from hwbridge.captures.frames import CaptureError, FrameChunk
+from hwbridge.captures.isotp import IsoTpAssembler
+from hwbridge.captures.readers import open_capture
+from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
+from hwbridge.captures.tables import MessageTables, key_text
+from hwbridge.captures.writer import DatasetWriter, clear_source
+
+__all__ = ["DecodeTask", "load_tables", "run_task"]
+
+log = logging.getLogger(__name__)
+
+Progress = Callable[[float], None]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeTask:
+    """One capture to decode: where it is, what it is called in the dataset, with what."""
+
+    path: str
+    source: str
+    dbcs: tuple[str, ...]
+    out: str
+    isotp: bool = False
+    fast: bool = True
+
+
+def _stamp(paths: Sequence[str]) -> tuple[tuple[str, float], ...]:
+    return tuple((p, os.stat(p).st_mtime) for p in paths)
+
+
+@functools.lru_cache(maxsize=4)
+def _tables(stamped: tuple[tuple[str, float], ...], isotp: bool) -> MessageTables:
+    databases = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DatabaseRepairWarning)  # reported once, by the caller
+        for path, _ in stamped:
+            databases.append(CanDatabase.load(path))
+    return MessageTables(databases, isotp=isotp)
+
+
+def load_tables(dbcs: Sequence[str], *, isotp: bool = False) -> MessageTables:
+    """The tables of these databases, loaded once per process (reloaded if a file changes)."""
+    return _tables(_stamp([str(Path(d).resolve()) for d in dbcs]), isotp)
+
+
+_DONE = object()
+
+
+def prefetch(chunks: Iterator[FrameChunk]) -> Iterator[FrameChunk]:
+    """Read the next chunk on a thread while this one is decoded (zlib, isal and pyarrow
+    release the GIL); one chunk ahead at most, and the reader's errors arrive in order."""
+    ahead: queue.Queue[Any] = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for chunk in chunks:
+                while not stop.is_set():
+                    try:
+                        ahead.put(chunk, timeout=0.1)
+                        break
+                    except queue.Full:
+                        continue
+                if stop.is_set():
+                    return
+            ahead.put(_DONE)
+        except BaseException as exc:  # handed to the consumer, raised there
+            ahead.put(exc)
+
+    thread = threading.Thread(target=produce, name="hwbridge-capture-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = ahead.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                ahead.get(timeout=0.05)
+        thread.join()
+
+
+def run_task(
+    task: DecodeTask, progress: Progress | None = None, tables: MessageTables | None = None
+) -> FileSummary:
+    """Decode `task.path` into `task.out`; never raises for a bad capture (see the summary)."""
+    started = time.perf_counter()
+    if tables is None:
+        tables = load_tables(task.dbcs, isotp=task.isotp)
+    out = Path(task.out)
+    counts: dict[str, int] = {"read": 0, "decoded": 0, "unknown": 0}
+    unknown: Counter[int] = Counter()
+    error: str | None = None
+    position: str | None = None
+    rows: dict[str, int] = {}
+    errors = remotes = 0
+    assembler = IsoTpAssembler(tables.isotp_keys)
+    try:
+        reader = open_capture(task.path, fast=task.fast)
+    except CaptureError as exc:
+        return _failed(task, exc.reason, exc.position, started)
+    except (OSError, ValueError, ImportError, NotImplementedError) as exc:
+        return _failed(task, str(exc), "start of file", started)
+    clear_source(out, task.source)
+    writer = DatasetWriter(out, task.source)
+    try:
+        for chunk in prefetch(reader.chunks()):
+            counts["read"] += len(chunk)
+            plain, transfers = assembler.feed(chunk)
+            for part in (plain, transfers):
+                if part is not None:
+                    _decode(part, tables, writer, counts, unknown)
+            if progress is not None:
+                progress(reader.progress)
+    except CaptureError as exc:
+        error, position = exc.reason, exc.position
+    except Exception as exc:  # a reader library failing on a damaged file
+        log.debug("reading %s failed", task.path, exc_info=True)
+        error, position = f"unreadable: {type(exc).__name__}: {exc}", reader.position
+    finally:
+        assembler.finish()
+        rows = writer.close()
+        reader.close()
+        errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
+    if progress is not None:
+        progress(1.0)
+    return FileSummary(
+        path=task.path,
+        source=task.source,
+        ok=error is None,
+        error=error,
+        position=position,
+        frames_read=counts["read"] + errors + remotes,
+        frames_decoded=counts["decoded"],
+        unknown_frames=counts["unknown"],
+        unknown_ids={key_text(k): n for k, n in unknown.most_common(MAX_UNKNOWN_IDS)},
+        error_frames=errors,
+        remote_frames=remotes,
+        isotp_frames=assembler.stats.frames,
+        isotp_transfers=assembler.stats.transfers,
+        rows={k: v for k, v in sorted(rows.items()) if v},
+        seconds=round(time.perf_counter() - started, 3),
+    )
+
+
+def _decode(
+    chunk: FrameChunk,
+    tables: MessageTables,
+    writer: DatasetWriter,
+    counts: dict[str, int],
+    unknown: Counter[int],
+) -> None:
+    routed = tables.route(chunk)
+    counts["decoded"] += routed.decoded
+    for key, frames in routed.unknown.items():
+        unknown[key] += frames
+        counts["unknown"] += frames
+    for table, rows in routed.groups:
+        plan = tables.plans[table]
+        batch = plan.decode(chunk.timestamp_us[rows], chunk.data[rows], chunk.length[rows])
+        writer.add(plan, batch)
+
+
+def _failed(task: DecodeTask, error: str, position: str, started: float) -> FileSummary:
+    return FileSummary(
+        path=task.path,
+        source=task.source,
+        ok=False,
+        error=error,
+        position=position,
+        seconds=round(time.perf_counter() - started, 3),
+    )

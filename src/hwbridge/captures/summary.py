@@ -1,0 +1,86 @@
+"""What a decoding run did, per capture and in total: the summary `decode_captures` returns.
+
+Plain pydantic models, so a summary crosses a process or a Dask worker as it is, prints as
+JSON, and says honestly what failed: a capture that could not be read to its end is listed
+with the error and the position, and what was decoded before that position is counted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["DecodeSummary", "FileSummary"]
+
+MAX_UNKNOWN_IDS = 20
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FileSummary(_Model):
+    """One capture: how many frames were read and decoded, and what went wrong, if anything."""
+
+    path: str
+    source: str
+    ok: bool = True
+    error: str | None = None
+    position: str | None = Field(
+        default=None, description="where the capture could not be read on (byte, record)"
+    )
+    frames_read: int = 0
+    frames_decoded: int = 0
+    unknown_frames: int = 0
+    unknown_ids: dict[str, int] = Field(
+        default_factory=dict, description=f"the {MAX_UNKNOWN_IDS} most frequent unknown ids"
+    )
+    error_frames: int = 0
+    remote_frames: int = 0
+    isotp_frames: int = 0
+    isotp_transfers: int = 0
+    rows: dict[str, int] = Field(default_factory=dict, description="rows written per table")
+    seconds: float = 0.0
+
+
+class DecodeSummary(_Model):
+    """A whole run: the totals, the rows per table, and every capture's own summary."""
+
+    out: str
+    files: list[FileSummary]
+    frames_read: int
+    frames_decoded: int
+    unknown_frames: int
+    unknown_ids: dict[str, int]
+    error_frames: int
+    remote_frames: int
+    rows: dict[str, int]
+    failed: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    @classmethod
+    def of(cls, out: Path, files: list[FileSummary], seconds: float) -> DecodeSummary:
+        rows: Counter[str] = Counter()
+        unknown: Counter[str] = Counter()
+        for f in files:
+            rows.update(f.rows)
+            unknown.update(f.unknown_ids)
+        return cls(
+            out=str(out),
+            files=files,
+            frames_read=sum(f.frames_read for f in files),
+            frames_decoded=sum(f.frames_decoded for f in files),
+            unknown_frames=sum(f.unknown_frames for f in files),
+            unknown_ids=dict(unknown.most_common(MAX_UNKNOWN_IDS)),
+            error_frames=sum(f.error_frames for f in files),
+            remote_frames=sum(f.remote_frames for f in files),
+            rows=dict(sorted(rows.items())),
+            failed=[f.path for f in files if not f.ok],
+            seconds=round(seconds, 3),
+        )

@@ -1,0 +1,160 @@
+"""Writing one capture's rows into the Hive-style dataset, in bounded memory.
+
+    DIR/<Table>/source=<capture name>/part-0.parquet
+
+Each table of a capture gets one Parquet file, written row group by row group as decoded
+chunks arrive: rows are buffered per table until a row group is full, and the largest buffer
+is written early when all of them together pass the memory budget. A file is written under
+a hidden temporary name and renamed when complete, so a reader never sees half a file, and
+decoding a capture again replaces its rows instead of adding them twice.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.parquet as pq  # type: ignore[import-untyped]
+
+from hwbridge.captures.decoding import MessagePlan
+from hwbridge.captures.names import partition_value, table_folder
+
+__all__ = ["DatasetWriter", "clear_source"]
+
+ROW_GROUP_ROWS = 131_072
+BUFFER_BYTES = 32 * 1024 * 1024
+WRITE_THREADS = 2
+"""Row groups are compressed and written on threads (pyarrow releases the GIL), so writing
+overlaps reading and decoding; each table's row groups are still written in order."""
+MAX_WRITES_IN_FLIGHT = 4
+PART_NAME = "part-0.parquet"
+COMPRESSION = "zstd"  # as fast as snappy here, files half the size
+
+
+def clear_source(out: Path, source: str) -> None:
+    """Remove the rows an earlier run wrote for `source`, in every table."""
+    partition = f"source={partition_value(source)}"
+    if not out.is_dir():
+        return
+    for table in out.iterdir():
+        target = table / partition
+        if table.is_dir() and target.is_dir():
+            shutil.rmtree(target)
+
+
+@dataclass(slots=True)
+class _Table:
+    plan: MessagePlan
+    final: Path
+    temporary: Path
+    writer: pq.ParquetWriter | None = None
+    pending: list[pa.RecordBatch] = field(default_factory=list)
+    pending_rows: int = 0
+    pending_bytes: int = 0
+    rows: int = 0
+    last_write: Future[None] | None = None
+
+
+class DatasetWriter:
+    """Rows of one capture, per table; `close()` completes the files and returns row counts."""
+
+    def __init__(
+        self,
+        out: Path,
+        source: str,
+        *,
+        row_group_rows: int = ROW_GROUP_ROWS,
+        buffer_bytes: int = BUFFER_BYTES,
+    ) -> None:
+        self.out = out
+        self.source = source
+        self._partition = f"source={partition_value(source)}"
+        self._row_group = row_group_rows
+        self._budget = buffer_bytes
+        self._tables: dict[str, _Table] = {}
+        self._buffered = 0
+        self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="hwbridge-parquet")
+        self._in_flight: deque[Future[None]] = deque()
+
+    def add(self, plan: MessagePlan, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        table = self._tables.get(plan.table)
+        if table is None:
+            folder = self.out / table_folder(plan.table) / self._partition
+            table = _Table(plan, folder / PART_NAME, folder / f".{PART_NAME}.tmp")
+            self._tables[plan.table] = table
+        size = batch.nbytes
+        table.pending.append(batch)
+        table.pending_rows += batch.num_rows
+        table.pending_bytes += size
+        self._buffered += size
+        if table.pending_rows >= self._row_group:
+            self._flush(table)
+        while self._buffered > self._budget:
+            largest = max(self._tables.values(), key=lambda t: t.pending_bytes)
+            if not largest.pending_bytes:
+                break
+            self._flush(largest)
+
+    def _flush(self, table: _Table) -> None:
+        if not table.pending:
+            return
+        data = pa.Table.from_batches(table.pending, schema=table.plan.schema)
+        table.rows += data.num_rows
+        self._buffered -= table.pending_bytes
+        table.pending, table.pending_rows, table.pending_bytes = [], 0, 0
+        while len(self._in_flight) >= MAX_WRITES_IN_FLIGHT:
+            self._in_flight.popleft().result()
+        table.last_write = self._pool.submit(self._write, table, data, table.last_write)
+        self._in_flight.append(table.last_write)
+
+    def _write(self, table: _Table, data: pa.Table, previous: Future[None] | None) -> None:
+        """On a writer thread: after the table's previous row groups, write these."""
+        if previous is not None:
+            previous.result()
+        if table.writer is None:
+            table.temporary.parent.mkdir(parents=True, exist_ok=True)
+            table.writer = pq.ParquetWriter(
+                table.temporary,
+                table.plan.schema,
+                compression=COMPRESSION,
+                use_dictionary=[
+                    f.name for f in table.plan.schema if pa.types.is_dictionary(f.type)
+                ],
+                write_statistics=True,
+            )
+        table.writer.write_table(data, row_group_size=self._row_group)
+
+    def close(self) -> dict[str, int]:
+        """Write what is buffered, complete every file; rows written per table."""
+        try:
+            for table in self._tables.values():
+                self._flush(table)
+            for future in self._in_flight:
+                future.result()
+            self._in_flight.clear()
+            rows: dict[str, int] = {}
+            for name, table in self._tables.items():
+                if table.writer is not None:
+                    table.writer.close()
+                    os.replace(table.temporary, table.final)
+                rows[name] = table.rows
+            self._tables.clear()
+            return rows
+        finally:
+            self._pool.shutdown(wait=True)
+
+    def abort(self) -> None:
+        """Drop what this capture wrote (used when nothing of it should be kept)."""
+        self._pool.shutdown(wait=True)
+        for table in self._tables.values():
+            if table.writer is not None:
+                table.writer.close()
+            table.temporary.unlink(missing_ok=True)
+        self._tables.clear()

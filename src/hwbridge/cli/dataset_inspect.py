@@ -1,0 +1,83 @@
+"""`hwbridge inspect --dataset DIR`: the inspector REPL on a CaptureDriver instead of a bus.
+
+The commands are the inspector's (tools, describe, call, prompt, paste, or an LLM output);
+`status` describes the dataset.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING, Any, cast
+
+from rich.console import Console
+from rich.text import Text
+
+from hwbridge.cli.console import make_console
+from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError
+from hwbridge.cli.inspector import Inspector
+
+if TYPE_CHECKING:
+    from hwbridge.captures.driver import CaptureDriver
+
+__all__ = ["DatasetInspector", "add_dataset_option", "check_live_options", "run_dataset"]
+
+
+def add_dataset_option(parser: argparse.ArgumentParser) -> None:
+    """--dataset DIR; --bus is then not needed (checked in `check_live_options`; --dbc
+    defaults to the bundled demo vehicle either way)."""
+    for action in parser._actions:
+        if action.dest == "bus":
+            action.required = False
+    parser.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="inspect a decoded capture dataset (hwbridge decode) instead of a live bus",
+    )
+
+
+def check_live_options(args: argparse.Namespace) -> None:
+    if getattr(args, "bus", None) is None:
+        raise CliError("inspect needs --bus (or --dataset DIR)", EXIT_USAGE)
+
+
+class DatasetInspector(Inspector):
+    """The inspector's loop and commands over a CaptureDriver."""
+
+    def __init__(self, driver: CaptureDriver, console: Console, *, model: str | None = None):
+        super().__init__(cast(Any, driver), console, model=model, bus=str(driver.dataset.root))
+        self._commands["status"] = lambda _: self.call("describe_dataset", {})
+
+    def banner(self) -> None:
+        dataset = self.driver.dataset  # type: ignore[attr-defined]
+        self.console.print(
+            Text.assemble(
+                ("hwbridge inspect", "bold"),
+                f": dataset {dataset.root} ({len(dataset.tables)} tables, "
+                f"{len(dataset.sources)} sources)",
+            ),
+            soft_wrap=True,
+        )
+        self.console.print(f"{len(self.tools)} tools, read-only.", soft_wrap=True)
+        self.console.print(
+            "Type help for commands (status describes the dataset); anything else is run as "
+            "LLM output.",
+            style="dim",
+        )
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    try:
+        from hwbridge.captures.driver import CaptureDriver
+    except ImportError as exc:
+        raise CliError(
+            f"{exc.name or exc}: --dataset needs pip install 'mcs-hwbridge[captures]'",
+            EXIT_RUNTIME,
+        ) from None
+    try:
+        driver = CaptureDriver.from_dataset(args.dataset, prompt_strategy=str(args.pack))
+    except FileNotFoundError as exc:
+        raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
+    console = make_console()
+    with driver:
+        DatasetInspector(driver, console, model=args.model).run()
+    return EXIT_OK

@@ -1,0 +1,91 @@
+"""`hwbridge decode` and `hwbridge inspect --dataset` as a user types them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwbridge.cli.main import main
+
+from .conftest import GPS_DBC, J1939_DBC, TRUCK, drive, write_capture
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_decode_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(
+        capsys, "decode", str(TRUCK), "--dbc", str(GPS_DBC), "--dbc", str(J1939_DBC),
+        "--out", str(tmp_path / "ds"),
+    )  # fmt: skip
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "decoded 1 of 1 capture(s)" in flat
+    assert "frames read 57,849, decoded 26,269, unknown ids 31,580" in flat
+    assert "EEC1 12,719" in flat and "gnss_imu 11,358" in flat
+    assert (tmp_path / "ds" / "EEC1" / "source=truck_j1939_gps.MF4" / "part-0.parquet").is_file()
+
+
+def test_a_broken_capture_exits_1_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet_dbc: Path
+) -> None:
+    good = write_capture(tmp_path / "good.blf", drive(2.0))
+    broken = tmp_path / "broken.blf"
+    broken.write_bytes(good.read_bytes()[:300])
+    code, out, err = run(
+        capsys, "decode", str(good), str(broken), "--dbc", str(fleet_dbc),
+        "--out", str(tmp_path / "ds"), "--json",
+    )  # fmt: skip
+    assert code == 1
+    summary = json.loads(out)
+    assert summary["rows"]["Engine"] == 20
+    assert [Path(p).name for p in summary["failed"]] == ["broken.blf"]
+    assert "broken.blf" in err and "truncated" in err and "byte" in err
+
+
+def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.dbc"
+    bad.write_text("BO_ x")
+    code, _, err = run(
+        capsys, "decode", str(TRUCK), "--dbc", str(bad), "--out", str(tmp_path / "ds")
+    )
+    assert code == 2 and "bad.dbc" in err
+    with pytest.raises(SystemExit) as caught:
+        main(["decode", str(TRUCK), "--dbc", str(GPS_DBC), "--out", "x", "--workers", "2",
+              "--dask", "tcp://127.0.0.1:1"])  # fmt: skip
+    assert caught.value.code == 2
+
+
+def test_inspect_a_dataset(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    main(["decode", str(TRUCK), "--dbc", str(GPS_DBC), "--out", str(tmp_path / "ds")])
+    commands = (
+        "tools\n"
+        'call signal_stats {"signal": "Satellites"}\n'
+        'call query {"sql": "COPY gnss_pos TO \'/tmp/x.csv\'"}\n'
+        "status\n"
+    )
+    monkeypatch.setattr("sys.stdin", io.StringIO(commands))
+    capsys.readouterr()
+    code = main(["inspect", "--dataset", str(tmp_path / "ds")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0
+    assert "hwbridge inspect: dataset" in out and "4 tools, read-only" in out
+    assert '"signal": "gnss_status.Satellites"' in out
+    assert "QUERY_REFUSED" in out
+    assert '"name": "gnss_pos"' in out
+
+
+def test_inspect_needs_a_bus_or_a_dataset(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "inspect", "--dbc", str(GPS_DBC))
+    assert code == 2 and "--bus" in err and "--dataset" in err
+    code, _, err = run(capsys, "inspect", "--dataset", "/nonexistent/dataset")
+    assert code == 2 and "no dataset folder" in err
