@@ -1,0 +1,199 @@
+"""One frame id's payload split into fields, each with a kind, an order and a sign.
+
+The steps, in the order they run: checksums (they would otherwise look like noise joined to
+their neighbours), fields from how bits flip (`segment`), then per field its kind: a single
+bit is a `flag`; a field that steps by the same amount modulo 2**n frame after frame, through
+all its values, is a `counter`; everything else that moves is a `value`, signed when reading
+it in two's complement makes its wrap-arounds (jumps across the whole range) disappear. Bits
+that never moved are `constant` fields, one per run inside a byte: nothing says which field
+they belong to, so none is guessed; a value field right below such bits says so in `note`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from hwbridge.can.discovery.bits import ByteOrder, bit_matrix, next_up, to_signed, values
+from hwbridge.can.discovery.checksums import Checksum, find_checksums
+from hwbridge.can.discovery.frames import FrameSet
+from hwbridge.can.discovery.segment import BitStats, bit_stats, carries_on, segment
+
+__all__ = ["Field", "Kind", "analyse"]
+
+Kind = Literal["value", "flag", "counter", "checksum", "constant"]
+B = npt.NDArray[np.bool_]
+I64 = npt.NDArray[np.int64]
+
+COUNTER_SHARE = 0.9
+
+
+@dataclass(frozen=True, slots=True)
+class Field:
+    """A field found in a payload (positions least significant first)."""
+
+    bits: tuple[int, ...]
+    byte_order: ByteOrder
+    kind: Kind
+    signed: bool = False
+    detail: str | None = None  # how a checksum is computed, a counter's step
+    algorithm: str | None = None  # a checksum's family
+    wider: int = 0  # constant bits right above it that may belong to it
+    distinct: int = 0  # distinct values seen
+
+    @property
+    def length(self) -> int:
+        return len(self.bits)
+
+    @property
+    def start_bit(self) -> int:
+        """As cantools writes it: the LSB (little endian) or the MSB (big endian)."""
+        return self.bits[0] if self.byte_order == "little_endian" else self.bits[-1]
+
+    def raw(self, bits: npt.NDArray[np.uint8]) -> I64:
+        """The field's raw value in every row of a bit matrix (two's complement if signed)."""
+        raw = values(bits, self.bits)
+        return to_signed(raw, self.length) if self.signed else raw
+
+
+def analyse(frames: FrameSet, explained: B | None = None) -> list[Field]:
+    """The fields of one id's frames; `explained` marks bit positions a database already
+    describes (they are left out)."""
+    length = frames.length
+    nbits = length * 8
+    usable = np.ones(nbits, np.bool_) if explained is None else ~explained[:nbits]
+    if len(frames) == 0 or nbits == 0:
+        return []
+    bits = bit_matrix(frames.data)
+    stats = bit_stats(bits, frames.cont)
+    fields: list[Field] = []
+    taken = ~usable
+    aid, extended = frames.key
+    for found in find_checksums(frames.data, aid, extended, usable, carries_on(stats, length)):
+        fields.append(_checksum(found, bits))
+        taken[list(found.bits)] = True
+    for seg in segment(stats, length, ~taken):
+        fields.append(_classify(seg.bits, seg.order, bits, stats))
+        taken[list(seg.bits)] = True
+    order = _majority_order(fields)
+    fields = [
+        replace(f, byte_order=order) if _one_byte(f.bits) and f.kind != "checksum" else f
+        for f in fields
+    ]
+    constant = usable & (stats.count == 0) & ~taken
+    fields += _constants(constant, bits)
+    fields = [_widen_note(f, constant, nbits) for f in fields]
+    return sorted(fields, key=lambda f: (min(f.bits), f.bits))
+
+
+def _one_byte(bits: tuple[int, ...]) -> bool:
+    return len({b // 8 for b in bits}) == 1
+
+
+def _checksum(found: Checksum, bits: npt.NDArray[np.uint8]) -> Field:
+    distinct = len(np.unique(values(bits, found.bits)))
+    detail = found.description + (f" ({found.car})" if found.car else "")
+    return Field(
+        found.bits,
+        "little_endian",
+        "checksum",
+        detail=detail,
+        algorithm=found.algorithm,
+        distinct=distinct,
+    )
+
+
+def _classify(
+    positions: tuple[int, ...],
+    order: ByteOrder | None,
+    bits: npt.NDArray[np.uint8],
+    stats: BitStats,
+) -> Field:
+    byte_order: ByteOrder = order or "little_endian"
+    raw = values(bits, positions)
+    distinct = len(np.unique(raw))
+    n = len(positions)
+    if n == 1:
+        return Field(positions, byte_order, "flag", distinct=distinct)
+    first, second = raw[stats.before], raw[stats.before + 1]
+    step = _counter_step(first, second, n, distinct)
+    if step is not None:
+        return Field(positions, byte_order, "counter", detail=step, distinct=distinct)
+    signed = _is_signed(first, second, raw, n)
+    return Field(positions, byte_order, "value", signed=signed, distinct=distinct)
+
+
+def _counter_step(first: I64, second: I64, n: int, distinct: int) -> str | None:
+    """'+1' (or the step) when the field counts modulo 2**n through all its values."""
+    if n > 8 or distinct < (1 << n) or len(first) < (2 << n):
+        return None
+    modulo = 1 << n
+    delta = (second - first) % modulo
+    moving = delta[delta != 0]
+    if len(moving) < COUNTER_SHARE * len(delta):
+        return None
+    steps = np.bincount(moving, minlength=modulo)
+    step = int(np.argmax(steps))
+    if steps[step] < COUNTER_SHARE * len(delta) or step % 2 == 0:
+        return None
+    wraps = int(((second < first) if step < modulo // 2 else (second > first)).sum())
+    if wraps < 2:
+        return None
+    shown = step if step < modulo // 2 else step - modulo
+    return f"{shown:+d} modulo {modulo} every frame"
+
+
+def _is_signed(first: I64, second: I64, raw: I64, n: int) -> bool:
+    """Two's complement when the value wraps around: it jumps across more than half the
+    unsigned range while, read signed, it moves by a little (crossing zero), at least twice
+    and far more often than the other way round (an unsigned value crossing mid-range)."""
+    if n < 3 or len(first) < 2:
+        return False
+    half, small = 1 << (n - 1), max(1, 1 << (n - 3))
+    du = np.abs(second - first)
+    ds = np.abs(to_signed(second, n) - to_signed(first, n))
+    wraps = int(np.count_nonzero((du >= half) & (ds <= small)))
+    unwraps = int(np.count_nonzero((ds >= half) & (du <= small)))
+    return wraps >= 2 and wraps > 4 * unwraps
+
+
+def _majority_order(fields: list[Field]) -> ByteOrder:
+    """The order the message's multi-byte fields use (little endian when none tell)."""
+    votes = Counter(f.byte_order for f in fields if not _one_byte(f.bits) and f.kind != "checksum")
+    if votes.get("big_endian", 0) > votes.get("little_endian", 0):
+        return "big_endian"
+    return "little_endian"
+
+
+def _constants(constant: B, bits: npt.NDArray[np.uint8]) -> list[Field]:
+    """Runs of never-changing bits, one field per run within a byte."""
+    out: list[Field] = []
+    run: list[int] = []
+    for pos in range(len(constant)):
+        if constant[pos] and (not run or (pos % 8 != 0 and run[-1] == pos - 1)):
+            run.append(pos)
+            continue
+        if run:
+            out.append(Field(tuple(run), "little_endian", "constant", distinct=1))
+        run = [pos] if constant[pos] else []
+    if run:
+        out.append(Field(tuple(run), "little_endian", "constant", distinct=1))
+    return out
+
+
+def _widen_note(f: Field, constant: B, nbits: int) -> Field:
+    """Count the never-moving bits right above a value field: they may be its own."""
+    if f.kind not in ("value",):
+        return f
+    wider = 0
+    pos = f.bits[-1]
+    while True:
+        pos = next_up(pos, f.byte_order)
+        if not 0 <= pos < nbits or not constant[pos]:
+            break
+        wider += 1
+    return replace(f, wider=wider) if wider else f
