@@ -195,6 +195,17 @@ def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = No
         return _serve(args, faults, endpoint, stop)
 
 
+def _load_dbc(path: str) -> Any:
+    """The vehicle's database, loaded by cantools itself (never by hwbridge's codec: the
+    simulator is an independent witness of hwbridge's decoding)."""
+    import cantools
+
+    try:
+        return cantools.database.load_file(path, strict=False)
+    except cantools.database.UnsupportedDatabaseFormatError as exc:
+        raise ValueError(str(exc).splitlines()[0] if str(exc) else "not a database") from None
+
+
 def _serve(
     args: argparse.Namespace,
     faults: list[tuple[str, dict[str, str]]],
@@ -204,11 +215,10 @@ def _serve(
     from firmware_sim.obd import DEFAULT_VIN
     from firmware_sim.socketcand import SocketcandServer
     from firmware_sim.vehicle import VirtualVehicle
-    from hwbridge.can.database.database import CanDatabase, DatabaseError
 
     try:
-        db = CanDatabase.load(args.dbc)
-    except (DatabaseError, OSError, ValueError) as exc:
+        db = _load_dbc(args.dbc)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
         print(f"{_PROG}: error: cannot load {args.dbc}: {exc}", file=sys.stderr)
         return 2
     try:
