@@ -1,0 +1,6 @@
+"""How diagnostic requests reach the vehicle: two swappable adapters behind `ObdAdapter`."""
+
+from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter
+from hwbridge.obd.transport.isotp_adapter import IsoTpObdAdapter
+
+__all__ = ["Ecu", "EcuReply", "IsoTpObdAdapter", "ObdAdapter"]
