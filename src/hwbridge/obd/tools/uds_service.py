@@ -8,6 +8,7 @@ state or security is judged by the send policy on its exact bytes first (`uds_0x
 
 from __future__ import annotations
 
+import logging
 import queue
 from typing import Any
 
@@ -35,6 +36,12 @@ from hwbridge.obd.transport.base import Ecu, ObdAdapter
 from hwbridge.policy import SendPolicy, ServiceRequest
 
 __all__ = ["UdsService"]
+
+_LOGGER = "hwbridge.obd"
+# udsoncan logs every negative response as an error; with no logging configured Python would
+# print those to stderr. They are results here: the client's log goes to the application's
+# handlers only (a NullHandler keeps Python's last-resort printer away).
+logging.getLogger(f"UdsClient[{_LOGGER}]").addHandler(logging.NullHandler())
 
 _MAX_REQUEST = 4095
 _STATUS_FLAGS = (
@@ -126,6 +133,7 @@ class UdsService:
             request_timeout=self.timeout_s,
             p2_timeout=self.timeout_s,
             use_server_timing=False,
+            logger_name=_LOGGER,
             exception_on_unexpected_response=True,
         )
         return Client(_AdapterConnection(self.adapter, ecu, self.timeout_s), config=config)
