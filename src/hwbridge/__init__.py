@@ -44,6 +44,7 @@ from hwbridge.core import (
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver, counter_and_checksum
+    from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
 
 # The CAN bridge is imported on first use, so that the core alone does not load python-can.
@@ -51,6 +52,7 @@ _LAZY = {
     "CanDriver": "hwbridge.can",
     "CanDatabase": "hwbridge.can",
     "SendPolicy": "hwbridge.policy",
+    "ObdDriver": "hwbridge.obd",
     "counter_and_checksum": "hwbridge.can",
 }
 
@@ -83,6 +85,7 @@ __all__ = [
     "HybridDriver",
     "MCSDriver",
     "MCSToolDriver",
+    "ObdDriver",
     "Orchestrator",
     "PromptPackError",
     "PromptStrategy",

@@ -3,6 +3,14 @@ bus or through an ELM327, as one MCS driver (`ObdDriver`)."""
 
 from hwbridge.obd.driver import ObdDriver
 from hwbridge.obd.tools import ObdToolDriver
-from hwbridge.obd.transport import Ecu, EcuReply, IsoTpObdAdapter, ObdAdapter
+from hwbridge.obd.transport import Ecu, EcuReply, Elm327Adapter, IsoTpObdAdapter, ObdAdapter
 
-__all__ = ["Ecu", "EcuReply", "IsoTpObdAdapter", "ObdAdapter", "ObdDriver", "ObdToolDriver"]
+__all__ = [
+    "Ecu",
+    "EcuReply",
+    "Elm327Adapter",
+    "IsoTpObdAdapter",
+    "ObdAdapter",
+    "ObdDriver",
+    "ObdToolDriver",
+]

@@ -170,8 +170,8 @@ class ObdService:
         problems: list[dict[str, str]] = []
         answered: set[int] = set()
         known = [p for p in pids if isinstance(p, Pid)]
-        batches = [
-            known[i : i + _PIDS_PER_REQUEST] for i in range(0, len(known), _PIDS_PER_REQUEST)
+        batches: list[list[Pid | int]] = [
+            list(known[i : i + _PIDS_PER_REQUEST]) for i in range(0, len(known), _PIDS_PER_REQUEST)
         ]
         batches += [[p] for p in pids if isinstance(p, int)]  # unknown length: one at a time
         for batch in batches:
@@ -254,11 +254,11 @@ class ObdService:
             batch = pids[i : i + _PAIRS_PER_REQUEST]
             payload = bytes([0x02, *[b for pid in batch for b in (pid, 0)]])
             for _, data in self._positive(self._ask(payload, ecu), 0x02):
-                for number, value in self._split_mode01(data, frame_bytes=1):
+                for number, frozen in self._split_mode01(data, frame_bytes=1):
                     if number in batch and number in PIDS:
-                        values.append(self._value(PIDS[number], value, ecu))
-        for value in values:
-            value.pop("ecu", None)
+                        values.append(self._value(PIDS[number], frozen, ecu))
+        for entry in values:
+            entry.pop("ecu", None)
         return {"found": True, **describe_dtc(code), "ecu": ecu.name, "frame": 0, "values": values}
 
     def _frozen_pids(self, ecu: Ecu) -> list[int]:

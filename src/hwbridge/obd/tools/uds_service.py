@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import queue
-from typing import Any
+from typing import Any, cast
 
 import udsoncan
 from udsoncan.client import Client
@@ -22,6 +22,8 @@ from udsoncan.exceptions import (
     TimeoutException,
     UnexpectedResponseException,
 )
+from udsoncan.Response import Response
+from udsoncan.typing import ClientConfig
 
 from hwbridge.core.models import ToolError
 from hwbridge.obd.database.dtcs import decode_dtc, describe_dtc
@@ -56,7 +58,7 @@ _STATUS_FLAGS = (
 )
 
 
-class _RawCodec(DidCodec):  # type: ignore[misc]
+class _RawCodec(DidCodec):
     """Every data identifier as its bytes: hwbridge decodes them (decode_did)."""
 
     def encode(self, *values: Any) -> bytes:
@@ -69,7 +71,7 @@ class _RawCodec(DidCodec):  # type: ignore[misc]
         raise DidCodec.ReadAllRemainingData
 
 
-class _AdapterConnection(BaseConnection):  # type: ignore[misc]
+class _AdapterConnection(BaseConnection):
     """udsoncan's connection interface on a diagnostic adapter, for one ECU."""
 
     def __init__(self, adapter: ObdAdapter, ecu: Ecu, timeout_s: float) -> None:
@@ -108,7 +110,7 @@ class _AdapterConnection(BaseConnection):  # type: ignore[misc]
         try:
             return self._answers.get_nowait()  # the adapter waited already
         except queue.Empty:
-            raise TimeoutException("no answer") from None
+            raise TimeoutException("no answer") from None  # type: ignore[no-untyped-call]
 
 
 def _status(byte: int) -> dict[str, Any]:
@@ -127,8 +129,8 @@ class UdsService:
         self.timeout_s = timeout_s
 
     def _client(self, ecu: Ecu) -> Client:
-        config = dict(udsoncan.configs.default_client_config)
-        config.update(
+        settings: dict[str, Any] = dict(udsoncan.configs.default_client_config)
+        settings.update(
             data_identifiers={"default": _RawCodec},
             request_timeout=self.timeout_s,
             p2_timeout=self.timeout_s,
@@ -136,6 +138,7 @@ class UdsService:
             logger_name=_LOGGER,
             exception_on_unexpected_response=True,
         )
+        config = cast(ClientConfig, settings)
         return Client(_AdapterConnection(self.adapter, ecu, self.timeout_s), config=config)
 
     def _call(self, ecu: Ecu, what: str, work: Any) -> Any:
@@ -143,7 +146,7 @@ class UdsService:
             with self._client(ecu) as client:
                 return work(client)
         except NegativeResponseException as exc:
-            code = int(exc.response.code)
+            code = int(exc.response.code or 0)
             raise ToolError(
                 "NEGATIVE_RESPONSE",
                 f"The {ecu.name} ECU refused {what}: {nrc_name(code)} (0x{code:02X}).",
@@ -233,7 +236,7 @@ class UdsService:
         if not reply.complete:
             result.update(answered=False, problem=reply.error)
             return result
-        parsed = udsoncan.Response.from_payload(reply.data)
+        parsed = Response.from_payload(reply.data)
         result["answered"] = True
         if parsed.valid and not parsed.positive and parsed.code is not None:
             code = int(parsed.code)
