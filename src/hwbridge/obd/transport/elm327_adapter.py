@@ -174,15 +174,13 @@ class Elm327Adapter(ObdAdapter):
         self._at(f"ATCRA{wanted[1]}")
         self._header = wanted
 
-    def _detect(self) -> bool:
+    def _detect(self) -> None:
         """The first request: the chip searches (if automatic); ATDPN says what it found."""
         reply_text = self._command("0100", max(self.timeout_s, 10.0))
         reply = parse_reply(reply_text, extended=False)
         if reply.errors and not (reply.messages or reply.order):
             code, line = reply.errors[0]
-            if code == "NO_VEHICLE":
-                return False
-            self._raise(code, line)
+            self._raise(code, line)  # UNABLE TO CONNECT, BUS INIT: ...ERROR, CAN ERROR...
         number = self._at("ATDPN").removeprefix("A")
         if number not in _CAN_PROTOCOLS:
             raise ToolError(
@@ -195,7 +193,6 @@ class Elm327Adapter(ObdAdapter):
         # with 29-bit ids the answer must be read again with the right header width
         for ident in parse_reply(reply_text, self._extended).messages:
             self._known.setdefault(ident, Ecu.from_response(ident, self._extended))
-        return True
 
     def _raise(self, code: str, line: str) -> None:
         template = _MESSAGES.get(code, "The ELM327 reported {line}.")
@@ -219,8 +216,8 @@ class Elm327Adapter(ObdAdapter):
                 raise
 
     def _request(self, payload: bytes, ecu: Ecu | None, timeout_s: float) -> list[EcuReply]:
-        if self._detected is None and not self._detect():
-            return []  # the chip found no vehicle: nothing answered
+        if self._detected is None:
+            self._detect()
         extended = bool(self._extended)
         if ecu is not None and ecu.extended != extended:
             raise ToolError(
