@@ -14,7 +14,6 @@ from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.transport.adapter import PythonCanAdapter
 from hwbridge.core.models import ToolError
 from hwbridge.obd import Elm327Adapter, IsoTpObdAdapter, ObdDriver
-from hwbridge.obd.transport.serial_link import PySerialLink
 from tests.obd.conftest import Opener, ScriptedElm
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_leaks")]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import udsoncan
 from hypothesis import given
 from hypothesis import strategies as st
+from udsoncan.Response import Response
 
 from hwbridge.obd.database import (
     PIDS,
@@ -58,7 +58,7 @@ def test_generic_codes_have_their_j2012_description_and_others_none() -> None:
 
 def test_nrc_names_agree_with_udsoncan() -> None:
     for code, name in uds_names().nrc.items():
-        theirs = udsoncan.Response.Code.get_name(code)
+        theirs = Response.Code.get_name(code)
         assert theirs.lower().replace("_", "") == name.lower(), (hex(code), theirs, name)
     assert nrc_name(0x31) == "requestOutOfRange"
     assert nrc_name(0xEE) == "0xEE"

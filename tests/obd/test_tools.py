@@ -102,8 +102,9 @@ def test_python_obd_reads_the_simulated_elm327(
     channel: str, car: VirtualVehicle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A third-party client (python-OBD) on the simulated ELM327, as people use it."""
-    import obd
     import obd.elm327
+
+    import obd
 
     monkeypatch.setattr(obd.elm327.time, "sleep", lambda seconds: None)  # its 1 s pauses
     with Elm327Device(channel) as elm:
