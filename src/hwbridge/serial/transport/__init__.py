@@ -1,0 +1,7 @@
+"""How bytes move: the pyserial adapter, framing, and the background line reader that
+streaming devices need."""
+
+from hwbridge.serial.transport.adapter import PySerialAdapter, SerialStatus
+from hwbridge.serial.transport.framing import Framing
+
+__all__ = ["Framing", "PySerialAdapter", "SerialStatus"]
