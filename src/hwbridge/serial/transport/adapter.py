@@ -34,7 +34,6 @@ from types import TracebackType
 from typing import Any, Self
 
 import serial
-
 from hwbridge.core.models import ToolError
 from hwbridge.serial.transport.framing import Framing, as_bytes
 
@@ -276,6 +275,10 @@ class PySerialAdapter:
         return self._connected.wait(timeout_s) and not self._closed
 
     # -- I/O -------------------------------------------------------------------------------
+
+    def down_error(self) -> ToolError:
+        """The PORT_DOWN error that says why the port is down now."""
+        return self._down()
 
     def _down(self) -> ToolError:
         if self._closed:
