@@ -202,7 +202,8 @@ class CommandRunner:
                 if exc.code != "NO_REPLY":
                     raise
                 if not after_write and self.spec.errors and self.spec.errors.query:
-                    code = self._error_queue(time.monotonic() + _ERROR_QUERY_S)
+                    wait = timeout_s if timeout_s is not None else self.timeout_s
+                    code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, wait))
                     if code is not None:
                         raise _device_error(name, code, written=False) from exc
                 note = f" ({skipped} line(s) of another form arrived)" if skipped else ""
