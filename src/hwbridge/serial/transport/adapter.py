@@ -320,8 +320,7 @@ class PySerialAdapter:
         port, generation = self._current()
         with self._io:
             try:
-                port.write(data)
-                port.flush()
+                port.write(data)  # pyserial writes it all (or times out); no tcdrain wait
             except serial.SerialTimeoutException as exc:
                 raise ToolError(
                     "PORT_DOWN",
