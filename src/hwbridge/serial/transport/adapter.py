@@ -34,6 +34,7 @@ from types import TracebackType
 from typing import Any, Self
 
 import serial
+
 from hwbridge.core.models import ToolError
 from hwbridge.serial.transport.framing import Framing, as_bytes
 
