@@ -155,7 +155,8 @@ class PySerialAdapter:
         self._recovery: threading.Thread | None = None
         self._reconnects = 0
         self._buffer = bytearray()
-        self._scanned = 0  # bytes of the buffer already searched for a terminator
+        self._scanned = 0  # bytes of the buffer already searched for `_scanned_for`
+        self._scanned_for: bytes | None = None
         self._skipping = False  # discarding the rest of an overlong frame
         self._bytes_in = 0
         self._bytes_out = 0
@@ -400,11 +401,11 @@ class PySerialAdapter:
             frames = self._take(framing, max_frames)
             while not frames:
                 port, generation = self._current()
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise self._no_reply(wait, self._overlong - overlong)
                 try:
                     waiting = port.in_waiting
+                    if not waiting and deadline - time.monotonic() <= 0:
+                        raise self._no_reply(wait, self._overlong - overlong)
+                    # what is there, or block (at most the poll interval) for a first byte
                     chunk = port.read(min(max(waiting, 1), _MAX_CHUNK))
                 except (serial.SerialException, OSError, ValueError, TypeError) as exc:
                     self._on_failure(generation, f"read failed: {_reason(exc)}")
@@ -447,7 +448,10 @@ class PySerialAdapter:
                 self._skipping = False
                 self._scanned = 0
                 continue
-            start = max(0, self._scanned - (len(terminator) - 1)) if terminator else 0
+            start = 0
+            if terminator is not None and terminator == self._scanned_for:
+                start = max(0, self._scanned - (len(terminator) - 1))
+            self._scanned_for = terminator
             found = framing.find(buffer, start)
             if found is None:
                 self._scanned = len(buffer)
