@@ -89,3 +89,14 @@ def test_ports_lists_serial_ports_and_can_channels(run: Run) -> None:
     assert set(document) == {"serial", "can"}
     assert all("port" in p for p in document["serial"])
     assert all("interface" in c and "channel" in c for c in document["can"])
+
+
+def test_inspect_a_port_without_a_spec_is_read_only(run: Run, psu: BenchPsu) -> None:
+    r = run(
+        "inspect", "--port", psu.port_name, stdin='serial_read {"duration_ms": 20}\nstatus\nquit'
+    )
+    assert r.code == 0, r.err
+    flat = " ".join(r.out.split())
+    assert "generic port tools" in flat and "read-only" in flat
+    assert '"count": 0' in flat and '"state": "connected"' in flat
+    assert "serial_query" not in flat.split("Type help")[0]
