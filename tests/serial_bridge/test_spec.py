@@ -24,6 +24,8 @@ GOOD = PSU_SPEC.read_text()
 def test_the_bundled_specs_load_and_are_found_by_name() -> None:
     assert {"bench_psu.toml", "gnss_nmea.toml"} <= set(bundled_specs())
     assert load_spec(bundled_spec("bench_psu")).spec.device.name == "bench_psu"
+    with SerialDriver.from_spec("gnss_nmea") as by_name:  # a bare name: the bundled spec
+        assert by_name.raw_spec()["gnss_nmea"].source == str(bundled_spec("gnss_nmea"))
     gnss = load_spec(bundled_spec("gnss_nmea.toml")).spec
     assert gnss.streaming and gnss.stream is not None and gnss.stream.format == "nmea"
 

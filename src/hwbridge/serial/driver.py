@@ -70,9 +70,10 @@ class SerialDriver(HybridDriver):
         adapter_options: Mapping[str, Any] | None = None,
     ) -> SerialDriver:
         """A driver whose tools are the spec's commands; `port` None: offline (tools and
-        prompt only). `port` is a path or pyserial URL (opened with the spec's settings) or
-        an open PySerialAdapter. `adapter_options` go to PySerialAdapter."""
-        loaded = path if isinstance(path, LoadedSpec) else load_spec(path)
+        prompt only). `path` is a spec file, or the name of a bundled one (`"bench_psu"`).
+        `port` is a path or pyserial URL (opened with the spec's settings) or an open
+        PySerialAdapter. `adapter_options` go to PySerialAdapter."""
+        loaded = path if isinstance(path, LoadedSpec) else load_spec(_spec_path(path))
         policy = policy or SendPolicy()
         _check_policy_names(loaded, policy)
         spec = loaded.spec
@@ -199,8 +200,6 @@ class SerialDriver(HybridDriver):
                     problems.append("no line received yet")
                 elif age > stale_ms:
                     problems.append(f"no line for {age / 1000:.1f} s")
-            if details.get("overlong_lines"):
-                problems.append(f"{details['overlong_lines']} overlong line(s) dropped")
             if problems:
                 status = "degraded"
         return Health(status=status, details=details, problems=problems)
@@ -297,3 +296,16 @@ def _check_policy_names(loaded: LoadedSpec, policy: SendPolicy) -> None:
             f"command_limits name parameters {loaded.spec.device.name} does not have: "
             + ", ".join(problems)
         )
+
+
+def _spec_path(path: str | Path) -> Path:
+    """The file, or a bundled spec when `path` is a bare name that is no file here."""
+    file = Path(path)
+    if file.exists() or isinstance(path, Path) or "/" in str(path) or "\\" in str(path):
+        return file
+    from hwbridge.resources import bundled_spec
+
+    try:
+        return bundled_spec(str(path))
+    except (FileNotFoundError, ValueError):
+        return file  # load_spec says it cannot be read
