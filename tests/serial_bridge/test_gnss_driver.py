@@ -4,9 +4,11 @@ background reader, sentences with a bad checksum ignored, silence reported, not 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from firmware_sim.gnss import START, GnssReceiver
 from hwbridge import SerialDriver
+from hwbridge.serial import PySerialAdapter
 from tests.conftest import wait_until
 from tests.serial_bridge.conftest import GNSS_SPEC
 from tests.serial_bridge.test_psu_driver import call, code, value
@@ -68,3 +70,34 @@ def test_a_flood_of_lines_keeps_memory_bounded(gnss: GnssReceiver) -> None:
         assert wait_until(lambda: monitor.lines_total > 1000, 5.0)
         assert len(monitor.history()) <= 600  # the spec's history
         assert value(call(driver, "satellites"), "in_use") == 9
+
+
+LOGGER = """
+[device]
+name = "logger"
+mode = "stream"
+
+[stream]
+format = "lines"
+kind = '^(?P<kind>[A-Z]+)='
+stale_ms = 1000
+
+[commands.temperature]
+description = "The logger's latest temperature."
+read = "T"
+reply = '^T=(?P<celsius>-?\\d+(\\.\\d+)?)$'
+fields.celsius = { type = "number", unit = "degC" }
+"""
+
+
+def test_a_line_stream_read_by_the_specs_patterns(tmp_path: Path) -> None:
+    spec = tmp_path / "logger.toml"
+    spec.write_text(LOGGER)
+    port = PySerialAdapter("loop://")
+    with port, SerialDriver.from_spec(spec, port=port) as driver:
+        port.write(b"boot ok\nT=21.5\nH=40\n")
+        r = call(driver, "temperature", timeout_ms=1000)
+        assert r.tool_call_result["values"]["celsius"] == {"value": 21.5, "unit": "degC"}
+        port.write(b"T=oops\n")  # a T line of the wrong form: the tool says so
+        assert wait_until(lambda: driver.monitor is not None and driver.monitor.lines_total == 4)
+        assert code(call(driver, "temperature")) == "BAD_DATA"
