@@ -23,6 +23,7 @@ from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one
 from hwbridge.cli.inspector import Inspector
 
 if TYPE_CHECKING:
+    from hwbridge.policy import SendPolicy
     from hwbridge.serial import SerialDriver
 
 __all__ = [
@@ -91,9 +92,9 @@ def _allowed(spec: Any, patterns: list[str]) -> list[str]:
     return list(patterns)
 
 
-def open_serial_driver(args: argparse.Namespace) -> SerialDriver:
+def open_serial_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> SerialDriver:
     """The SerialDriver the options describe; usage errors exit 2, a port that cannot be
-    opened exits 1."""
+    opened exits 1. `policy` (several bridges sharing one) replaces the one --allow gives."""
     from hwbridge.core.models import ToolError
     from hwbridge.core.prompts import PromptPackError, PromptStrategy
     from hwbridge.policy import SendPolicy
@@ -107,13 +108,14 @@ def open_serial_driver(args: argparse.Namespace) -> SerialDriver:
     try:
         if args.spec is None:
             assert port is not None
-            return SerialDriver.from_port(port, prompt_strategy=strategy)
+            return SerialDriver.from_port(port, policy=policy, prompt_strategy=strategy)
         try:
             loaded = load_spec(resolve_spec(args.spec))
         except SpecError as exc:
             raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
         args.spec = loaded.source
-        policy = SendPolicy(allow_commands=_allowed(loaded.spec, list(args.allow)))
+        if policy is None:
+            policy = SendPolicy(allow_commands=_allowed(loaded.spec, list(args.allow)))
         return SerialDriver.from_spec(loaded, port=port, policy=policy, prompt_strategy=strategy)
     except ToolError as exc:
         raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc
