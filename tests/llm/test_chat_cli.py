@@ -297,3 +297,62 @@ def test_ctrl_c_stops_a_long_wait_over_socketcand(fake_openai: FakeProvider, cha
     # the second request carried no half-answered call
     roles = [m["role"] for m in fake_openai.requests[1]["messages"]]
     assert roles == ["system", "user", "user"]
+
+
+def test_one_chat_over_can_serial_and_obd_under_one_policy(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeProvider,
+    channel: str,
+    vehicle: VirtualVehicle,
+    tmp_path: Path,
+) -> None:
+    from firmware_sim.bench_psu import BenchPsu
+
+    psu = BenchPsu(link=tmp_path / "psu")
+    psu.start()
+    try:
+        fake_openai.script(
+            sse(P.openai_stream([], [
+                ("call_1", "read_signals", {"signals": ["EngineSpeed"]}),
+                ("call_2", "measure_voltage", {}),
+                ("call_3", "obd_read", {"pids": ["0C"]}),
+                ("call_4", "obd_clear_dtcs", {}),
+            ])),
+            sse(P.openai_stream(["All three answered."])),
+        )  # fmt: skip
+        r = chat(
+            capsys,
+            monkeypatch,
+            *local(fake_openai, "--bus", f"virtual:{channel}", "--obd", f"virtual:{channel}"),
+            "--spec", "bench_psu", "--port", str(tmp_path / "psu"),
+            "--allow", "set_voltage",
+            stdin="How is everything?\n",
+        )  # fmt: skip
+    finally:
+        psu.stop()
+    assert r.code == 0, r.err
+    assert "obd_clear_dtcs" not in {
+        t["function"]["name"] for t in fake_openai.requests[0]["tools"]
+    }  # the one policy allows set_voltage, not clearing codes
+    offered = {t["function"]["name"] for t in fake_openai.requests[0]["tools"]}
+    assert {"read_signals", "measure_voltage", "set_voltage", "obd_read"} <= offered
+    assert "✓ read_signals" in r.out and "✓ measure_voltage" in r.out and "✓ obd_read" in r.out
+    assert "✗ obd_clear_dtcs SEND_NOT_ALLOWED" in r.out
+    assert "may send set_voltage" in r.out
+
+
+def test_an_allow_no_bridge_knows_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeProvider,
+    channel: str,
+) -> None:
+    r = chat(
+        capsys,
+        monkeypatch,
+        *local(fake_openai, "--bus", f"virtual:{channel}", "--allow", "ClimateComand"),
+        stdin="",
+    )
+    assert r.code == 2
+    assert "--allow ClimateComand: no CAN message, serial command or diagnostic service" in r.err

@@ -28,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.text import Text
 
+from hwbridge.cli.bridges import add_bridge_options, open_bridges
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
-from hwbridge.cli.options import add_driver_options, open_driver
+from hwbridge.cli.options import add_driver_options
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
@@ -74,7 +75,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
     )
     parser.add_argument("--provider", required=True, choices=PROVIDERS, help="the LLM API")
-    add_driver_options(parser, bus_required=True)
+    add_driver_options(parser, bus_required=False)
+    add_bridge_options(parser)
     parser._option_string_actions["--model"].help = (
         "the model to chat with (required): gpt-4o-mini, claude-opus-4-6, llama3.1:8b, ...; "
         "a prompt pack may also pick its variant by this name"
@@ -104,8 +106,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="N",
         help="model requests per question before it stops (default 8)",
     )
-    # The serial (--spec FILE --port PORT) and OBD (--obd BUS_OR_PORT) drivers join here when
-    # they exist: their options go above, their drivers into `drivers()` below.
     parser.set_defaults(func=run)
 
 
@@ -116,12 +116,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--max-rounds must be at least 1")
     client = make_client(args)
     console = make_console()
-    can = open_driver(args)
-    with can:
-        driver = drivers({"can": can})
+    with contextlib.ExitStack() as stack:
+        parts = open_bridges(args, stack)
+        driver = drivers(parts)
         _check(client)
         chat = Chat(driver, client, console, max_rounds=args.max_rounds, consent=args.consent)
-        chat.banner(bus=str(args.bus), policy=_policy_text(can))
+        chat.banner(bus=_setup_text(args), policy=_policy_text(parts))
         return chat.loop()
 
 
@@ -167,8 +167,7 @@ def _check(client: ChatClient) -> None:
 
 
 def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
-    """One driver for the Runner: the CAN driver alone, or an Orchestrator over several
-    (serial via --spec/--port and OBD via --obd join `parts` once those drivers exist)."""
+    """One driver for the Runner: the one bridge alone, or an Orchestrator over several."""
     from hwbridge.core.hybrid import HybridDriver
     from hwbridge.core.orchestrator import Orchestrator
 
@@ -179,8 +178,27 @@ def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
     return Orchestrator(parts)
 
 
-def _policy_text(can: Any) -> str:
-    allowed = can.policy.describe()["allow_messages"]
+def _setup_text(args: argparse.Namespace) -> str:
+    parts = []
+    if args.bus is not None:
+        parts.append(str(args.bus))
+    if args.port is not None or args.spec is not None:
+        parts.append(f"{args.spec or 'port'} on {args.port or 'no port'}")
+    if args.obd is not None:
+        parts.append(f"OBD on {args.obd}")
+    return ", ".join(parts)
+
+
+def _policy_text(parts: dict[str, MCSToolDriver]) -> str:
+    policy = next((p for d in parts.values() if (p := getattr(d, "policy", None))), None)
+    if policy is None:
+        return "read-only"
+    described = policy.describe()
+    allowed = [
+        *described["allow_messages"],
+        *described["allow_commands"],
+        *described["allow_services"],
+    ]
     return f"may send {', '.join(allowed)}" if allowed else "read-only"
 
 

@@ -15,7 +15,18 @@ import traceback
 from collections.abc import Sequence
 
 from hwbridge import __version__
-from hwbridge.cli import chat, decode, demo, discover, inspector, prompt, schema, sim, tools
+from hwbridge.cli import (
+    chat,
+    decode,
+    demo,
+    discover,
+    inspector,
+    ports,
+    prompt,
+    schema,
+    sim,
+    tools,
+)
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
 
 __all__ = ["build_parser", "main"]
@@ -37,6 +48,8 @@ examples:
   hwbridge prompt --dbc car.dbc --model llama3.2:3b > prompt.txt
   hwbridge sim                       the simulated demo vehicle, served over socketcand
   hwbridge inspect --bus socketcand://127.0.0.1:29536/vcan0
+  hwbridge ports                     serial ports and CAN interfaces on this machine
+  hwbridge inspect --spec bench_psu --port /dev/ttyUSB0
   hwbridge discover drive.blf --reference gnss.dbc --out draft.dbc
   hwbridge sim --help
 """
@@ -65,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tools, prompt, inspector, chat, sim, schema, decode, discover, demo):
+    for module in (tools, prompt, inspector, chat, sim, schema, decode, discover, demo, ports):
         module.register(sub)
     for name, choice in sub.choices.items():
         choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS

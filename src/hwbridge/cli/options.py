@@ -16,6 +16,7 @@ from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver
+    from hwbridge.policy import SendPolicy
 
 __all__ = [
     "BUS_FORMS",
@@ -140,11 +141,12 @@ def resolve_allow(db: CanDatabase, patterns: list[str]) -> list[str]:
     return allowed
 
 
-def open_driver(args: argparse.Namespace) -> CanDriver:
+def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> CanDriver:
     """The CanDriver the options describe; offline when there is no --bus.
 
     Usage errors (database, pack, --allow, bus string) exit 2; a bus that does not answer
     exits 1. The prompt pack is loaded before the bus opens, so a bad pack leaks no bus.
+    `policy` (several bridges sharing one) replaces the one --allow would give.
     """
     from hwbridge.can import CanDriver, SendPolicy
     from hwbridge.core.models import ToolError
@@ -152,7 +154,8 @@ def open_driver(args: argparse.Namespace) -> CanDriver:
 
     bus: str | None = args.bus
     db = load_database(database_path(args), debug=bool(args.debug))
-    policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
+    if policy is None:
+        policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
     try:
         strategy = PromptStrategy.load(str(args.pack))
     except PromptPackError as exc:
