@@ -50,7 +50,9 @@ BO_ {GNSS_ID} gnss_speed: 5 GNSS
 
 """
 
-_COUNTER = re.compile(r"(^|_)(counter|cnt|alive|bz|zaehler|rolling_?counter)$|counter$", re.I)
+_COUNTER = re.compile(
+    r"(^|_)(counter|cnt|alive|bz|zaehler|rolling_?counter)$|counter$|^counter", re.I
+)
 _CHECKSUM = re.compile(r"(checksum|crc|chksum|chks)$", re.I)
 _SPEED_UNITS = {"km/h": 1.0, "kph": 1.0, "kmh": 1.0, "m/s": 1 / 3.6, "mph": 1 / 1.609344}
 _SPEED_NAME = re.compile(r"speed|spd|geschw|veloc|whl|wheel", re.I)
@@ -197,10 +199,12 @@ def _raw_limits(signal: Any) -> tuple[int, int]:
     return 0, (1 << n) - 1
 
 
-def _to_raw(signal: Any, physical: F64) -> npt.NDArray[np.int64]:
+def _to_raw(signal: Any, physical: F64, *, bits_only: bool = False) -> npt.NDArray[np.int64]:
+    """Raw values of `physical`, clipped to the DBC range (`bits_only`: to what the bits
+    carry, for speeds whose DBC range is a placeholder such as [0|1])."""
     scale = float(signal.scale) or 1.0
     raw = np.round((physical - float(signal.offset)) / scale)
-    lo, hi = _limits(signal)
+    lo, hi = _raw_limits(signal) if bits_only else _limits(signal)
     return np.clip(raw, lo, hi).astype(np.int64)
 
 
@@ -208,6 +212,7 @@ def _limits(signal: Any) -> tuple[int, int]:
     """The raw values the signal's bits and its DBC range both allow (the bits' own range
     when the DBC range does not fit them)."""
     lo, hi = _raw_limits(signal)
+    lo, hi = max(lo, -(1 << 52)), min(hi, 1 << 52)  # exact in float64, whatever the width
     if signal.minimum is not None and signal.maximum is not None:
         scale = float(signal.scale) or 1.0
         a = round((float(signal.minimum) - float(signal.offset)) / scale)
@@ -244,12 +249,12 @@ def _behaviour(
     if factor is not None:
         wheel = 1 + rng.normal(0, 0.004)
         phys = v.speed[idx] * factor * wheel + rng.normal(0, 0.05, n) * factor
-        return "speed", _to_raw(signal, np.maximum(phys, 0))
+        return "speed", _to_raw(signal, np.maximum(phys, 0), bits_only=True)
     if int(signal.length) == 1:
         on = _events(rng, n, times)
         return "flag", on.astype(np.int64) * (-1 if signal.is_signed else 1)
-    if signal.choices and len(signal.choices) >= 2:
-        keys = sorted(int(k) for k in signal.choices)
+    keys = sorted(int(k) for k in (signal.choices or {}) if lo <= int(k) <= hi)
+    if len(keys) >= 2:  # the labels the bits can carry
         chosen = rng.choice(keys, size=min(len(keys), 4), replace=False)
         return "state", _states(rng, times, chosen)
     unit = (signal.unit or "").lower()
@@ -363,7 +368,12 @@ def _roles(
             raws[signal.name] = raw
     for counter in (s for s in message.signals if roles[s.name] == "counter"):
         start = int(rng.integers(0, 1 << int(counter.length)))
-        raws[counter.name] = (start + np.arange(n)) % (1 << int(counter.length))
+        raw = (start + np.arange(n)) % (1 << int(counter.length))
+        if counter.is_signed:  # the same bits, read in two's complement
+            raw = np.where(
+                raw >= 1 << (int(counter.length) - 1), raw - (1 << int(counter.length)), raw
+            )
+        raws[counter.name] = raw
     checksums = [s for s in message.signals if roles[s.name] == "checksum"]
     checksum = checksums[0] if checksums and car in CHECKSUMS else None
     for other in checksums:
@@ -514,6 +524,7 @@ class Score:
     counters_found: int = 0
     checksums: int = 0
     checksums_found: int = 0
+    checksums_alone: int = 0  # checksums of frames where nothing but a counter moved
     speeds: int = 0
     speeds_scaled: int = 0
     misses: list[str] = field(default_factory=list)
@@ -544,9 +555,15 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
             continue
         fields = found.get(key, [])
         chains = {id(f): _field_chain(f) for f in fields}
+        # a checksum over a frame in which only a counter moved is that counter plus a
+        # constant: nothing can tell it from a second counter, so it is not observable
+        moving = {t.name for t in truths if t.seen and t.role not in ("counter", "checksum")}
         for t in truths:
             if t.gapped and t.role != "checksum":
                 out.gapped += 1
+            if t.role == "checksum" and t.seen and not moving:
+                out.checksums_alone += 1
+                continue
             if not t.observable and not (t.role == "checksum" and t.seen):
                 continue
             out.observable += 1

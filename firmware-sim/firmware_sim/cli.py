@@ -228,7 +228,7 @@ def _load_dbc(path: str) -> Any:
 
     try:
         return cantools.database.load_file(path, strict=False)
-    except cantools.database.UnsupportedDatabaseFormatError as exc:
+    except cantools.database.errors.UnsupportedDatabaseFormatError as exc:
         raise ValueError(str(exc).splitlines()[0] if str(exc) else "not a database") from None
 
 

@@ -21,7 +21,7 @@ import numpy.typing as npt
 from hwbridge.can.discovery.bits import ByteOrder, bit_matrix, next_up, to_signed, values
 from hwbridge.can.discovery.checksums import Checksum, find_checksums
 from hwbridge.can.discovery.frames import FrameSet
-from hwbridge.can.discovery.segment import BitStats, bit_stats, carries_on, segment
+from hwbridge.can.discovery.segment import BitStats, Segment, bit_stats, carries_on, segment
 
 __all__ = ["Field", "Kind", "analyse"]
 
@@ -30,6 +30,14 @@ B = npt.NDArray[np.bool_]
 I64 = npt.NDArray[np.int64]
 
 COUNTER_SHARE = 0.9
+COUNTER_LSB_RATE = 0.9
+"""A counter's lowest bit flips on (nearly) every frame ..."""
+HALF_LOW, HALF_HIGH = 0.4, 0.6
+"""... and each bit above it about half as often as the one below."""
+CLOCK_R = 0.9999
+"""r with the frames' times above which two neighbouring pieces read as one clock."""
+CLOCK_RESIDUAL = 0.25
+"""... and the scatter around the line, in steps between frames, below which."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +84,14 @@ def analyse(frames: FrameSet, explained: B | None = None) -> list[Field]:
     for found in find_checksums(frames.data, aid, extended, usable, carries_on(stats, length)):
         fields.append(_checksum(found, bits))
         taken[list(found.bits)] = True
-    for seg in segment(stats, length, ~taken):
-        fields.append(_classify(seg.bits, seg.order, bits, stats))
+    counters = {c.bits: c for c in _counters(stats, bits, ~taken)}
+    for bits_of in counters:
+        taken[list(bits_of)] = True
+    pieces = [Segment(c.bits, c.byte_order) for c in counters.values()]
+    pieces += segment(stats, length, ~taken)
+    for seg in _join_clocks(pieces, bits, frames):
+        counter = counters.get(seg.bits)
+        fields.append(counter or _classify(seg.bits, seg.order, bits, stats))
         taken[list(seg.bits)] = True
     order = _majority_order(fields)
     fields = [
@@ -88,6 +102,135 @@ def analyse(frames: FrameSet, explained: B | None = None) -> list[Field]:
     fields += _constants(constant, bits)
     fields = [_widen_note(f, constant, nbits) for f in fields]
     return sorted(fields, key=lambda f: (min(f.bits), f.bits))
+
+
+def _counters(stats: BitStats, bits: npt.NDArray[np.uint8], free: B) -> list[Field]:
+    """Rolling counters, found before the other fields (a counter's top bit flips about as
+    rarely as a neighbour's, so flips alone may join them): from a bit flipping on nearly
+    every frame, upwards while each bit flips about half as often as the one below, in
+    either byte order; the longest run that counts through all its values is a counter."""
+    out: list[Field] = []
+    free = free.copy()
+    nbits = len(free)
+    for p in (int(i) for i in np.argsort(-stats.rate, kind="stable")):
+        if stats.rate[p] < COUNTER_LSB_RATE:
+            break
+        if not free[p]:
+            continue
+        best: tuple[tuple[int, ...], ByteOrder, str] | None = None
+        for order in ("little_endian", "big_endian"):
+            chain = [p]
+            while len(chain) < 8:
+                q = next_up(chain[-1], order)  # type: ignore[arg-type]
+                if not 0 <= q < nbits or not free[q]:
+                    break
+                ratio = stats.rate[q] / stats.rate[chain[-1]]
+                if not HALF_LOW <= ratio <= HALF_HIGH:
+                    break
+                chain.append(q)
+            for n in range(len(chain), 1, -1):
+                raw = values(bits, chain[:n])
+                first, second = raw[stats.before], raw[stats.before + 1]
+                step = _counter_step(first, second, n, len(np.unique(raw)))
+                if step is not None:
+                    if best is None or n > len(best[0]):
+                        best = (tuple(chain[:n]), order, step)  # type: ignore[assignment]
+                    break
+        if best is not None:
+            chain_bits, order, step = best
+            if _one_byte(chain_bits):
+                order = "little_endian"  # either reads it; the message's order is set later
+            distinct = len(np.unique(values(bits, chain_bits)))
+            out.append(Field(chain_bits, order, "counter", detail=step, distinct=distinct))
+            free[list(chain_bits)] = False
+    return out
+
+
+def _join_clocks(
+    segments: list[Segment], bits: npt.NDArray[np.uint8], frames: FrameSet
+) -> list[Segment]:
+    """Join neighbouring pieces that together read as a clock: a value rising with the
+    frames' own times, in a straight line (a GNSS epoch in milliseconds sent every second,
+    an uptime). Flips cannot join those: the value moves by about the weight of a middle
+    bit every frame, so the bits above it flip on nearly every frame, like a new field's
+    (or a counter's), and the bits below only with the jitter of the clock.
+
+    From each piece, the run of pieces continuing it upwards is tried longest first: the
+    run is a clock when all of it rises in a straight line with time and its part above
+    the first piece never falls back."""
+    if len(frames) < 8:
+        return segments
+    pieces = list(segments)
+    joined = True
+    while joined:
+        joined = False
+        for a in sorted(pieces, key=lambda p: p.bits[0]):
+            run, order = _run_above(a, pieces)
+            for k in range(len(run), 1, -1):
+                chain = tuple(b for piece in run[:k] for b in piece.bits)
+                upper = chain[len(a.bits) :]
+                if len(chain) > 63:
+                    continue
+                if _clock(values(bits, chain), frames) and _clock(
+                    values(bits, upper), frames, loose=True
+                ):
+                    used = {id(p) for p in run[:k]}
+                    pieces = [p for p in pieces if id(p) not in used]
+                    pieces.append(Segment(chain, order))
+                    joined = True
+                    break
+            if joined:
+                break
+    return pieces
+
+
+def _run_above(a: Segment, pieces: list[Segment]) -> tuple[list[Segment], ByteOrder | None]:
+    """`a` and the pieces continuing it upwards one after the other, in one byte order."""
+    run, order = [a], a.order
+    while len(run) <= len(pieces):
+        top = run[-1]
+        step = None
+        for b in pieces:
+            got = _continues(top, b)
+            if got is not None and order in (None, got) and all(b is not r for r in run):
+                step = (b, got)
+                break
+        if step is None:
+            break
+        run.append(step[0])
+        if not _one_byte(top.bits + step[0].bits):
+            order = step[1]
+    return run, order
+
+
+def _continues(a: Segment, b: Segment) -> ByteOrder | None:
+    """The order in which `b` continues `a` upwards (its bottom bit right above a's top)."""
+    for order in ("little_endian", "big_endian"):
+        if a.order not in (None, order) or b.order not in (None, order):
+            continue
+        if next_up(a.bits[-1], order) == b.bits[0]:  # type: ignore[arg-type]
+            return order  # type: ignore[return-value]
+    return None
+
+
+def _clock(raw: I64, frames: FrameSet, *, loose: bool = False) -> bool:
+    """The value rises in a straight line with the frames' times (`loose`: it merely rises
+    and never falls back, as the top part of a clock does)."""
+    v = raw.astype(np.float64)
+    t = frames.t
+    steps = np.diff(v)[frames.cont[1:]]
+    if len(steps) < 8 or not (steps >= 0).all() or not (steps > 0).any():
+        return False
+    if loose:
+        return True
+    if float(np.std(t)) == 0.0:
+        return False
+    r = float(np.corrcoef(t, v)[0, 1])
+    if not r >= CLOCK_R:
+        return False
+    slope, intercept = np.polyfit(t, v, 1)
+    scatter = float(np.std(v - (slope * t + intercept)))
+    return scatter <= CLOCK_RESIDUAL * float(np.median(steps[steps > 0]))
 
 
 def _one_byte(bits: tuple[int, ...]) -> bool:

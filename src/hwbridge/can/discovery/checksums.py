@@ -40,6 +40,11 @@ B = npt.NDArray[np.bool_]
 AGREE = 0.98
 MIN_DISTINCT = 8
 MAX_ROWS = 4096  # distinct payloads a hypothesis is tried on
+COUNTING = 0.98
+"""A byte or nibble stepping by one amount this often holds a counter."""
+PERFECT_COUNT = 0.999
+"""A byte or nibble stepping by one amount this regularly is a counter, never a checksum
+(a checksum that follows a counter also moves with the rest of its frame)."""
 CRC_POLYS = (0x1D, 0x2F, 0x07, 0x31, 0x9B, 0xD5)
 _REFLECT = np.array([int(f"{i:08b}"[::-1], 2) for i in range(256)], np.uint8)
 
@@ -212,12 +217,19 @@ def _nibble(data: U8, frame_id: int, extended: bool, byte: int, high: bool) -> C
     return None
 
 
+def _count_share(values: I64, modulo: int) -> float:
+    """Share of the steps that are the most common non-zero step modulo `modulo`: 1.0 for
+    a counter; a checksum following a counter scores a little less (it also moves with
+    everything else in the frame)."""
+    if len(values) < 3:
+        return 0.0
+    steps = np.bincount((values[1:] - values[:-1]) % modulo, minlength=modulo)
+    return float(steps[1:].max()) / (len(values) - 1)
+
+
 def _counts(values: I64, modulo: int) -> bool:
     """The values step by one constant amount (a counter, not a checksum)."""
-    if len(values) < 3:
-        return False
-    steps = np.bincount((values[1:] - values[:-1]) % modulo, minlength=modulo)
-    return bool(steps[1:].max() >= 0.98 * (len(values) - 1))
+    return _count_share(values, modulo) >= COUNTING
 
 
 def _coverage(changes: U8, byte: int) -> float:
@@ -243,11 +255,16 @@ class _Search:
         popcount = flipped.sum(axis=2)
         # bits flipped per change of each byte: a checksum jumps, a value carries
         self.jumps = [float(p[p > 0].mean()) if (p > 0).any() else 0.0 for p in popcount.T]
-        self.counting = {
-            b for b in range(self.length)
-            if _counts((data[:, b] & 0x0F).astype(np.int64), 16)
-            or _counts((data[:, b] >> 4).astype(np.int64), 16)
-        }  # fmt: skip
+        # how well each byte (itself, or a nibble of it) counts: of two bytes in one XOR or
+        # sum relation, the one counting less well is the checksum
+        self.count_share = [
+            max(
+                _count_share(data[:, b].astype(np.int64), 256),
+                _count_share((data[:, b] & 0x0F).astype(np.int64), 16),
+                _count_share((data[:, b] >> 4).astype(np.int64), 16),
+            )
+            for b in range(self.length)
+        ]
         self.keys = [
             _Key(b, high)
             for b in range(self.length)
@@ -295,19 +312,26 @@ def _byte_hits(
     for byte in range(length):
         if search.taken(byte * 8) or not search.candidate(range(byte * 8, byte * 8 + 8)):
             continue
-        if _counts(search.data[:, byte].astype(np.int64), 256):
+        if _count_share(search.data[:, byte].astype(np.int64), 256) >= PERFECT_COUNT:
             continue  # an 8-bit counter
         hit = _simple(search.masked, frame_id, byte)
-        if hit is None and search.jumps[byte] >= 2.5:  # a CRC's output jumps
+        if (
+            hit is None
+            and search.jumps[byte] >= 2.5
+            and not _counts(search.data[:, byte].astype(np.int64), 256)
+        ):  # a CRC's output jumps
             if byte not in crc:
                 crc[byte] = _crc(search.masked, byte, search.keys)
             hit = crc[byte]
         if hit is not None:
             # XOR and sum relations are symmetric: the checksum is the byte with no counter
-            # in it, that carries into no neighbour (a value's low byte does), at the
-            # frame's first or last byte, changing whenever anything else does
+            # in it (or, of two that count, the one counting less well), that carries into
+            # no neighbour (a value's low byte does), at the frame's first or last byte,
+            # changing whenever anything else does
+            share = search.count_share[byte]
             rank = (
-                byte not in search.counting,
+                share < COUNTING,
+                -round(share, 3) if share >= COUNTING else 0.0,
                 not (carries is not None and carries(byte)),
                 byte in (0, length - 1),
                 _coverage(search.changes, byte),
@@ -339,17 +363,28 @@ def find_checksums(
     crc: dict[int, Any] = {}
     while hits := _byte_hits(search, frame_id, carries, crc):
         search.accept(max(hits, key=lambda h: h[0])[1])
-    nibbles = sorted(
-        ((b, high) for b in range(length) for high in (False, True)),
-        key=lambda bh: -search.nibble_rate(*bh),
-    )
-    for byte, high in nibbles:
-        lo = byte * 8 + (4 if high else 0)
-        if search.taken(lo) or not search.candidate(range(lo, lo + 4)):
-            continue
-        if _counts(_Key(byte, high).of(data), 16):
-            continue
-        hit = _nibble(search.masked, frame_id, extended, byte, high)
-        if hit is not None:
-            search.accept(hit)
+    while hits := _nibble_hits(search, frame_id, extended):
+        search.accept(max(hits, key=lambda h: h[0])[1])
     return search.found
+
+
+def _nibble_hits(
+    search: _Search, frame_id: int, extended: bool
+) -> list[tuple[tuple[float, ...], Checksum]]:
+    """Every nibble that is a checksum of the others now: of a counter and a checksum that
+    follows it (the relation is symmetric), the one counting less well is the checksum."""
+    hits: list[tuple[tuple[float, ...], Checksum]] = []
+    for byte in range(search.length):
+        for high in (False, True):
+            lo = byte * 8 + (4 if high else 0)
+            if search.taken(lo) or not search.candidate(range(lo, lo + 4)):
+                continue
+            share = _count_share(_Key(byte, high).of(search.data), 16)
+            if share >= PERFECT_COUNT:
+                continue  # a counter
+            hit = _nibble(search.masked, frame_id, extended, byte, high)
+            if hit is not None:
+                counting = share >= COUNTING
+                rank = (not counting, -round(share, 3) if counting else 0.0)
+                hits.append(((*rank, search.nibble_rate(byte, high)), hit))
+    return hits

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Correlation", "Series", "correlate"]
+__all__ = ["Correlation", "Series", "correlate", "line_fit"]
 
 F64 = npt.NDArray[np.float64]
 
@@ -128,3 +128,30 @@ def correlate(
         np.nan_to_num(offset),
         overlap,
     )
+
+
+PLATEAU = 0.01
+"""Share of the points at a field's lowest or highest value that makes that end a plateau."""
+
+
+def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tuple[float, float]:
+    """Scale and offset (reference = scale * field + offset) by least squares over the
+    points both series share, leaving out a plateau at either end of the field's values:
+    a field pinned at the end of its range (a setpoint that saturates, a speed clipped by
+    its bits) says nothing about the slope there. (nan, nan) when too few points remain."""
+    grid = _grid([field, reference], points)
+    both = _on_grid([field, reference], grid)
+    x, y = both[0], both[1]
+    ok = np.isfinite(x) & np.isfinite(y)
+    if int(ok.sum()) < MIN_OVERLAP:
+        return float("nan"), float("nan")
+    lo, hi = float(np.min(x[ok])), float(np.max(x[ok]))
+    for end in (lo, hi):
+        at_end = ok & (x == end)
+        if int(at_end.sum()) > PLATEAU * int(ok.sum()) and int((ok & ~at_end).sum()) >= MIN_OVERLAP:
+            ok &= ~at_end
+    xs, ys = x[ok], y[ok]
+    if float(np.ptp(xs)) == 0.0:
+        return float("nan"), float("nan")
+    scale, offset = np.polyfit(xs, ys, 1)
+    return float(scale), float(offset)

@@ -243,6 +243,15 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
     return _chains(pieces, links)
 
 
+def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
+    """Wilson's lower bound of a share seen over `n` trials (about 95% one-sided)."""
+    if n <= 0:
+        return 0.0
+    centre = share + z * z / (2 * n)
+    spread = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
 def _cross_links(
     stats: BitStats,
     pieces: list[list[int]],
@@ -259,7 +268,10 @@ def _cross_links(
                 continue
             score = _joins(stats, pieces[lower], pieces[upper][0])
             if score > 0:
-                candidates.append((score, lower, upper, order))  # type: ignore[arg-type]
+                # one flip that looks like a carry proves little: rank by how sure the
+                # share is (its lower bound), so the link seen more often wins
+                sure = _lower_bound(score, int(stats.count[pieces[upper][0]]))
+                candidates.append((sure, lower, upper, order))  # type: ignore[arg-type]
     candidates.sort(key=lambda c: -c[0])
     links: dict[int, tuple[int, ByteOrder]] = {}
     linked_into: set[int] = set()

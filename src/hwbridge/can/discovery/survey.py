@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from hwbridge.can.discovery.analyse import Field, analyse
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate
+from hwbridge.can.discovery.correlate import Series, correlate, line_fit
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.reference import Reference, ReferenceSignal
 from hwbridge.can.discovery.report import (
@@ -131,7 +131,10 @@ def build_report(
             col = int(np.argmax(np.abs(c.r[row])))
             r, rho, dr = c.r[row, col], c.rho[row, col], c.r_changes[row, col]
             if abs(r) >= min_r and abs(rho) >= min_r and abs(dr) >= MIN_R_CHANGES:
-                matches[i, j] = (refs[col], float(r), c.scale[row, col], c.offset[row, col])
+                scale, offset = line_fit(batch[row][2], ref_series[col])
+                if not (np.isfinite(scale) and np.isfinite(offset)):
+                    scale, offset = c.scale[row, col], c.offset[row, col]
+                matches[i, j] = (refs[col], float(r), scale, offset)
     for i, item in enumerate(found):
         report.messages.append(_message(report, item, i, matches))
     report.messages = [m for m in report.messages if m.signals or not _described(found, m)]
