@@ -601,19 +601,30 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
                     and abs(match["scale"] / per_step - 1) <= 0.02
                 ):
                     out.speeds_scaled += 1
-        for f in fields:
-            if f["kind"] == "constant":
-                continue
-            bits = set(chains[id(f)])
-            if not any(bits & set(t.chain) for t in truths):
-                out.unjudged += 1  # bits no signal of the truth covers (it is incomplete)
-                continue
-            out.fields += 1
-            if any(bits <= set(t.chain) for t in truths):
-                out.inside += 1
-            else:
-                out.stray.append(f"0x{key[0]:X} {f['name']} {_span(chains[id(f)])}")
+        _precision(out, key, fields, chains, truths)
     return out
+
+
+def _precision(
+    out: Score,
+    key: tuple[int, bool],
+    fields: list[dict[str, Any]],
+    chains: dict[int, tuple[int, ...]],
+    truths: list[TruthSignal],
+) -> None:
+    """Count the fields that lie inside one true signal."""
+    for f in fields:
+        if f["kind"] == "constant":
+            continue
+        bits = set(chains[id(f)])
+        if not any(bits & set(t.chain) for t in truths):
+            out.unjudged += 1  # bits no signal of the truth covers (it is incomplete)
+            continue
+        out.fields += 1
+        if any(bits <= set(t.chain) for t in truths):
+            out.inside += 1
+        else:
+            out.stray.append(f"0x{key[0]:X} {f['name']} {_span(chains[id(f)])}")
 
 
 def _field_chain(f: dict[str, Any]) -> tuple[int, ...]:

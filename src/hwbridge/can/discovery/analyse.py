@@ -29,6 +29,7 @@ Kind = Literal["value", "flag", "counter", "checksum", "constant"]
 B = npt.NDArray[np.bool_]
 I64 = npt.NDArray[np.int64]
 
+ORDERS: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
 COUNTER_SHARE = 0.9
 COUNTER_LSB_RATE = 0.9
 """A counter's lowest bit flips on (nearly) every frame ..."""
@@ -118,10 +119,10 @@ def _counters(stats: BitStats, bits: npt.NDArray[np.uint8], free: B) -> list[Fie
         if not free[p]:
             continue
         best: tuple[tuple[int, ...], ByteOrder, str] | None = None
-        for order in ("little_endian", "big_endian"):
+        for order in ORDERS:
             chain = [p]
             while len(chain) < 8:
-                q = next_up(chain[-1], order)  # type: ignore[arg-type]
+                q = next_up(chain[-1], order)
                 if not 0 <= q < nbits or not free[q]:
                     break
                 ratio = stats.rate[q] / stats.rate[chain[-1]]
@@ -134,14 +135,14 @@ def _counters(stats: BitStats, bits: npt.NDArray[np.uint8], free: B) -> list[Fie
                 step = _counter_step(first, second, n, len(np.unique(raw)))
                 if step is not None:
                     if best is None or n > len(best[0]):
-                        best = (tuple(chain[:n]), order, step)  # type: ignore[assignment]
+                        best = (tuple(chain[:n]), order, step)
                     break
         if best is not None:
-            chain_bits, order, step = best
+            chain_bits, found_order, step = best
             if _one_byte(chain_bits):
-                order = "little_endian"  # either reads it; the message's order is set later
+                found_order = "little_endian"  # either reads it; the message's order is set later
             distinct = len(np.unique(values(bits, chain_bits)))
-            out.append(Field(chain_bits, order, "counter", detail=step, distinct=distinct))
+            out.append(Field(chain_bits, found_order, "counter", detail=step, distinct=distinct))
             free[list(chain_bits)] = False
     return out
 
@@ -205,11 +206,11 @@ def _run_above(a: Segment, pieces: list[Segment]) -> tuple[list[Segment], ByteOr
 
 def _continues(a: Segment, b: Segment) -> ByteOrder | None:
     """The order in which `b` continues `a` upwards (its bottom bit right above a's top)."""
-    for order in ("little_endian", "big_endian"):
+    for order in ORDERS:
         if a.order not in (None, order) or b.order not in (None, order):
             continue
-        if next_up(a.bits[-1], order) == b.bits[0]:  # type: ignore[arg-type]
-            return order  # type: ignore[return-value]
+        if next_up(a.bits[-1], order) == b.bits[0]:
+            return order
     return None
 
 
