@@ -120,6 +120,10 @@ def _build_signals() -> dict[str, Callable[[VehicleState], SignalValue]]:
         "RoadCurvature": lambda s: (
             math.radians(s.yaw_rate_dps) / (s.vehicle_speed_kmh / 3.6) if _moving(s) else 0.0
         ),
+        # GnssSpeed (dbc/gnss_module.dbc, with --gnss-can): a GNSS module on the bus
+        "GnssSpeedKmh": lambda s: s.vehicle_speed_kmh,
+        "GnssSatellites": lambda s: 12,
+        "GnssFix": lambda s: "3D",
         # EEC1 (J1939)
         "EngSpeed": lambda s: s.engine_speed_rpm,
         "ActualEngPercentTorque": lambda s: s.engine_torque_pct,

@@ -46,7 +46,24 @@ _ERROR_DATA = bytes([0, 0, 0x04, 0, 0, 0, 0, 0])
 
 def _cantools_db(dbc: str | Path | Any) -> Any:
     """A cantools database: loaded by cantools from a path, or the one a loaded database
-    holds (a cantools `Database`, or anything with a `.cantools` one, as hwbridge's)."""
+    holds (a cantools `Database`, or anything with a `.cantools` one, as hwbridge's). A
+    list or tuple of them is one bus: their messages together (the first of two with the
+    same frame id wins)."""
+    if isinstance(dbc, list | tuple):
+        from cantools.database.can import Database
+
+        if not dbc:
+            raise ValueError("a vehicle needs at least one database")
+        parts = [_cantools_db(one) for one in dbc]
+        seen: set[tuple[int, bool]] = set()
+        messages = []
+        for part in parts:
+            for message in part.messages:
+                key = (int(message.frame_id), bool(message.is_extended_frame))
+                if key not in seen:
+                    seen.add(key)
+                    messages.append(message)
+        return Database(messages=messages, strict=False)
     if isinstance(dbc, str | Path):
         import cantools
 
@@ -57,6 +74,10 @@ def _cantools_db(dbc: str | Path | Any) -> Any:
 class VirtualVehicle:
     """A simulated vehicle sending the periodic messages of `dbc` on virtual `channel`.
 
+    `dbc` is a path or a loaded database, or a list of them sharing the bus (e.g. the demo
+    vehicle and `dbc/gnss_module.dbc`, a GNSS module whose speed is a reference for
+    discovering the others: the client needs only that one).
+
     `seed` makes the model reproducible; `drive=False` keeps it parked at idle instead of
     running the drive cycle; `model` replaces the default `VehicleModel(seed)` (e.g. to
     start with a warm engine); `obd=False` leaves out the OBD-II responder.
@@ -64,7 +85,7 @@ class VirtualVehicle:
 
     def __init__(
         self,
-        dbc: str | Path | Any,
+        dbc: str | Path | Any | list[str | Path | Any],
         *,
         channel: str = "sim",
         seed: int = 0,

@@ -76,7 +76,7 @@ def dbc_text(messages: Sequence[object]) -> str:
 
     db = Database(messages=list(messages), strict=True)  # type: ignore[arg-type]
     text: str = db.as_dbc_string()
-    return text
+    return text.replace("\r\n", "\n")  # cantools writes CRLF; one newline reads everywhere
 
 
 def draft_dbc(

@@ -29,7 +29,7 @@ from hwbridge.can.discovery.report import (
     message_name,
 )
 
-__all__ = ["MIN_R", "Found", "analyse_frames", "build_report", "significant"]
+__all__ = ["MIN_R", "MIN_SAMPLES", "Found", "analyse_frames", "build_report", "significant"]
 
 MIN_R = 0.9
 """|r| (linear and rank) a field needs to take a reference's meaning."""
@@ -37,6 +37,11 @@ MIN_R_CHANGES = 0.5
 """... and the r of their changes, so that two things that merely rise together do not."""
 MAX_ANALYSED_ROWS = 16_384
 """Frames of one id its fields are found from (spread over the capture in blocks)."""
+MIN_TRANSITIONS = 2
+"""Pairs of consecutive frames an id needs before fields are looked for in it."""
+MIN_SAMPLES = 16
+"""Frames a field needs to be correlated: fewer are joined by straight lines on the grid,
+and anything moving over a short window would seem to move with anything else."""
 _BATCH = 256  # fields correlated at once
 
 
@@ -52,6 +57,7 @@ class Found:
     frames: FrameSet
     fields: list[Field]
     described: bool  # the reference knows this id
+    analysed: bool = True  # False: too few frames to find fields in
 
 
 def analyse_frames(
@@ -73,6 +79,9 @@ def analyse_frames(
         extra = (extra_explained or {}).get(key)
         if extra is not None:
             explained = extra if explained is None else explained | extra[: len(explained)]
+        if fs.pairs < MIN_TRANSITIONS:  # nothing can have been seen to move
+            found.append(Found(fs, [], explained is not None, analysed=False))
+            continue
         sample = _spread(fs, MAX_ANALYSED_ROWS)
         found.append(Found(fs, analyse(sample, explained), explained is not None))
     return found, 0
@@ -108,14 +117,18 @@ def build_report(
             message = reference.message(item.frames.key)
             if message is not None and message.name not in described:
                 described.append(str(message.name))
-            refs += [r for r in reference.signals(item.frames) if _varies(r.series.v)]
+            refs += [
+                r
+                for r in reference.signals(item.frames)
+                if _varies(r.series.v) and len(r.series.t) >= MIN_SAMPLES
+            ]
     report = DiscoveryReport(messages=[], frames=frames, reference_messages=described)
     # the value fields worth correlating: a few distinct values at least
     movable: list[tuple[int, int, Series]] = []
     for i, item in enumerate(found):
         bits = None
         for j, f in enumerate(item.fields):
-            if f.kind == "value" and f.distinct >= 3 and refs:
+            if f.kind == "value" and f.distinct >= 3 and refs and len(item.frames) >= MIN_SAMPLES:
                 if bits is None:
                     bits = bit_matrix(item.frames.data)
                 raw = f.raw(bits).astype(np.float64)
@@ -137,6 +150,15 @@ def build_report(
                 matches[i, j] = (refs[col], float(r), scale, offset)
     for i, item in enumerate(found):
         report.messages.append(_message(report, item, i, matches))
+    too_few = sum(1 for item in found if not item.analysed)
+    if too_few:
+        report.notes.append(
+            Note(
+                message="*",
+                text=f"{too_few} id(s) came fewer than {MIN_TRANSITIONS + 1} times in a row;"
+                " no fields can be found in them, so they are listed without any",
+            )
+        )
     report.messages = [m for m in report.messages if m.signals or not _described(found, m)]
     report.messages.sort(key=lambda m: (m.extended, m.id))
     return report

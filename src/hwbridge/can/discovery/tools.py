@@ -15,12 +15,19 @@ import numpy as np
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate
+from hwbridge.can.discovery.correlate import Series, correlate, line_fit
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.reference import Reference
+from hwbridge.can.discovery.report import message_name
 from hwbridge.can.discovery.segment import bit_stats, segment
 from hwbridge.can.discovery.session import DefinedSignal, DiscoverySession, Snapshot
-from hwbridge.can.discovery.survey import MIN_R, analyse_frames, build_report, significant
+from hwbridge.can.discovery.survey import (
+    MIN_R,
+    MIN_SAMPLES,
+    analyse_frames,
+    build_report,
+    significant,
+)
 from hwbridge.can.discovery.texts import DiscoveryTexts, discovery_texts
 from hwbridge.can.tools.capture import _watch as watch_bus
 from hwbridge.can.tools.reading import parse_frame_id
@@ -38,6 +45,7 @@ MAX_MESSAGES = 40  # ids listed by survey_bus (busiest first)
 MAX_FIELDS = 32  # fields listed per id
 MAX_CANDIDATES = 10
 MAX_CHANGES = 20
+MAX_NOTES = 20
 ANALYSIS_BUDGET_S = 5.0
 _NAME_CHARS = 200
 _UNIT_CHARS = 32
@@ -213,6 +221,14 @@ class DiscoveryTools(MCSToolDriver):
             constants += len(entry["signals"]) - len(kept)
             entry["signals"] = kept[:MAX_FIELDS]
             out["messages"].append(entry)
+        listed = {message_name(m["id"], m["extended"]) for m in out["messages"]}
+        notes = [
+            n.model_dump(exclude_none=True)
+            for n in report.notes
+            if n.message in listed or n.message == "*"
+        ]
+        if notes:
+            out["notes"] = notes[:MAX_NOTES]
         out["duration_ms"] = duration
         out["frames"] = frames
         if report.reference_messages:
@@ -299,7 +315,7 @@ class DiscoveryTools(MCSToolDriver):
         for item in found:
             bits = None
             for f in item.fields:
-                if f.kind == "value" and f.distinct >= 3:
+                if f.kind == "value" and f.distinct >= 3 and len(item.frames) >= MIN_SAMPLES:
                     if bits is None:
                         bits = bit_matrix(item.frames.data)
                     raw = f.raw(bits).astype(np.float64)
@@ -308,7 +324,10 @@ class DiscoveryTools(MCSToolDriver):
         ranked = sorted(range(len(fields)), key=lambda i: -abs(float(c.r[i, 0])))
         candidates = []
         for i in ranked[:MAX_CANDIDATES]:
-            key, f, _ = fields[i]
+            key, f, field_series = fields[i]
+            scale, offset = line_fit(field_series, series)
+            if not (np.isfinite(scale) and np.isfinite(offset)):
+                scale, offset = float(c.scale[i, 0]), float(c.offset[i, 0])
             candidates.append(
                 {
                     "id": key[0],
@@ -318,8 +337,8 @@ class DiscoveryTools(MCSToolDriver):
                     "byte_order": f.byte_order,
                     "signed": f.signed,
                     "r": round(float(c.r[i, 0]), 3),
-                    "scale": significant(float(c.scale[i, 0])),
-                    "offset": significant(float(c.offset[i, 0])),
+                    "scale": significant(scale),
+                    "offset": significant(offset),
                 }
             )
         out: dict[str, Any] = {"signal": spec.qualified, "candidates": candidates}
@@ -415,19 +434,24 @@ def _diff(a: FrameSet, b: FrameSet, reference: Reference) -> list[dict[str, Any]
         out.append(
             _change(a.key, seg.bits, order=seg.order, before=before, after=after, score=score)
         )
-    # bits constant in each window but different between them: runs within a byte
-    flipped = usable & ~taken & ~varying_a & ~varying_b & (bits_a[0] != bits_b[0])
-    run: list[int] = []
-    for pos in range(length * 8 + 1):
-        if pos < length * 8 and flipped[pos] and (not run or (pos % 8 and run[-1] == pos - 1)):
-            run.append(pos)
-            continue
-        if run:
-            chain = tuple(run)
+    # bits constant in each window but different between them: within a byte, from the
+    # lowest to the highest such bit, over bits constant in both (one value that changed,
+    # say a throttle from 40% to 0, not one change per bit); one bit scores highest
+    steady = usable & ~taken & ~varying_a & ~varying_b
+    flipped = steady & (bits_a[0] != bits_b[0])
+    for byte in range(length):
+        positions = [p for p in range(byte * 8, byte * 8 + 8) if flipped[p]]
+        while positions:
+            lo = positions[0]
+            hi = lo
+            for p in positions[1:]:
+                if all(steady[lo : p + 1]):
+                    hi = p
+            chain = tuple(range(lo, hi + 1))
+            positions = [p for p in positions if p > hi]
             before, after = int(values(bits_a[:1], chain)[0]), int(values(bits_b[:1], chain)[0])
             score = 1.0 + 1.0 / len(chain)
             out.append(_change(a.key, chain, order=None, before=before, after=after, score=score))
-        run = [pos] if pos < length * 8 and flipped[pos] else []
     return out
 
 
