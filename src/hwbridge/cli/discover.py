@@ -129,13 +129,14 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
     counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
     console.print(
         f"{len(report.messages)} id(s) from {report.frames:,} frames: {counts or 'no fields'};"
-        f" {matched} matched to a reference signal"
+        f" {matched} matched to a reference signal",
+        soft_wrap=True,
     )
     if report.reference_messages:
         shown = ", ".join(report.reference_messages[:10])
-        console.print(f"decoded with the reference, not rediscovered: {shown}")
+        console.print(f"decoded with the reference, not rediscovered: {shown}", soft_wrap=True)
     for note in report.notes:
         where = note.signal or note.message
         console.print(Text(f"note: {where}: {note.text}", style="yellow"), soft_wrap=True)
     if wrote:
-        console.print(f"draft DBC written to {wrote}")
+        console.print(f"draft DBC written to {wrote}", soft_wrap=True)

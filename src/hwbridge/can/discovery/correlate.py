@@ -132,16 +132,32 @@ def correlate(
 
 PLATEAU = 0.01
 """Share of the points at a field's lowest or highest value that makes that end a plateau."""
+MAX_LAG_S = 1.0
+"""The reference may lag the field (or lead it) by up to this long: a GNSS speed is computed
+from fixes and comes a few hundred milliseconds late."""
+_LAG_STEP_S = 0.02
 
 
 def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tuple[float, float]:
     """Scale and offset (reference = scale * field + offset) by least squares over the
-    points both series share, leaving out a plateau at either end of the field's values:
-    a field pinned at the end of its range (a setpoint that saturates, a speed clipped by
-    its bits) says nothing about the slope there. (nan, nan) when too few points remain."""
+    points both series share, with the reference moved in time by the lag (within
+    MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
+    field's values: a field pinned at the end of its range (a setpoint that saturates, a
+    speed clipped by its bits) says nothing about the slope there. (nan, nan) when too few
+    points remain."""
     grid = _grid([field, reference], points)
-    both = _on_grid([field, reference], grid)
-    x, y = both[0], both[1]
+    x = _on_grid([field], grid)[0]
+    best_r, y = -2.0, _on_grid([reference], grid)[0]
+    for lag in np.arange(-MAX_LAG_S, MAX_LAG_S + _LAG_STEP_S / 2, _LAG_STEP_S):
+        moved = _on_grid([Series(reference.t - lag, reference.v)], grid)[0]
+        ok = np.isfinite(x) & np.isfinite(moved)
+        if int(ok.sum()) < MIN_OVERLAP or float(np.ptp(x[ok])) == 0.0:
+            continue
+        if float(np.ptp(moved[ok])) == 0.0:
+            continue
+        r = abs(float(np.corrcoef(x[ok], moved[ok])[0, 1]))
+        if r > best_r + 1e-9 or (abs(r - best_r) <= 1e-9 and abs(lag) < 1e-9):
+            best_r, y = r, moved
     ok = np.isfinite(x) & np.isfinite(y)
     if int(ok.sum()) < MIN_OVERLAP:
         return float("nan"), float("nan")
