@@ -30,7 +30,16 @@ import numpy.typing as npt
 
 from benchmarks.car_checksums import CHECKSUMS, NIBBLE_CHECKSUMS
 
-__all__ = ["GNSS_DBC", "Drive", "Score", "TruthSignal", "generate", "score", "signal_chain"]
+__all__ = [
+    "GNSS_DBC",
+    "Drive",
+    "Score",
+    "TruthSignal",
+    "capture_truth",
+    "generate",
+    "score",
+    "signal_chain",
+]
 
 F64 = npt.NDArray[np.float64]
 
@@ -435,6 +444,42 @@ def _truth(
             )
         )
     return out
+
+
+def capture_truth(
+    payloads: dict[tuple[int, bool], npt.NDArray[np.uint8]], databases: list[Any]
+) -> list[TruthSignal]:
+    """The truth about a real capture: each id's payloads (frames x bytes, time order) read
+    with the databases that describe it (11- and 29-bit ids kept apart; a 29-bit id matches
+    a message by its J1939 PGN and priority, whatever the source address)."""
+    truth: list[TruthSignal] = []
+    for (aid, extended), data in payloads.items():
+        message = None
+        for db in databases:
+            for m in db.messages:
+                if bool(m.is_extended_frame) != extended:
+                    continue
+                same = (
+                    (int(m.frame_id) & 0x1FFFFF00) == (aid & 0x1FFFFF00)
+                    if extended
+                    else int(m.frame_id) == aid
+                )
+                if same:
+                    message = m
+        if message is None or data.shape[1] < message.length:
+            continue
+        roles = {
+            s.name: "counter"
+            if _COUNTER.search(s.name)
+            else "checksum"
+            if _CHECKSUM.search(s.name)
+            else ("flag" if int(s.length) == 1 else "value")
+            for s in message.signals
+        }
+        for t in _truth(message, roles, data[:, : message.length], None):
+            t.frame_id, t.extended = aid, extended
+            truth.append(t)
+    return truth
 
 
 def _gnss_frames(
