@@ -135,7 +135,20 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
     if report.reference_messages:
         shown = ", ".join(report.reference_messages[:10])
         console.print(f"decoded with the reference, not rediscovered: {shown}", soft_wrap=True)
+    wider = [n for n in report.notes if n.signal is not None and "never changed" in n.text]
+    if wider:
+        console.print(
+            Text(
+                f"note: {len(wider)} field(s) have bits right above them that never changed;"
+                " nothing tells whether those belong to them, so only the bits that moved are"
+                " given (each is named in the draft's comments and in --json)",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
     for note in report.notes:
+        if note in wider:
+            continue
         where = note.signal or note.message
         console.print(Text(f"note: {where}: {note.text}", style="yellow"), soft_wrap=True)
     if wrote:
