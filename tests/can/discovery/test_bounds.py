@@ -186,3 +186,40 @@ def test_define_signal_refuses_what_cannot_be(driver: CanDriver) -> None:
     assert driver.database.resolve_signal("Speed").signal.length == 12
     missing = call(driver, "diff_snapshots", a="x", b="y")
     assert missing.call_failed and missing.call_detail.startswith("UNKNOWN_SNAPSHOT:")
+
+
+frames_strategy = st.lists(
+    st.tuples(
+        st.integers(0, 5),  # one of a few ids, so ids repeat
+        st.booleans(),
+        st.binary(min_size=0, max_size=64),
+    ),
+    min_size=0,
+    max_size=300,
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(frames_strategy)
+def test_any_frames_give_a_report_and_a_strict_draft(frames: list[tuple[int, bool, bytes]]) -> None:
+    """Whatever the frames (empty payloads, lengths changing within an id, 11 and 29 bits),
+    discovery answers: every frame counted, the draft loads strictly, frames of another
+    length than their id's usual one are reported, not mixed in."""
+    from hwbridge.can.discovery.reference import Reference
+    from hwbridge.can.discovery.survey import analyse_frames, build_report
+    from tests.can.discovery.frames import load_dbc_text
+
+    collector = Collector()
+    collector.add_frames(
+        (i * 0.01, 0x100 + k, ext, data) for i, (k, ext, data) in enumerate(frames)
+    )
+    assert collector.frames == len(frames)
+    found, _ = analyse_frames(collector.framesets(), Reference(()))
+    report = build_report(found, Reference(()), frames=collector.frames)
+    db = load_dbc_text(report.to_dbc())
+    assert len(db.messages) == len(report.messages)
+    lengths: dict[tuple[int, bool], list[int]] = {}
+    for k, ext, data in frames:
+        lengths.setdefault((0x100 + k, ext), []).append(len(data))
+    other = sum(len(v) - max(v.count(n) for n in set(v)) for v in lengths.values())
+    assert collector.report_dropped().frames_of_other_lengths == other
