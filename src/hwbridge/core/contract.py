@@ -54,7 +54,7 @@ def _resolve_capability(driver: Any, contract: type[T]) -> T | None:
     meta = getattr(driver, "meta", None)
     if meta is None or not meta.has_capability(contract):
         return None
-    required = getattr(contract, "__abstractmethods__", frozenset())
+    required: frozenset[str] = getattr(contract, "__abstractmethods__", frozenset())
     if all(callable(getattr(driver, name, None)) for name in required):
         return cast(T, driver)
     return None
