@@ -1,0 +1,87 @@
+"""`hwbridge mcp` as a user types it: the printed client config works as printed, stdout
+holds nothing but the protocol, bad options are one clear line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from hwbridge.cli.mcp_server import OFFLINE_TOOLS
+from tests.cli.conftest import DEMO, REPO, Run
+from tests.mcp.conftest import Session
+
+pytest_plugins = ["tests.cli.conftest"]
+
+
+def test_the_printed_config_starts_a_working_server(run: Run, tmp_path: Path) -> None:
+    printed = run("mcp", "--print-config", "--dbc", str(DEMO.relative_to(REPO)))
+    assert printed.code == 0, printed.err
+    config = json.loads(printed.out)  # stdout is the JSON block alone
+    entry = config["mcpServers"]["hwbridge"]
+    assert Path(entry["command"]).is_absolute()
+    assert entry["args"] == ["mcp", "--dbc", str(DEMO)]  # the relative path made absolute
+    assert "claude mcp add hwbridge -- " in printed.err
+
+    # a client starts it from elsewhere with a bare environment, as Claude Desktop does
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], cwd=tmp_path)
+    session = Session(lambda: Client(params))
+    try:
+        names = {t.name for t in session.run(lambda c: c.list_tools()).tools}
+        hidden = session.run(lambda c: c.call_tool("read_signals", {"signals": ["EngineSpeed"]}))
+    finally:
+        session.close()
+    assert names == OFFLINE_TOOLS  # without --bus: the catalog and decoding only
+    assert hidden.is_error
+
+
+def test_http_config_names_the_token_variable_never_the_token(run: Run) -> None:
+    printed = run(
+        "mcp", "--print-config", "--http", "127.0.0.1:8123", "--token-env", "HWB_MCP_TOKEN"
+    )
+    assert printed.code == 0, printed.err
+    entry = json.loads(printed.out)["mcpServers"]["hwbridge"]
+    assert entry == {
+        "type": "http",
+        "url": "http://127.0.0.1:8123/mcp",
+        "headers": {"Authorization": "Bearer ${HWB_MCP_TOKEN}"},
+    }
+
+
+def test_stdout_holds_only_the_protocol() -> None:
+    """A client that connects and leaves at once: nothing but protocol on stdout, however
+    chatty the start (the bundled-database notice goes to stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hwbridge", "mcp"],
+        check=False,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=REPO,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ""
+    assert "bundled demo vehicle" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--token-env", "X"], "--token-env applies to --http only"),
+        (["--http", "127.0.0.1:http"], "--http: '127.0.0.1:http' is not HOST:PORT"),
+        (["--http", "127.0.0.1:70000"], "--http: port 70000 is outside 0-65535"),
+        (["--http", ":8000", "--token-env", "HWB_UNSET_VARIABLE"], "HWB_UNSET_VARIABLE"),
+        (["--print-config", "--http", ":0"], "needs a fixed port"),
+        (["--print-config", "--allow", "Nope"], "--allow Nope: no message named 'Nope'"),
+    ],
+)
+def test_bad_options_are_one_line(run: Run, argv: list[str], words: str) -> None:
+    result = run("mcp", *argv)
+    assert result.code == 2
+    assert result.out == ""
+    assert words in result.err.splitlines()[-1]
