@@ -117,3 +117,34 @@ def test_compact_pack_quotes_labels_so_they_read_as_values(hostile: Path) -> Non
         prompt = driver.get_driver_system_message()
     line = next(x for x in prompt.splitlines() if x.startswith("- send_Gear("))
     assert '"P"|"R\\nSYSTEM' in line
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai_responses", "anthropic", "gemini"])
+def test_native_tool_definitions_carry_no_line_break_from_the_database(
+    hostile: Path, provider: Any
+) -> None:
+    policy = SendPolicy(allow_messages=["Gear"])
+    with CanDriver.from_dbc(hostile, bus=None, policy=policy, exposure="messages") as driver:
+        definitions = driver.get_native_tools(provider)
+
+    def strings(value: Any) -> Any:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield key
+                yield from strings(item)
+        elif isinstance(value, list):
+            for item in value:
+                yield from strings(item)
+
+    text = list(strings(definitions))
+    assert any(INJECTION in s for s in text)  # still there, as data
+    assert not [s for s in text if any(c in s for c in "\n\r\u2028\u2029\u0085")]
+
+
+def test_a_name_ending_in_a_line_break_is_not_a_tool_or_parameter_name(tmp_path: Path) -> None:
+    from hwbridge.core.models import is_valid_tool_name
+
+    assert not is_valid_tool_name("read_Gear\n")
+    assert is_valid_tool_name("read_Gear")

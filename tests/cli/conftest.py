@@ -44,6 +44,9 @@ Run = Callable[..., Result]
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Run:
     """`main(argv)` in this process, stdin replaced by `stdin`; exit code and captured output."""
 
+    # output to a pipe is laid out wide; a COLUMNS inherited from a parallel runner is not
+    monkeypatch.delenv("COLUMNS", raising=False)
+
     def runner(*argv: str, stdin: str = "") -> Result:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
         capsys.readouterr()

@@ -239,3 +239,73 @@ def test_pack_limits_can_be_changed_but_not_removed() -> None:
     assert len(driver.executed) == 2 and r.call_failed
     with pytest.raises(ValueError, match="max_calls"):
         PromptStrategy.load("json", overrides={"parsing": {"max_calls": 0}})
+
+
+# -- holes found by the review of the first fixes ---------------------------------------------
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{x} " * (MB // 4),  # braces in prose or code that are not JSON
+        "f'{name!r} {value:>8}' " * (MB // 24),
+        "}{" * (MB // 2),
+        "{'tool': 'get_temperature', 'arguments': {'room': 'kitchen'}}\n" * (MB // 64),
+    ],
+    ids=["prose", "f-strings", "close-open", "single-quoted calls"],
+)
+def test_non_json_braces_do_not_make_parsing_quadratic(text: str) -> None:
+    driver = Thermostat()
+    r = driver.process_llm_response(text)
+    assert len(driver.executed) <= driver.prompt_strategy.parsing.max_calls
+    assert isinstance(r, DriverResponse)
+
+
+def test_gemini_calls_beyond_the_limit_each_get_an_answer() -> None:
+    driver = Thermostat()
+    limit = driver.prompt_strategy.parsing.max_calls
+    parts = [
+        {"functionCall": {"name": "get_temperature", "args": {"room": "kitchen"}}}
+        for _ in range(limit + 8)
+    ]
+    r = driver.process_llm_response({"role": "model", "parts": parts})
+    assert r.messages is not None
+    echoed, answered = r.messages[0]["parts"], r.messages[1]["parts"]
+    assert len(echoed) == len(answered) == limit + 8
+    assert len(driver.executed) == limit
+
+
+@pytest.mark.parametrize("dialect", ["anthropic", "gemini"])
+def test_arguments_too_deep_are_not_echoed_back(dialect: str) -> None:
+    deep = _deep(300)
+    if dialect == "anthropic":
+        block = {"type": "tool_use", "id": "t1", "name": "echo", "input": {"text": deep}}
+        output: dict[str, Any] = {"role": "assistant", "content": [block]}
+    else:
+        output = {"role": "model", "parts": [{"functionCall": {"name": "echo", "args": deep}}]}
+    r = Thermostat().process_llm_response(output)
+    assert r.call_failed
+    r.model_dump_json()  # every JSON writer takes the response
+    json.dumps(r.messages)
+
+
+def test_lone_surrogates_never_reach_the_response() -> None:
+    lone = "caf\ud800e"
+    outputs: list[Any] = [
+        f'{{"tool": "echo", "arguments": {{"text": "{lone}"}}}}  ',
+        {"role": "model", "parts": [{"text": lone}, {"functionCall": {
+            "name": "echo", "args": {"text": "x", "note" + lone: 1}}}]},
+        _openai(("c1", "echo", '{"text": "' + lone + '"}')),
+    ]  # fmt: skip
+    for output in outputs:
+        r = Thermostat().process_llm_response(output)
+        r.model_dump_json()
+
+
+@pytest.mark.timeout(30)
+def test_a_flood_of_invalid_items_is_explained_in_a_few_hints() -> None:
+    text = json.dumps({"tool": "echo", "arguments": {"tags": [1] * 300_000}})
+    r = Thermostat().process_llm_response(text)
+    assert r.call_failed
+    assert r.retry_prompt is not None and r.retry_prompt.count("must be") <= 6

@@ -84,7 +84,7 @@ class Network:
                 history_s=history_s,
                 mux=multiplexer_extractors(db) or None,
                 bitrate=bitrate,
-                known=lambda aid, ext: db.message_for_frame(aid, ext) is not None,
+                known=lambda aid, ext: _frame_owner(db, aid, ext),
             )
             if isinstance(bus, CanAdapter):
                 adapter = bus
@@ -105,3 +105,14 @@ class Network:
         self.sender.stop_all()
         if self.adapter is not None:
             self.adapter.close()
+
+
+def _frame_owner(db: CanDatabase, arbitration_id: int, extended: bool) -> object:
+    """True for an id of the database itself; the message's name for a frame it matches by
+    PGN (J1939); None for an unknown id (see BusMonitor's `known`)."""
+    message = db.message_for_frame(arbitration_id, extended)
+    if message is None:
+        return None
+    if message.frame_id == arbitration_id and bool(message.is_extended_frame) == extended:
+        return True
+    return str(message.name)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hwbridge.__about__ import __version__
+from hwbridge.core.asking import ask_with_timeout
 from hwbridge.core.contract import Capability, MCSToolDriver
 from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
@@ -137,24 +138,9 @@ class ConsentGate(ToolDriverDecorator):
         return proceed(tool.name, arguments)
 
     def _approved(self, tool_name: str, arguments: dict[str, Any]) -> bool:
-        answer: list[object] = []
-        done = threading.Event()
-
-        def asking() -> None:
-            try:
-                answer.append(self.ask(tool_name, dict(arguments)))
-            except Exception:
-                log.exception("the consent callback failed; %s is refused", tool_name)
-            finally:
-                done.set()
-
-        # The question runs in its own thread, so a callback that never returns (a user who
-        # walked away) cannot hold the call beyond timeout_s.
-        threading.Thread(target=asking, name=f"consent:{tool_name}", daemon=True).start()
-        if not done.wait(self.timeout_s):
-            log.warning("no consent for %s within %.0f s; refused", tool_name, self.timeout_s)
-            return False
-        return bool(answer) and answer[0] is True
+        return ask_with_timeout(
+            lambda: self.ask(tool_name, dict(arguments)), self.timeout_s, what=tool_name
+        )
 
 
 Hook = Callable[..., object]

@@ -67,7 +67,11 @@ def dumps(value: Any) -> tuple[str, Any]:
         safe = to_jsonable(value)
     try:
         return orjson.dumps(safe).decode(), safe
-    except TypeError:  # integers beyond 64 bits, lone surrogates: the standard library copes
+    except TypeError:  # lone surrogates, nesting beyond orjson's, integers beyond 64 bits
+        safe = writable(safe)
+    try:
+        return orjson.dumps(safe).decode(), safe
+    except TypeError:  # integers beyond 64 bits: the standard library copes
         return json.dumps(safe, ensure_ascii=True), safe
 
 

@@ -67,9 +67,8 @@ class CanRules:
             "max_frames_per_second": self.rate,
         }
 
-    def check(self, request: SendRequest) -> float:
-        """Raise ToolError unless the frame may go out; takes a token (or, for a periodic
-        send, checks its budget) and returns the rate a periodic send would reserve."""
+    def check(self, request: SendRequest) -> None:
+        """Raise ToolError unless the frame may go out (what, and within which limits)."""
         if request.kind == "raw":
             if not self.raw:
                 raise ToolError(
@@ -92,9 +91,17 @@ class CanRules:
                 f"Sending {request.message} is not allowed by the send policy. "
                 f"Messages that may be sent: {allowed}.",
             )
-        if request.message:
+        if request.message:  # a raw frame of a database message meets its limits too
             self.check_limits(request.message, request.physical or request.signals)
-        with self.periodic_lock:  # budget check and reservation are one step
+        if request.kind == "periodic":
+            with self.periodic_lock:
+                self._periodic_budget(request)
+
+    def take(self, request: SendRequest) -> float:
+        """Spend the frame's token, right before it goes out (after consent, so a user's
+        slow answer cannot let two frames out within one token's time); for a periodic
+        send, also check its budget and return the rate it reserves."""
+        with self.periodic_lock:  # budget check, token and reservation are one step
             periodic_rate = 0.0
             if request.kind == "periodic":
                 periodic_rate = self._periodic_budget(request)
@@ -116,12 +123,9 @@ class CanRules:
                     + (" or stop a periodic send." if reserved else "."),
                     retryable=True,
                 )
+            if request.kind == "periodic":
+                self.periodic[request.periodic_key] = periodic_rate
         return periodic_rate
-
-    def reserve(self, request: SendRequest, rate: float) -> None:
-        """Reserve a periodic send's budget, once everything said yes."""
-        with self.periodic_lock:
-            self.periodic[request.periodic_key] = rate
 
     def release(self, message: str, scope: str = "") -> None:
         with self.periodic_lock:

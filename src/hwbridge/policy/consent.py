@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ConsentCallback", "ask_consent"]
+from hwbridge.core.asking import ask_with_timeout
 
-log = logging.getLogger(__name__)
+__all__ = ["ConsentCallback", "ask_consent"]
 
 ConsentCallback = Callable[[Any], object]
 """Called with the request (SendRequest, CommandRequest or ServiceRequest)."""
 
 
-def ask_consent(callback: ConsentCallback | None, request: Any) -> bool:
-    """Only an explicit True approves; no callback, any other answer or an error refuses."""
+def ask_consent(callback: ConsentCallback | None, request: Any, timeout_s: float) -> bool:
+    """Only an explicit True within `timeout_s` approves; no callback, any other answer, an
+    error or no answer in time refuses."""
     if callback is None:
         return False
-    try:
-        return callback(request) is True
-    except Exception:
-        log.exception("the consent callback failed; the action is refused")
-        return False
+    what = getattr(request, "tool", None) or "the action"
+    return ask_with_timeout(lambda: callback(request), timeout_s, what=str(what))

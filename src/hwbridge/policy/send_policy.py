@@ -48,7 +48,8 @@ class SendPolicy:
     max_commands_per_second: for serial commands and diagnostic services together.
 
     Shared:
-    require_consent: every action asks `consent(request)`; only an explicit True approves.
+    require_consent: every action asks `consent(request)`; only an explicit True approves,
+        within `consent_timeout_s` (60 s): no answer in time refuses.
     dry_run: everything is checked and encoded, nothing is transmitted.
     audit_log: path of a JSON-lines file; every action and refusal is appended. A path that
         cannot be opened for appending is refused here, not after something went out.
@@ -72,6 +73,7 @@ class SendPolicy:
         deny_raw_lines: Iterable[str] = (),
         allow_services: Iterable[str] = (),
         max_commands_per_second: float = 5,
+        consent_timeout_s: float = 60.0,
     ) -> None:
         self._can = CanRules(
             allow_messages, signal_limits, allow_raw_frames, allow_ids, max_frames_per_second
@@ -85,6 +87,9 @@ class SendPolicy:
         self._command_bucket = TokenBucket(max_commands_per_second)
         self._consent_required = require_consent
         self._consent = consent
+        if not consent_timeout_s > 0:
+            raise ValueError("consent_timeout_s must be positive")
+        self._consent_timeout_s = float(consent_timeout_s)
         self._dry_run = dry_run
         self._audit = AuditTrail(audit_log, dry_run=dry_run)
 
@@ -111,6 +116,10 @@ class SendPolicy:
     @property
     def dry_run(self) -> bool:
         return self._dry_run
+
+    @property
+    def requires_consent(self) -> bool:
+        return self._consent_required
 
     @property
     def max_frames_per_second(self) -> float:
@@ -156,26 +165,29 @@ class SendPolicy:
             raise
 
     def _check(self, request: SendRequest | CommandRequest | ServiceRequest) -> None:
-        periodic_rate = 0.0
+        # what may go, then the user's yes, then the rate budget: the token is spent last,
+        # right before the action goes out, so a slow answer cannot let two through at once
         if isinstance(request, SendRequest):
-            periodic_rate = self._can.check(request)
+            self._can.check(request)
         elif isinstance(request, CommandRequest):
             self._commands.check(request)
             if not request.raw and not request.changes_state:
                 return  # a query: nothing to approve, budget or audit
-            self._take_command_token()
         elif isinstance(request, ServiceRequest):
             self._services.check(request)
-            self._take_command_token()
         else:
             raise TypeError(f"the send policy cannot judge a {type(request).__name__}")
-        if self._consent_required and not ask_consent(self._consent, request):
+        if self._consent_required and not ask_consent(
+            self._consent, request, self._consent_timeout_s
+        ):
             raise ToolError(
                 "CONSENT_DENIED",
                 "The user did not approve this action; it was not sent.",
             )
-        if isinstance(request, SendRequest) and request.kind == "periodic":
-            self._can.reserve(request, periodic_rate)  # only once everything said yes
+        if isinstance(request, SendRequest):
+            self._can.take(request)  # and a periodic send's budget, reserved with it
+        else:
+            self._take_command_token()
 
     def _take_command_token(self) -> None:
         wait = self._command_bucket.take()

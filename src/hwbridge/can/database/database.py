@@ -50,6 +50,7 @@ __all__ = [
     "SignalSpec",
 ]
 
+_MAX_SUGGESTED_NAME = 64  # longer unknown names get no fuzzy suggestions (bounded work)
 _EXTENDED = 1 << 31  # dict key flag: extended and standard ids never collide
 _ID_TEXT = re.compile(r"^(0x[0-9a-f]+|\d+)$", re.IGNORECASE)
 _MAX_CHOICES_LISTED = 10
@@ -281,7 +282,7 @@ class CanDatabase:
         """The value specs of a message's signals, in the message's order."""
         return tuple(self._codec(message).specs.values())
 
-    def resolve_signal(self, name: str) -> SignalSpec:
+    def resolve_signal(self, name: str, *, suggest: bool = True) -> SignalSpec:
         """A signal by `Message.Signal` or by a bare name that occurs in one message only.
 
         Raises ToolError AMBIGUOUS_SIGNAL (listing the qualified names) or UNKNOWN_SIGNAL.
@@ -295,7 +296,12 @@ class CanDatabase:
         text = self._renamed.get(text, text)
         pairs = by_name.get(text) or by_lower.get(text.lower())
         if pairs is None:
-            hits = self._signal_index().search(text, limit=5)
+            # close names for a few unknown names of a call, and for names a human could write
+            hits = (
+                self._signal_index().search(text, limit=5)
+                if suggest and len(text) <= _MAX_SUGGESTED_NAME
+                else []
+            )
             hint = (
                 f"; did you mean {', '.join(s.qualified for s, _ in hits)}?"
                 if hits

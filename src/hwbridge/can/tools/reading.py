@@ -31,6 +31,7 @@ OPS = tuple(_OPS)
 DEFAULT_TIMEOUT_MS = 1000
 _SLICE_S = 0.1  # how often a long wait checks that the bus is still up
 MAX_TIMEOUT_MS = 30_000
+_SUGGESTED = 3  # unknown names per call that get close-name suggestions
 
 
 def parse_id(value: int | str) -> int:
@@ -268,14 +269,18 @@ class Reader:
     ) -> dict[str, Any]:
         monitor = self.require_bus()
         specs: dict[str, SignalSpec] = {}
-        errors: dict[str, str] = {}
+        failures: dict[str, ToolError] = {}
         for name in dict.fromkeys(names):
             try:
-                specs[name] = self.db.resolve_signal(name)
+                # close names are looked for the first few unknown names only: bounded work
+                specs[name] = self.db.resolve_signal(name, suggest=len(failures) < _SUGGESTED)
             except ToolError as exc:
-                errors[name] = f"{exc.code}: {exc.message}"
+                failures[name] = exc
+        errors = {name: f"{exc.code}: {exc.message}" for name, exc in failures.items()}
         if not specs:
-            raise ToolError("UNKNOWN_SIGNAL", "; ".join(errors.values()) or "no signal names given")
+            codes = {exc.code for exc in failures.values()}
+            code = codes.pop() if len(codes) == 1 else "UNKNOWN_SIGNAL"
+            raise ToolError(code, "; ".join(exc.message for exc in failures.values()))
         timeout_s = _timeout_s(timeout_ms)
         deadline = time.monotonic() + timeout_s
         max_age_s = None if max_age_ms is None else max_age_ms / 1000.0

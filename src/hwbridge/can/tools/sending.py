@@ -17,7 +17,7 @@ import logging
 import struct
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import can
@@ -366,11 +366,21 @@ class Sender:
             sequence = self._sequences[out.message.name]
             if sequence != out.sequence:
                 try:
-                    out = self._build(out.message, out.encoded, out.base, sequence)
-                    self._judge(out)
+                    rebuilt = self._build(out.message, out.encoded, out.base, sequence)
+                    self._judge(rebuilt)
+                    if self.policy.requires_consent and rebuilt.data != out.data:
+                        # the user approved other bytes: never send what was not approved
+                        raise ToolError(
+                            "CONSENT_STALE",
+                            f"While the user was asked, a periodic send of {out.message.name}"
+                            " moved its counter, so the approved frame is no longer the one"
+                            " that would go out; nothing was sent. Ask again.",
+                            retryable=True,
+                        )
                 except ToolError as exc:
                     self.policy.audit(request, outcome="refused", code=exc.code)
                     raise
+                out = rebuilt
                 request = self._request("message", out, tool=request.tool)
             bus.send(self._message(out))
             self._sequences[out.message.name] = sequence + 1
@@ -385,6 +395,12 @@ class Sender:
         if not is_extended and aid > 0x7FF:
             raise ToolError("INVALID_VALUE", f"id 0x{aid:X} needs extended=true (29-bit)")
         request = SendRequest("raw", aid, payload, is_extended, tool="send_frame", scope=self.scope)
+        message = self.db.message_for_frame(aid, is_extended)
+        if message is not None:
+            # a raw frame of a database message carries its signals: the policy's limits
+            # hold on them as on any frame of that message
+            decoded = self.db.decode(message, payload).signals
+            request = replace(request, message=message.name, signals=decoded)
         msg = build_message(aid, payload, extended=is_extended)
         if self.policy.dry_run:
             self.policy.check(request)
@@ -442,17 +458,20 @@ class Sender:
             described = self._describe(out)
             return {"started": False, "dry_run": True, "period_ms": period_ms, **described}
         request = self._request("periodic", out, period_ms=float(period_ms), tool="start_periodic")
-        with self._periodic_ops:
-            self._reap()
-            bus = self._bus()
-            old = self._periodic.get(message.name)
-            with self._lock:
-                self._ended.pop(message.name, None)
-            with self.policy.open_audit() as audit:
-                # reserves this message's budget (replacing its own) and a token for the
-                # first frame, which goes out at once
-                self.policy.check(request)
+        self._bus()  # before the policy spends rate budget or asks for consent
+        with self.policy.open_audit() as audit:
+            # reserves this message's budget (replacing its own) and a token for the first
+            # frame, which goes out at once; asked outside the lock below, so a pending
+            # consent never holds up stop_periodic or close()
+            self.policy.check(request)
+            with self._periodic_ops:
+                old = None
                 try:
+                    self._reap()
+                    bus = self._bus()  # closed while the user was asked: BUS_CLOSED
+                    old = self._periodic.get(message.name)
+                    with self._lock:
+                        self._ended.pop(message.name, None)
                     if old is not None:
                         old.stop()
                     handle = bus.send_periodic(

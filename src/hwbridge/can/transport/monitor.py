@@ -56,6 +56,9 @@ DEFAULT_HISTORY_S = 30.0
 DEFAULT_MAX_FRAMES = 250_000
 """30 s of a fully loaded 1 Mbit/s bus (8,300 frames/s): 6 MB of history at most."""
 DEFAULT_MAX_UNKNOWN_IDS = 2048
+MAX_VARIANTS = 256
+"""Ids tracked per database message matched other than by its own id (J1939 by PGN: 256
+source addresses); more count against the unknown ids' bound."""
 """Ids outside the database with their own latest frame and counts (an 11-bit bus has 2,048)."""
 
 _MAX_MUX_KEYS = 65_536  # (id, multiplexer value) pairs with their own latest frame
@@ -346,7 +349,7 @@ class BusMonitor:
         bitrate: float | None = None,
         data_bitrate: float | None = None,
         clock: Callable[[], float] = time.time,
-        known: Callable[[int, bool], bool] | None = None,
+        known: Callable[[int, bool], object] | None = None,
         max_unknown_ids: int = DEFAULT_MAX_UNKNOWN_IDS,
     ) -> None:
         if history_s <= 0 or max_frames <= 0:
@@ -360,6 +363,7 @@ class BusMonitor:
         self.data_bitrate = data_bitrate
         self._clock = clock
         self._known = known
+        self._variants: dict[Hashable, int] = {}  # ids tracked per owner (see _first_frame)
         # the ring: record `seq` lives at (seq % slots) * 24, growing up to `slots` records;
         # one slot more than max_frames, for the record being written while a reader copies
         self._slots = self.max_frames + 1
@@ -539,24 +543,38 @@ class BusMonitor:
         return 0
 
     def _first_frame(self, key: int, msg: can.Message, latest: can.Message | None) -> bool:
-        """Start tracking a new frame id, unless it is one unknown id too many (False)."""
-        if not self._is_known(key):
-            if self._unknown_tracked >= self.max_unknown_ids:
+        """Start tracking a new frame id, unless it is one unknown id too many (False).
+
+        `known(id, extended)` says what an id is: True, an id of the database itself
+        (always tracked); another truthy value, the owner of an id the database matches
+        another way (a J1939 message by PGN, whatever its source address): up to
+        MAX_VARIANTS ids per owner are tracked, the rest count as unknown ids; falsy,
+        unknown. So no flood of ids, invented or PGN-matched, grows the per-id state.
+        """
+        owner = self._owner(key)
+        if owner is not True:
+            if owner and self._variants.get(owner, 0) < MAX_VARIANTS:
+                self._variants[owner] = self._variants.get(owner, 0) + 1
+            elif self._unknown_tracked >= self.max_unknown_ids:
                 self._dropped_frames += 1
                 self._dropped.add(key)
                 return False
-            self._unknown_tracked += 1
+            else:
+                self._unknown_tracked += 1
         self._ids[key] = [1, msg.timestamp, latest]
         return True
 
-    def _is_known(self, key: int) -> bool:
+    def _owner(self, key: int) -> object:
         if self._known is None:
             return False
         aid, ext = _unpacked(key)
         try:
-            return bool(self._known(aid, ext))
+            owner = self._known(aid, ext)
         except Exception:
             return False
+        if owner is True or not owner:
+            return owner
+        return owner if isinstance(owner, Hashable) else False
 
     def _offer(self, msg: can.Message, key: Hashable | None) -> None:
         for waiter in self._waiters:
