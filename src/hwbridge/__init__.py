@@ -18,6 +18,7 @@ from hwbridge.core import (
     DriverBinding,
     DriverMeta,
     DriverResponse,
+    DriverTrustError,
     ExecutionCancelled,
     Health,
     Hooks,
@@ -41,6 +42,7 @@ from hwbridge.core import (
     TrustManifest,
     Usage,
     estimate_tokens,
+    load_driver,
 )
 
 if TYPE_CHECKING:
@@ -78,6 +80,7 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "DriverTrustError",
     "ExecutionCancelled",
     "Health",
     "Hooks",
@@ -104,4 +107,5 @@ __all__ = [
     "__version__",
     "counter_and_checksum",
     "estimate_tokens",
+    "load_driver",
 ]

@@ -32,6 +32,13 @@ from hwbridge.core.runner import (
     Step,
     Usage,
 )
+from hwbridge.core.trust import (
+    DriverTrustError,
+    installed_drivers,
+    load_driver,
+    verify_distribution,
+    wheel_digest,
+)
 
 __all__ = [
     "AuditLog",
@@ -44,6 +51,7 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "DriverTrustError",
     "ExecutionCancelled",
     "Health",
     "Hooks",
@@ -68,4 +76,8 @@ __all__ = [
     "TrustManifest",
     "Usage",
     "estimate_tokens",
+    "installed_drivers",
+    "load_driver",
+    "verify_distribution",
+    "wheel_digest",
 ]
