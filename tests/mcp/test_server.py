@@ -222,3 +222,29 @@ def test_a_policy_refusal_is_an_error_with_the_policy_code() -> None:
 def test_a_token_needs_http() -> None:
     with pytest.raises(ValueError, match="HTTP"):
         serve(Thermostat(), token="secret")
+
+
+def test_hostile_calls_are_refused_at_once_and_bounded() -> None:
+    deep: dict[str, Any] = {}
+    level = deep
+    for _ in range(150):
+        level["x"] = {}
+        level = level["x"]
+    cases: list[tuple[str, dict[str, Any], str]] = [
+        ("x" * 1_000_000, {}, "UNKNOWN_TOOL: "),
+        ("decode_frame", {"id": deep}, "INVALID_ARGUMENTS: "),
+        ("search_signals", {"query": "a" * 1_000_000}, "INVALID_ARGUMENTS: "),
+    ]
+    with CanDriver.from_dbc(DEMO) as car:
+
+        async def hostile(client: Client) -> list[tuple[float, Any]]:
+            results = []
+            for name, arguments, _ in cases:
+                started = time.monotonic()
+                result = await client.call_tool(name, arguments)
+                results.append((time.monotonic() - started, result))
+            return results
+
+        for (_, _, code), (took, result) in zip(cases, served(car, hostile), strict=True):
+            assert result.is_error and text_of(result).startswith(code)
+            assert len(text_of(result)) < 2_000 and took < 1.0
