@@ -18,6 +18,8 @@ from typing import Any, TypeVar
 import pytest
 from mcp import Client, StdioServerParameters
 
+from tests.cli.conftest import run  # noqa: F401  (the `hwbridge` runner fixture)
+
 ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 

@@ -15,8 +15,6 @@ from hwbridge.cli.mcp_server import OFFLINE_TOOLS
 from tests.cli.conftest import DEMO, REPO, Run
 from tests.mcp.conftest import Session
 
-pytest_plugins = ["tests.cli.conftest"]
-
 
 def test_the_printed_config_starts_a_working_server(run: Run, tmp_path: Path) -> None:
     printed = run("mcp", "--print-config", "--dbc", str(DEMO.relative_to(REPO)))

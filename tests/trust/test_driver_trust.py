@@ -19,8 +19,6 @@ from hwbridge import CanDriver, DriverTrustError, TrustManifest, load_driver
 from hwbridge.core.trust import installed_drivers, verify_distribution, wheel_digest
 from tests.cli.conftest import Run
 
-pytest_plugins = ["tests.cli.conftest"]
-
 MODULE = '''"""A tiny thermostat driver, distributed on its own."""
 from hwbridge import DriverMeta, HybridDriver, Tool, ToolParameter
 

@@ -22,6 +22,7 @@ from typing import Any
 from mcs.driver.core import DriverMeta as RefMeta
 from mcs.driver.core.mixins.healthcheck import SupportsHealthcheck
 
+from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability
 from hwbridge.core.health import Health
 from hwbridge.core.hybrid import HybridDriver
@@ -52,7 +53,7 @@ class FromReferenceDriver(HybridDriver):
     meta = DriverMeta(
         id="c7e1d3a9-5f24-4b6e-8a0c-2d9f4e1b7a36",
         name="MCS reference driver",
-        version="0.0.0",
+        version=__version__,  # the adapter's; each instance carries its driver's
     )
 
     def __init__(

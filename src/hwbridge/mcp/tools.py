@@ -56,7 +56,7 @@ def call_result(response: DriverResponse) -> types.CallToolResult:
             content=[types.TextContent(type="text", text=text)],
             structured_content=structured,
         )
-    detail = response.call_detail or "INTERNAL_ERROR: the call was not executed"
+    detail = response.call_detail or "INTERNAL_ERROR: the driver reported no outcome for the call"
     return error_result(detail, response.retry_prompt)
 
 
