@@ -296,3 +296,17 @@ def test_both_ways_round_trip(car: CanDriver) -> None:
             text_call("describe_message", message="EngineData")
         ).tool_call_result
     )
+
+
+def test_without_the_mcs_extra_the_import_says_which_to_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib
+    import sys
+
+    for name in [m for m in sys.modules if m.startswith("hwbridge.interop")]:
+        monkeypatch.delitem(sys.modules, name)
+    for name in ("mcs", "mcs.driver", "mcs.driver.core"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if it were not installed
+    with pytest.raises(ImportError, match=r"pip install 'mcs-hwbridge\[mcs\]'"):
+        importlib.import_module("hwbridge.interop")

@@ -83,3 +83,17 @@ def test_bad_options_are_one_line(run: Run, argv: list[str], words: str) -> None
     assert result.code == 2
     assert result.out == ""
     assert words in result.err.splitlines()[-1]
+
+
+def test_without_the_mcp_extra_it_says_which_to_install(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [m for m in sys.modules if m == "hwbridge.mcp" or m.startswith("hwbridge.mcp.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if the SDK were not installed
+    monkeypatch.setitem(sys.modules, "mcp.server", None)
+    result = run("mcp", "--print-config")
+    assert result.code == 2
+    assert result.err.strip() == (
+        "hwbridge: hwbridge.mcp needs the MCP Python SDK: pip install 'mcs-hwbridge[mcp]'"
+    )

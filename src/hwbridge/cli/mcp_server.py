@@ -84,14 +84,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        from hwbridge.mcp import serve
+    except ImportError as exc:  # the extra is missing: say which
+        raise CliError(one_line(str(exc))) from exc
     address = _address(args)
     if args.print_config:
         return _print_config(args, address)
     token = _token(args)
-    try:
-        from hwbridge.mcp import serve
-    except ImportError as exc:
-        raise CliError(one_line(str(exc))) from exc
     from hwbridge.cli.chat import drivers
 
     can = open_driver(args)
