@@ -72,8 +72,11 @@ class CallHandler:
             task.cancel()
             task.add_done_callback(lambda done: _log_cancelled(name, done))
             raise
-        response, _ = task.result()
-        assert response is not None  # only a cancelled call has none
+        response, cancelled = task.result()
+        if response is None:  # cancelled from elsewhere (the worker's own shutdown)
+            response = cancelled.response if cancelled is not None else None
+        if response is None:
+            return error_result("INTERNAL_ERROR: the call was cancelled before it ran")
         return call_result(response)
 
     async def _execute(self, calls: list[ToolCall]) -> _Ran:
