@@ -34,7 +34,7 @@ class Tiny(HybridDriver):
 '''
 FILES = {
     "tinydriver/__init__.py": MODULE,
-    "tinydriver/units.py": "CELSIUS = 'degC'\n",
+    "tinydriver/units.py": "CELSIUS = 'degC'\n\n\ndef main():\n    print(CELSIUS)\n",
     "tinydriver_hw-1.0.0.dist-info/METADATA": (
         "Metadata-Version: 2.1\nName: tinydriver-hw\nVersion: 1.0.0\n"
         "Author-email: Ada Lovelace <ada@example.org>\n"
@@ -44,7 +44,8 @@ FILES = {
         "Wheel-Version: 1.0\nGenerator: tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     ),
     "tinydriver_hw-1.0.0.dist-info/entry_points.txt": (
-        "[hwbridge.drivers]\ntiny = tinydriver:Tiny\n"
+        "[hwbridge.drivers]\ntiny = tinydriver:Tiny\n\n"
+        "[console_scripts]\ntiny-thermostat = tinydriver.units:main\n"  # a script pip writes
     ),
 }
 
@@ -95,6 +96,7 @@ def test_a_pinned_driver_loads_with_its_trust_manifest(site: Path, wheel: Path) 
     assert "tiny" in {e.name for e in installed_drivers()}
     check = verify_distribution("tinydriver-hw")
     assert check.status == "intact" and check.files >= 6
+    assert (site / "bin" / "tiny-thermostat").is_file()  # recorded as ../../bin/..., unchecked
     digest = wheel_digest(wheel)
     assert check.digest == digest  # the publisher's digest is the one the installation has
 

@@ -14,9 +14,11 @@ The digest is the sha256 of the RECORD lines (path and hash, sorted) of the file
 come from the wheel: the same on every machine that installs that wheel, and computed from
 the wheel itself by `wheel_digest(path)`, so a publisher can print it beside the upload.
 The installer's own files (INSTALLER, REQUESTED, direct_url.json, RECORD, console
-scripts, bytecode caches) vary by installation and are left out. Bytecode caches
-(`__pycache__`) are not in RECORD and cannot be checked: whoever can write them can write
-anything else in site-packages too.
+scripts, bytecode caches) vary by installation and are left out. Console scripts live
+outside the distribution (where the installer put them, `../../bin/...`) and are not
+checked: loading a driver never runs them. Bytecode caches (`__pycache__`) are not in
+RECORD and cannot be checked: whoever can write them can write anything else in
+site-packages too.
 """
 
 from __future__ import annotations
@@ -226,9 +228,11 @@ def _check_files(dist: metadata.Distribution, entries: list[_Entry]) -> Iterator
     recorded: set[Path] = set()
     folders: set[Path] = set()
     for path, algorithm, expected in entries:
+        if _outside(path):
+            continue  # console scripts: the installer writes them, where it decides
         located = Path(str(dist.locate_file(path))).resolve()
         recorded.add(located)
-        if not path.startswith(("..", "/")) and not _is_installer_file(path):
+        if not _is_installer_file(path):
             folders.add(located.parent)
         problem = _check_one(located, path, algorithm, expected)
         if problem is not None:
@@ -276,10 +280,15 @@ def _digest(entries: Iterable[_Entry]) -> str:
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
+def _outside(path: str) -> bool:
+    """A path outside the distribution's root (`../../bin/tool`): an installer's script."""
+    return path.startswith(("..", "/")) or PurePosixPath(path).is_absolute()
+
+
 def _from_wheel(path: str) -> bool:
     """True for files the wheel itself carries (installer output varies by machine)."""
     parts = PurePosixPath(path).parts
-    if path.startswith(("..", "/")) or "__pycache__" in parts or _is_installer_file(path):
+    if _outside(path) or "__pycache__" in parts or _is_installer_file(path):
         return False
     return not any(p.endswith(".data") for p in parts[:1])
 
