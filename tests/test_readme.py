@@ -139,3 +139,15 @@ def test_cli_table_lists_every_command() -> None:
     )
     for name in commands:
         assert f"| `hwbridge {name}" in section, name
+
+
+def test_diagnostics_session_runs_as_written() -> None:
+    out = _run_section("## Vehicle diagnostics: OBD-II and UDS")
+    blocks = out.split("ELM327\n")
+    assert len(blocks) == 2 and blocks[0].startswith("ISO 15765-4 (can-isotp)\n")
+    over_can = blocks[0].split("\n", 1)[1]
+    assert over_can == blocks[1]  # the same answers over both adapters
+    assert "  MIL on: True | codes: 1\n" in over_can
+    assert "  P0217 Engine coolant over temperature condition (engine)\n" in over_can
+    assert "  freeze frame of P0217: coolant 12" in over_can
+    assert "  clear: SEND_NOT_ALLOWED: Clearing trouble codes" in over_can

@@ -64,8 +64,9 @@ PROTOCOLS = {
     "C": "USER2 (CAN 11/50)",
 }
 _CAN_EXTENDED = {"6": False, "7": True, "8": False, "9": True}  # protocol -> 29-bit IDs
+_CAN_BITRATE = {"6": 500_000, "7": 500_000, "8": 250_000, "9": 250_000}
 _NO_BUS = {"3": "BUS INIT: ...ERROR", "4": "BUS INIT: ...ERROR", "5": "BUS INIT: ...ERROR"}
-_SEARCH_ORDER = ("6", "7")  # the virtual bus has no bit rate: 8 and 9 would find the same
+_SEARCH_ORDER = ("6", "8", "7", "9")
 _SEARCH_REQUEST = bytes([0x01, 0x00])
 
 _MAX_LINE = 128
@@ -87,7 +88,8 @@ _FLAGS = {
 }
 _FLAG = re.compile(r"(E|L|S|H|D|CAF|CFC|R|M)([01])")
 _HEXRUN = re.compile(r"[0-9A-F]+")
-_NO_OPS = frozenset({"AL", "NL", "PC", "BI"})
+_NO_OPS = frozenset({"AL", "NL", "PC", "BI", "FE", "SS", "KW0", "KW1", "V0", "V1", "CSM0", "CSM1"})
+_MONITOR_SLICE_S = 0.2
 
 _Show = Callable[[can.Message, Tracked | None], None]
 
@@ -108,6 +110,7 @@ class _Settings:
     timeout: int = _DEFAULT_ST
     header: str | None = None
     receive: str | None = None
+    priority: int = 0x18  # ATCP: the first byte of a 29-bit header set with 6 digits
 
 
 class _Stopped(Exception):
@@ -119,8 +122,16 @@ class Elm327Device(PtyDevice):
 
     kind = "elm327"
 
-    def __init__(self, channel: str, *, protocol: str = "0", voltage: float = 12.6) -> None:
+    def __init__(
+        self,
+        channel: str,
+        *,
+        protocol: str = "0",
+        voltage: float = 12.6,
+        bitrate: int = 500_000,
+    ) -> None:
         super().__init__(channel)
+        self.bitrate = bitrate  # the vehicle bus's: a CAN protocol at another rate hears nothing
         if _parse_protocol(protocol) is None:
             raise ValueError(f"protocol must be 0-9, A-C or A1-AC, not {protocol!r}")
         self.voltage = voltage
@@ -249,6 +260,12 @@ class Elm327Device(PtyDevice):
             return ["OK"]
         if body in _NO_OPS:
             return ["OK"]
+        if body == "MA":
+            self._monitor()
+            return []
+        if body[:2] == "CP" and len(body) == 4 and _HEXRUN.fullmatch(body[2:]):
+            s.priority = int(body[2:], 16) & 0x1F
+            return ["OK"]
         if len(body) == 3 and body[:2] == "AT" and body[2] in "012":
             s.adaptive = int(body[2])
             return ["OK"]
@@ -296,8 +313,13 @@ class Elm327Device(PtyDevice):
         if protocol not in _CAN_EXTENDED:
             self._emit_line(_NO_BUS.get(protocol, "NO DATA"))
             return
+        if _CAN_BITRATE[protocol] != self.bitrate:
+            self._emit_line("CAN ERROR")  # at the wrong bit rate the chip sees only errors
+            return
         s = self._settings
-        addressing = Addressing.for_protocol(_CAN_EXTENDED[protocol], s.header, s.receive)
+        addressing = Addressing.for_protocol(
+            _CAN_EXTENDED[protocol], s.header, s.receive, s.priority
+        )
         frame = (bytes([len(payload)]) + payload).ljust(8, b"\x00") if s.caf else payload
         display = Display(s.headers, s.spaces, s.caf, s.dlc)
         answered = self._exchange(addressing, frame, wanted, self._print_frame(display))
@@ -305,6 +327,38 @@ class Elm327Device(PtyDevice):
             self._emit_line("CAN ERROR")
         elif answered == 0 and s.responses:
             self._emit_line("NO DATA")
+
+    def _monitor(self) -> None:
+        """ATMA: print every frame on the bus until the client types (then STOPPED)."""
+        s = self._settings
+        setting = self._protocol
+        protocol = self._detected or (setting[-1] if setting != "0" else _SEARCH_ORDER[0])
+        if protocol not in _CAN_EXTENDED:
+            self._emit_line(_NO_BUS.get(protocol, "NO DATA"))
+            return
+        if _CAN_BITRATE[protocol] != self.bitrate:
+            self._emit_line("CAN ERROR")
+            return
+        receive = int(s.receive, 16) if s.receive else None
+        display = Display(s.headers, s.spaces, False, s.dlc)
+        overflows = self.overflows
+        while not self._frames.empty():
+            self._frames.get_nowait()
+        self._listening.set()
+        try:
+            while True:
+                msg = self._next_frame(time.monotonic() + _MONITOR_SLICE_S)
+                if msg is None or msg.is_error_frame or msg.is_remote_frame:
+                    continue
+                if receive is not None and msg.arbitration_id != receive:
+                    continue
+                for text in frame_lines(msg, None, display):
+                    self._emit_line(text)
+                if self.overflows != overflows:  # the client does not keep up
+                    self._emit_line("BUFFER FULL")
+                    return
+        finally:
+            self._listening.clear()
 
     def _print_frame(self, display: Display) -> _Show:
         def show(msg: can.Message, tracked: Tracked | None) -> None:
@@ -318,6 +372,8 @@ class Elm327Device(PtyDevice):
         order = [p for p in (preferred, *_SEARCH_ORDER) if p in _CAN_EXTENDED]
         frame = (bytes([len(_SEARCH_REQUEST)]) + _SEARCH_REQUEST).ljust(8, b"\x00")
         for protocol in dict.fromkeys(order):
+            if _CAN_BITRATE[protocol] != self.bitrate:
+                continue  # nothing to hear at this rate
             addressing = Addressing.for_protocol(_CAN_EXTENDED[protocol])
             # Wait for every ECU (no response count), or late answers to this probe would
             # be taken for answers to the request that follows.

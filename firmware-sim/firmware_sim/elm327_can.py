@@ -31,7 +31,6 @@ FLOW_CONTROL = bytes([0x30, 0x00, 0x00, 0, 0, 0, 0, 0])
 
 OBD_FUNCTIONAL_11 = 0x7DF
 OBD_FUNCTIONAL_29 = 0x18DB33F1
-_PRIORITY_29 = 0x18000000
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,11 @@ class Addressing:
 
     @classmethod
     def for_protocol(
-        cls, extended: bool, header: str | None = None, receive: str | None = None
+        cls,
+        extended: bool,
+        header: str | None = None,
+        receive: str | None = None,
+        priority: int = 0x18,
     ) -> Addressing:
         """Addressing from the protocol's ID size and the ATSH / ATCRA hex strings."""
         if header is None:
@@ -54,7 +57,7 @@ class Addressing:
         elif len(header) == 8:
             request = int(header, 16) & 0x1FFFFFFF
         else:
-            request = _PRIORITY_29 | int(header, 16)  # ATCP's default priority, 18
+            request = (priority & 0x1F) << 24 | int(header, 16)  # ATCP's priority, 18 by default
         accept = None if receive is None else int(receive, 16)
         return cls(extended, request, accept)
 
@@ -159,8 +162,8 @@ def frame_lines(msg: can.Message, tracked: Tracked | None, display: Display) -> 
     data = bytes(msg.data)
     sp = display.spaces
     if display.headers or not display.formatting or tracked is None:
-        if display.formatting and tracked is not None and tracked.kind is FrameKind.SINGLE:
-            data = data[: 1 + tracked.length]  # formatting drops a single frame's padding
+        # With headers on the chip prints every data byte, PCI and padding included
+        # (the datasheet's `7E8 03 41 05 46 00 00 00 00`).
         if not display.headers:
             return [_hex(data, sp)]
         ident = msg.arbitration_id

@@ -145,6 +145,9 @@ class VehicleState:
     overheating: bool
     driving: bool
     drive_phase: str
+    # the freeze frame the engine ECU stored with its first confirmed code (OBD mode 02)
+    freeze_dtc: str | None = None
+    freeze_frame: VehicleState | None = None
 
 
 @dataclass
@@ -283,6 +286,7 @@ class VehicleModel:
         self.pending: list[str] = []
         self.permanent: list[str] = []
         self.overheat_latched = False
+        self.freeze: tuple[str, VehicleState] | None = None
         self.distance_at_clear_km = self.odometer_km
         self.mil_distance_km = 0.0
         self._update_cells()
@@ -351,9 +355,13 @@ class VehicleModel:
         self.overheat = bool(on)
 
     def clear_dtcs(self) -> None:
-        """What OBD mode 04 does: stored and pending codes and the MIL go; permanent stay."""
+        """What OBD mode 04 does: stored and pending codes, the freeze frame and the MIL go;
+        permanent codes stay. The monitors start over, so a fault that persists is found
+        again on the next check (the next step), as a real ECU finds it."""
         self.stored.clear()
         self.pending.clear()
+        self.freeze = None
+        self.overheat_latched = False
         self.distance_at_clear_km = self.odometer_km
         self.mil_distance_km = 0.0
 
@@ -520,6 +528,8 @@ class VehicleModel:
                 for codes in (self.stored, self.permanent):
                     if _DTC_OVERHEAT not in codes:
                         codes.append(_DTC_OVERHEAT)
+                if self.freeze is None:  # the first confirmed code takes the freeze frame
+                    self.freeze = (_DTC_OVERHEAT, self.snapshot())
                 self.overheat_latched = True
 
     def _step_body(self) -> None:
@@ -582,6 +592,8 @@ class VehicleModel:
             overheating=self.overheat,
             driving=self.driving,
             drive_phase=self.cycle.phase if self.driving else "manual",
+            freeze_dtc=self.freeze[0] if self.freeze else None,
+            freeze_frame=self.freeze[1] if self.freeze else None,
         )
 
 

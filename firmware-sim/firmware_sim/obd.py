@@ -1,37 +1,57 @@
-"""An OBD-II engine ECU (ISO 15765-4, 11-bit ids) answering from the simulated vehicle.
+"""The simulated vehicle's diagnostic ECUs: OBD-II (SAE J1979) and read-only UDS over ISO
+15765-4, answering from the vehicle's state.
 
-Requests arrive functionally on 0x7DF or physically on 0x7E0; answers leave on 0x7E8. The
-ISO-TP layer is can-isotp's `NotifierBasedCanStack` on the vehicle's own bus and notifier
-(physical id 0x7E0, so the tester's flow control for a multi-frame answer reaches it);
-functional requests are single frames by the standard and are read from the notifier
-directly, then answered through the same stack. Sharing the vehicle's bus means the
-responder never sees the vehicle's own periodic frames, only what testers send.
+Two ECUs answer, as in a real car: the engine ECU (11-bit 0x7E0/0x7E8, 29-bit
+0x18DA10F1/0x18DAF110) and the transmission ECU (0x7E1/0x7E9, 0x18DA18F1/0x18DAF118).
+A functional request (0x7DF, or 0x18DB33F1) reaches both, so it gets two answers when both
+support it. Modes 01 (current data), 02 (freeze frame), 03/07/0A (stored, pending and
+permanent codes), 04 (clear) and 09 (vehicle information) are served, and the UDS services
+of `firmware_sim.uds`.
 
-`answer()` is the pure part: request bytes and a `VehicleState` in, response bytes out.
-Unsupported services and PIDs get no answer to a functional request, as J1979 requires;
-a physical request gets a negative response `7F SID NRC` (0x11 service not supported,
-0x12 PID not supported, 0x13 bad length).
+`answer()` is the pure part: request bytes, a `VehicleState` and an ECU profile in, response
+bytes out. Unsupported services and PIDs get no answer to a functional request, as J1979
+requires; a physical request gets a negative response `7F SID NRC` (0x11 service not
+supported, 0x12 PID not supported, 0x13 bad length).
+
+`ObdResponder` puts the ECUs on a python-can bus: one can-isotp `TransportLayer` per ECU and
+addressing, all driven by one thread (can-isotp's v1 style `process()`), fed by a listener on
+the vehicle's notifier; sharing the vehicle's bus means the responder never sees the
+vehicle's own periodic frames, only what testers send.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import isotp
 
 import can
 from firmware_sim.model import VehicleState
+from firmware_sim.obd_pids import (
+    ENGINE_PIDS,
+    TRANSMISSION_PIDS,
+    PidTable,
+    supported_pids,
+    with_bitmaps,
+)
+from firmware_sim.uds import UdsIdentity, answer_uds
 
 __all__ = [
     "DEFAULT_VIN",
+    "ENGINE",
     "FUNCTIONAL_ID",
+    "FUNCTIONAL_ID_29",
     "REQUEST_ID",
     "RESPONSE_ID",
+    "TRANSMISSION",
+    "EcuProfile",
     "ObdResponder",
     "ObdSource",
     "answer",
@@ -44,60 +64,71 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FUNCTIONAL_ID: Final = 0x7DF
+FUNCTIONAL_ID_29: Final = 0x18DB33F1
 REQUEST_ID: Final = 0x7E0
 RESPONSE_ID: Final = 0x7E8
 DEFAULT_VIN: Final = "5HWSM1DE8R0000817"  # with a valid check digit (position 9)
-ECU_NAME: Final = b"ECM\x00-EngineControl".ljust(20, b"\x00")
 PADDING: Final = 0x55
 _MAX_PIDS = 6  # J1979: up to six PIDs in one mode 01 request
+_MAX_FREEZE_PAIRS = 3  # ... and three PID/frame pairs in mode 02
 _VIN = re.compile(r"^[A-HJ-NPR-Z0-9]{17}$")
 _NRC_SERVICE = 0x11
 _NRC_PID = 0x12
 _NRC_LENGTH = 0x13
+_FREEZE_NOT_WITH = frozenset({0x01, 0x41})  # readiness is not frozen
 
 
-def _byte(value: float) -> int:
-    return int(min(max(round(value), 0), 0xFF))
+@dataclass(frozen=True)
+class EcuProfile:
+    """One simulated ECU: its addresses, what it answers and what it says about itself."""
+
+    name: str
+    index: int  # 11-bit ids: request 0x7E0 + index, response 0x7E8 + index
+    address: int  # 29-bit ids: request 0x18DA<address>F1, response 0x18DAF1<address>
+    pids: PidTable
+    info_types: frozenset[int]
+    ecu_name: str
+    calibration_id: str
+    cvn: bytes
+    identity: UdsIdentity
+    reports_dtcs: bool
+    mode01: frozenset[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode01", with_bitmaps(self.pids))
+
+    def ids(self, extended: bool) -> tuple[int, int]:
+        """(request id, response id) in 11-bit or 29-bit addressing."""
+        if extended:
+            return 0x18DA00F1 | self.address << 8, 0x18DAF100 | self.address
+        return REQUEST_ID + self.index, RESPONSE_ID + self.index
 
 
-def _word(value: float) -> bytes:
-    return int(min(max(round(value), 0), 0xFFFF)).to_bytes(2, "big")
-
-
-def _percent(value: float) -> bytes:
-    return bytes([_byte(value * 255.0 / 100.0)])
-
-
-def _temperature(value: float) -> bytes:
-    return bytes([_byte(value + 40.0)])
-
-
-def _monitor_status(s: VehicleState) -> bytes:
-    # A: MIL and confirmed DTC count; B: spark ignition, misfire/fuel/components tests
-    # available and complete; C/D: catalyst, evap, O2 sensor and heater available, complete
-    count = min(len(s.stored_dtcs), 0x7F)
-    return bytes([(0x80 if s.mil else 0) | count, 0x07, 0x65, 0x00])
-
-
-_PIDS: Final[Mapping[int, Callable[[VehicleState], bytes]]] = {
-    0x01: _monitor_status,
-    0x04: lambda s: _percent(s.engine_load_pct),
-    0x05: lambda s: _temperature(s.coolant_temp_c),
-    0x0C: lambda s: _word(s.engine_speed_rpm * 4.0),
-    0x0D: lambda s: bytes([_byte(s.vehicle_speed_kmh)]),
-    0x0F: lambda s: _temperature(s.intake_air_temp_c),
-    0x11: lambda s: _percent(s.throttle_pct),
-    0x1C: lambda s: b"\x01",  # OBD-II as defined by the CARB
-    0x1F: lambda s: _word(s.run_time_s),
-    0x21: lambda s: _word(s.distance_mil_on_km),
-    0x2F: lambda s: _percent(s.fuel_level_pct),
-    0x31: lambda s: _word(s.distance_since_clear_km),
-    0x42: lambda s: _word(s.module_voltage_v * 1000.0),
-    0x46: lambda s: _temperature(s.outside_temp_c),
-    0x51: lambda s: b"\x11",  # hybrid gasoline
-    0x5B: lambda s: _percent(s.soc_pct),
-}
-_INFO_TYPES: Final = (0x02, 0x0A)
+ENGINE: Final = EcuProfile(
+    name="engine",
+    index=0,
+    address=0x10,
+    pids=ENGINE_PIDS,
+    info_types=frozenset({0x02, 0x04, 0x06, 0x0A}),
+    ecu_name="ECM\x00-EngineControl",
+    calibration_id="HWB-ECM-0417",
+    cvn=bytes.fromhex("1A2B3C4D"),
+    identity=UdsIdentity("HWB ECM 2.0 MHEV", "ECM0000817", "HWB-0417-ECM", "4.1.7", "hwbridge-sim"),
+    reports_dtcs=True,
+)
+TRANSMISSION: Final = EcuProfile(
+    name="transmission",
+    index=1,
+    address=0x18,
+    pids=TRANSMISSION_PIDS,
+    info_types=frozenset({0x04, 0x06, 0x0A}),
+    ecu_name="TCM\x00-TransmissionCtl",
+    calibration_id="HWB-TCM-0206",
+    cvn=bytes.fromhex("5E6F7A8B"),
+    identity=UdsIdentity("HWB 6AT", "TCM0000817", "HWB-0206-TCM", "2.0.6", "hwbridge-sim"),
+    reports_dtcs=False,
+)
+ECUS: Final = (ENGINE, TRANSMISSION)
 
 
 def check_vin(vin: str) -> str:
@@ -105,26 +136,6 @@ def check_vin(vin: str) -> str:
     if not _VIN.match(vin):
         raise ValueError(f"a VIN has 17 characters, digits and A-Z without I, O, Q: {vin!r}")
     return vin
-
-
-def supported_pids(base: int, pids: frozenset[int] | set[int]) -> bytes:
-    """The 4-byte bitmap of PIDs base+1 .. base+0x20 (bit 7 of the first byte is base+1)."""
-    bits = 0
-    for pid in pids:
-        if base < pid <= base + 0x20:
-            bits |= 1 << (0x20 - (pid - base))
-    return bits.to_bytes(4, "big")
-
-
-def _mode01_supported() -> frozenset[int]:
-    pids = set(_PIDS)
-    highest = max(pids)
-    # a range's bitmap PID is itself supported when a later range holds something
-    pids.update(base for base in range(0x00, 0x100, 0x20) if base <= highest)
-    return frozenset(pids)
-
-
-_MODE01: Final = _mode01_supported()
 
 
 def encode_dtc(code: str) -> bytes:
@@ -153,25 +164,81 @@ def _negative(service: int, code: int, functional: bool) -> bytes | None:
     return None if functional else bytes([0x7F, service, code])
 
 
-def answer(request: bytes, state: VehicleState, *, vin: str, functional: bool) -> bytes | None:
-    """The response to one OBD request, or None when the ECU stays silent."""
+def _mode01(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool) -> bytes | None:
+    if not 1 <= len(args) <= _MAX_PIDS:
+        return _negative(0x01, _NRC_LENGTH, functional)
+    out = bytearray([0x41])
+    for pid in args:
+        if pid in ecu.mode01:
+            data = ecu.pids[pid](state) if pid in ecu.pids else supported_pids(pid, ecu.mode01)
+            out += bytes([pid]) + data
+    return bytes(out) if len(out) > 1 else _negative(0x01, _NRC_PID, functional)
+
+
+def _mode02(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool) -> bytes | None:
+    """Freeze frame 0: PID 02 names the code that stored it (00 00: none stored)."""
+    if not args or len(args) % 2 or len(args) // 2 > _MAX_FREEZE_PAIRS:
+        return _negative(0x02, _NRC_LENGTH, functional)
+    frame = state.freeze_frame if ecu.reports_dtcs else None
+    frozen = {0x02} | (set(ecu.pids) - _FREEZE_NOT_WITH if frame is not None else set())
+    supported = with_bitmaps(frozen)
+    out = bytearray([0x42])
+    for i in range(0, len(args), 2):
+        pid, number = args[i], args[i + 1]
+        if number != 0 or pid not in supported:
+            continue
+        if pid == 0x02:
+            code = state.freeze_dtc if frame is not None else None
+            data = encode_dtc(code) if code else b"\x00\x00"
+        elif pid % 0x20 == 0:
+            data = supported_pids(pid, supported)
+        else:
+            assert frame is not None
+            data = ecu.pids[pid](frame)
+        out += bytes([pid, number]) + data
+    return bytes(out) if len(out) > 1 else _negative(0x02, _NRC_PID, functional)
+
+
+def _mode09(args: bytes, ecu: EcuProfile, vin: str, functional: bool) -> bytes | None:
+    if len(args) != 1:
+        return _negative(0x09, _NRC_LENGTH, functional)
+    info = args[0]
+    if info == 0x00:
+        return b"\x49\x00" + supported_pids(0x00, set(ecu.info_types))
+    if info not in ecu.info_types:
+        return _negative(0x09, _NRC_PID, functional)
+    if info == 0x02:
+        return b"\x49\x02\x01" + vin.encode("ascii")
+    if info == 0x04:
+        return b"\x49\x04\x01" + ecu.calibration_id.encode("ascii").ljust(16, b"\x00")
+    if info == 0x06:
+        return b"\x49\x06\x01" + ecu.cvn
+    return b"\x49\x0a\x01" + ecu.ecu_name.encode("ascii").ljust(20, b"\x00")
+
+
+def answer(
+    request: bytes,
+    state: VehicleState,
+    *,
+    vin: str,
+    functional: bool,
+    ecu: EcuProfile = ENGINE,
+) -> bytes | None:
+    """The response of `ecu` to one request, or None when it stays silent."""
     if not request:
         return None
     service, args = request[0], request[1:]
     if service == 0x01:
-        if not 1 <= len(args) <= _MAX_PIDS:
-            return _negative(service, _NRC_LENGTH, functional)
-        out = bytearray([0x41])
-        for pid in args:
-            if pid in _MODE01:
-                data = _PIDS[pid](state) if pid in _PIDS else supported_pids(pid, _MODE01)
-                out += bytes([pid]) + data
-        return bytes(out) if len(out) > 1 else _negative(service, _NRC_PID, functional)
+        return _mode01(args, state, ecu, functional)
+    if service == 0x02:
+        return _mode02(args, state, ecu, functional)
     if service in (0x03, 0x07, 0x0A, 0x04):
         if args:
             return _negative(service, _NRC_LENGTH, functional)
         if service == 0x04:
             return b"\x44"
+        if not ecu.reports_dtcs:
+            return _dtc_list(service, ())
         codes = {
             0x03: state.stored_dtcs,
             0x07: state.pending_dtcs,
@@ -179,16 +246,18 @@ def answer(request: bytes, state: VehicleState, *, vin: str, functional: bool) -
         }[service]
         return _dtc_list(service, codes)
     if service == 0x09:
-        if len(args) != 1:
-            return _negative(service, _NRC_LENGTH, functional)
-        info = args[0]
-        if info == 0x00:
-            return b"\x49\x00" + supported_pids(0x00, set(_INFO_TYPES))
-        if info == 0x02:
-            return b"\x49\x02\x01" + vin.encode("ascii")
-        if info == 0x0A:
-            return b"\x49\x0a\x01" + ECU_NAME
-        return _negative(service, _NRC_PID, functional)
+        return _mode09(args, ecu, vin, functional)
+    if service >= 0x10:
+        codes = tuple(dict.fromkeys(state.pending_dtcs + state.stored_dtcs))
+        return answer_uds(
+            request,
+            state,
+            identity=ecu.identity,
+            vin=vin,
+            pids=ecu.pids,
+            codes=codes if ecu.reports_dtcs else (),
+            functional=functional,
+        )
     return _negative(service, _NRC_SERVICE, functional)
 
 
@@ -201,31 +270,33 @@ class ObdSource(Protocol):
     def clear_dtcs(self) -> None: ...
 
 
-class ObdResponder:
-    """Answers OBD-II requests on `bus` from `source`'s state; start() / stop()."""
+class _EcuLink:
+    """One ECU in one addressing: a can-isotp layer fed by the notifier listener."""
 
-    def __init__(
-        self,
-        bus: can.BusABC,
-        notifier: can.Notifier,
-        source: ObdSource,
-        *,
-        vin: str = DEFAULT_VIN,
-    ) -> None:
-        self.vin = check_vin(vin)
-        self.source = source
-        self._notifier = notifier
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self.requests = 0  # answered or not, for tests and diagnostics
-        self._count_lock = threading.Lock()
-        self._stack = isotp.NotifierBasedCanStack(
-            bus,
-            notifier,
-            address=isotp.Address(
-                isotp.AddressingMode.Normal_11bits, txid=RESPONSE_ID, rxid=REQUEST_ID
-            ),
-            error_handler=self._on_isotp_error,
+    def __init__(self, ecu: EcuProfile, extended: bool, bus: can.BusABC) -> None:
+        self.ecu = ecu
+        self.extended = extended
+        self.frames: collections.deque[isotp.CanMessage] = collections.deque(maxlen=1024)
+        self.request_id, self.response_id = ecu.ids(extended)
+        mode = (
+            isotp.AddressingMode.Normal_29bits if extended else isotp.AddressingMode.Normal_11bits
+        )
+
+        def tx(msg: isotp.CanMessage) -> None:
+            bus.send(
+                can.Message(
+                    arbitration_id=msg.arbitration_id,
+                    data=bytes(msg.data),
+                    is_extended_id=extended,
+                )
+            )
+
+        self.bus = bus
+        self.layer = isotp.TransportLayer(
+            rxfn=lambda timeout: self.frames.popleft() if self.frames else None,
+            txfn=tx,
+            address=isotp.Address(mode, txid=self.response_id, rxid=self.request_id),
+            error_handler=lambda error: log.debug("OBD ISO-TP %s: %s", ecu.name, error),
             params={
                 "tx_padding": PADDING,
                 "tx_data_min_length": 8,
@@ -236,11 +307,51 @@ class ObdResponder:
             },
         )
 
+    def send_first_frame_only(self, response: bytes) -> None:
+        """A stalled ECU: the first frame of a long answer, then nothing."""
+        frame = bytes([0x10 | len(response) >> 8, len(response) & 0xFF]) + response[:6]
+        self.bus.send(
+            can.Message(arbitration_id=self.response_id, data=frame, is_extended_id=self.extended)
+        )
+
+
+class ObdResponder:
+    """Answers diagnostic requests on `bus` from `source`'s state; start() / stop().
+
+    `ecus` are the ECUs that answer; `extended` the addressings they answer in (11-bit
+    and 29-bit by default: a tester finds whichever it tries first).
+    """
+
+    def __init__(
+        self,
+        bus: can.BusABC,
+        notifier: can.Notifier,
+        source: ObdSource,
+        *,
+        vin: str = DEFAULT_VIN,
+        ecus: Iterable[EcuProfile] = ECUS,
+        extended: Iterable[bool] = (False, True),
+    ) -> None:
+        self.vin = check_vin(vin)
+        self.source = source
+        self._notifier = notifier
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.requests = 0  # answered or not, for tests and diagnostics
+        self.stalled = False  # fault: long answers stop after their first frame
+        self._functional: collections.deque[tuple[bool, bytes]] = collections.deque(maxlen=64)
+        self._links = {
+            (link.request_id, ext): link
+            for ext in extended
+            for link in (_EcuLink(ecu, ext, bus) for ecu in ecus)
+        }
+        self._extended = frozenset(extended)
+
     def start(self) -> None:
         if self._thread is not None:
             return
         self._stop.clear()
-        self._stack.start()
         self._notifier.add_listener(self._on_frame)
         self._thread = threading.Thread(target=self._run, name="obd-responder", daemon=True)
         self._thread.start()
@@ -249,45 +360,74 @@ class ObdResponder:
         if self._thread is None:
             return
         self._stop.set()
+        self._wake.set()
         with contextlib.suppress(ValueError):
             self._notifier.remove_listener(self._on_frame)
         self._thread.join(2.0)
         self._thread = None
-        self._stack.stop()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            request = self._stack.recv(block=True, timeout=0.1)
-            if request is None:
-                continue
-            try:
-                self._handle(bytes(request), functional=False)
-            except Exception:  # one bad request must not end the responder
-                log.exception("OBD request %s not answered", bytes(request).hex())
 
     def _on_frame(self, msg: can.Message) -> None:
-        """Functional requests: single frames on 0x7DF (a notifier callback)."""
-        if msg.arbitration_id != FUNCTIONAL_ID or msg.is_extended_id or msg.is_error_frame:
+        """Requests from testers (a notifier callback: it must never raise)."""
+        if msg.is_error_frame or msg.is_remote_frame:
             return
-        data = bytes(msg.data)
-        if not data or data[0] >> 4 != 0:
-            return  # only single frames may be sent functionally
-        length = data[0] & 0x0F
-        if 1 <= length <= len(data) - 1:
+        extended = bool(msg.is_extended_id)
+        ident = msg.arbitration_id
+        if ident == (FUNCTIONAL_ID_29 if extended else FUNCTIONAL_ID):
+            data = bytes(msg.data)
+            if extended not in self._extended or not data or data[0] >> 4 != 0:
+                return  # only single frames may be sent functionally
+            length = data[0] & 0x0F
+            if 1 <= length <= len(data) - 1:
+                self._functional.append((extended, data[1 : 1 + length]))
+                self._wake.set()
+            return
+        link = self._links.get((ident, extended))
+        if link is not None:
+            link.frames.append(
+                isotp.CanMessage(arbitration_id=ident, data=bytes(msg.data), extended_id=extended)
+            )
+            self._wake.set()
+
+    def _run(self) -> None:
+        links = list(self._links.values())
+        while not self._stop.is_set():
+            sending = any(link.layer.transmitting() for link in links)
+            self._wake.wait(0.001 if sending else 0.1)
+            self._wake.clear()
             try:
-                self._handle(data[1 : 1 + length], functional=True)
-            except Exception:  # an exception would end the notifier thread
-                log.exception("OBD request %s not answered", data.hex())
+                while self._functional:
+                    extended, request = self._functional.popleft()
+                    self._handle(request, extended, None)
+                for link in links:
+                    link.layer.process()
+                    while link.layer.available():
+                        received = link.layer.recv()
+                        if received:
+                            self._handle(bytes(received), link.extended, link)
+                    link.layer.process()  # send what was just queued at once
+            except Exception:  # one bad request must not end the responder
+                log.exception("OBD request not answered")
 
-    def _handle(self, request: bytes, *, functional: bool) -> None:
-        with self._count_lock:
-            self.requests += 1
-        response = answer(request, self.source.state, vin=self.vin, functional=functional)
-        if response is None:
-            return
-        if request[0] == 0x04 and response[0] == 0x44:
-            self.source.clear_dtcs()
-        self._stack.send(response)
-
-    def _on_isotp_error(self, error: Exception) -> None:
-        log.debug("OBD ISO-TP: %s", error)
+    def _handle(self, request: bytes, extended: bool, physical: _EcuLink | None) -> None:
+        self.requests += 1
+        state = self.source.state
+        targets = (
+            [physical]
+            if physical is not None
+            else [link for link in self._links.values() if link.extended == extended]
+        )
+        cleared = False
+        for link in targets:
+            response = answer(
+                request, state, vin=self.vin, functional=physical is None, ecu=link.ecu
+            )
+            if response is None:
+                continue
+            if request[0] == 0x04 and response[0] == 0x44 and not cleared:
+                self.source.clear_dtcs()
+                cleared = True
+            if self.stalled and len(response) > 7:
+                link.send_first_frame_only(response)
+            else:
+                link.layer.send(response)
+            link.layer.process()

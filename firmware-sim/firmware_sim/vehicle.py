@@ -30,7 +30,7 @@ __all__ = ["FAULTS", "VirtualVehicle"]
 
 log = logging.getLogger(__name__)
 
-FAULTS: Final = ("overheat", "silence", "out_of_range", "error_frames")
+FAULTS: Final = ("overheat", "silence", "out_of_range", "error_frames", "obd_stall")
 _ERROR_PERIOD_S = 0.05
 _TICK_S = 0.05  # the model advances at least this often, whatever the database sends
 _NOTIFIER_TIMEOUT_S = 0.1
@@ -87,6 +87,7 @@ class VirtualVehicle:
         self._silenced: frozenset[str] = frozenset()
         self._out_of_range: MappingProxyType[str, dict[str, int | float]] = MappingProxyType({})
         self._error_frames = False
+        self._obd_stall = False
         self._sent: dict[str, int] = dict.fromkeys((p.name for p in self._plans), 0)
         self._errors_sent = 0
         self._commands = 0
@@ -103,6 +104,7 @@ class VirtualVehicle:
             self._notifier = can.Notifier(bus, [self._on_frame], timeout=_NOTIFIER_TIMEOUT_S)
             if self._want_obd:
                 self._obd = ObdResponder(bus, self._notifier, self, vin=self.vin)
+                self._obd.stalled = self._obd_stall
                 self._obd.start()
             self._thread = threading.Thread(target=self._run, name="vehicle-sender", daemon=True)
             self._thread.start()
@@ -252,7 +254,8 @@ class VirtualVehicle:
     def inject_fault(
         self, name: str, *, message: str | None = None, signal: str | None = None
     ) -> None:
-        """Start a fault: overheat, silence (message=), out_of_range (signal=), error_frames."""
+        """Start a fault: overheat, silence (message=), out_of_range (signal=), error_frames,
+        obd_stall (the diagnostic ECUs send the first frame of a long answer, then nothing)."""
         if name == "overheat":
             with self._lock:
                 self._model.set_overheat(True)
@@ -264,6 +267,8 @@ class VirtualVehicle:
             self._inject_out_of_range(signal)
         elif name == "error_frames":
             self._error_frames = True
+        elif name == "obd_stall":
+            self._set_obd_stall(True)
         else:
             raise ValueError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
 
@@ -302,6 +307,7 @@ class VirtualVehicle:
             self._silenced = frozenset()
             self._out_of_range = MappingProxyType({})
             self._error_frames = False
+        self._set_obd_stall(False)
 
     @property
     def faults(self) -> tuple[str, ...]:
@@ -314,7 +320,14 @@ class VirtualVehicle:
             ]
         if self._error_frames:
             active.append("error_frames")
+        if self._obd_stall:
+            active.append("obd_stall")
         return tuple(active)
+
+    def _set_obd_stall(self, on: bool) -> None:
+        self._obd_stall = on
+        if self._obd is not None:
+            self._obd.stalled = on
 
     # -- threads --------------------------------------------------------------------------
 

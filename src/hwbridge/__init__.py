@@ -47,6 +47,7 @@ from hwbridge.core import (
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver, counter_and_checksum
+    from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
 
 # The CAN bridge is imported on first use, so that the core alone does not load python-can.
@@ -54,6 +55,7 @@ _LAZY = {
     "CanDriver": "hwbridge.can",
     "CanDatabase": "hwbridge.can",
     "SendPolicy": "hwbridge.policy",
+    "ObdDriver": "hwbridge.obd",
     "counter_and_checksum": "hwbridge.can",
 }
 
@@ -88,6 +90,7 @@ __all__ = [
     "MCSDriver",
     "MCSToolDriver",
     "NativeToolContext",
+    "ObdDriver",
     "Orchestrator",
     "PromptPackError",
     "PromptStrategy",

@@ -203,8 +203,8 @@ def test_several_ecus_answer(elm: serial.Serial) -> None:
     assert sorted(lines(ask(elm, "0100"))) == ["41 00 80 00 00 01", "41 00 BE 1F A8 13"]
     ask(elm, "ATH1")
     assert sorted(lines(ask(elm, "0100"))) == [
-        "7E8 06 41 00 BE 1F A8 13",
-        "7E9 06 41 00 80 00 00 01",
+        "7E8 06 41 00 BE 1F A8 13 AA",  # headers on: every byte, padding too (datasheet)
+        "7E9 06 41 00 80 00 00 01 AA",
     ]
     ask(elm, "ATH0")
     assert ask(elm, "ATCRA 7E9") == "OK\r\r>"
@@ -240,10 +240,10 @@ def test_display_options(elm: serial.Serial) -> None:
     ask(elm, "ATS0")
     assert ask(elm, "010C") == "410C1AF8\r\r>"
     ask(elm, "ATH1")
-    assert ask(elm, "010C") == "7E804410C1AF8\r\r>"
+    assert ask(elm, "010C") == "7E804410C1AF8AAAAAA\r\r>"
     ask(elm, "ATS1")
     ask(elm, "ATD1")
-    assert ask(elm, "010C") == "7E8 8 04 41 0C 1A F8\r\r>"
+    assert ask(elm, "010C") == "7E8 8 04 41 0C 1A F8 AA AA AA\r\r>"
     ask(elm, "ATD0")
     ask(elm, "ATCAF0")  # formatting off: the request carries its own PCI, frames are raw
     assert ask(elm, "02010C") == "7E8 04 41 0C 1A F8 AA AA AA\r\r>"
@@ -286,7 +286,7 @@ def test_29_bit_protocol(port: serial.Serial, channel: str) -> None:
         ask(port, "ATE0")
         ask(port, "ATSP7")
         ask(port, "ATH1")
-        assert ask(port, "010C") == "18 DA F1 10 04 41 0C 1A F8\r\r>"
+        assert ask(port, "010C") == "18 DA F1 10 04 41 0C 1A F8 AA AA AA\r\r>"
         assert lines(ask(port, "0902"))[0] == "18 DA F1 10 10 14 49 02 01 31 44 34"
         assert node.flow_controls[0].arbitration_id == 0x18DA10F1
         assert node.requests[0].arbitration_id == 0x18DB33F1
@@ -348,3 +348,33 @@ def test_frame_lines_and_tracker() -> None:
     ]
     raw = Display(headers=True, spaces=False, formatting=False)
     assert frame_lines(frame("04410C1AF8AAAAAA"), single, raw) == ["7E804410C1AF8AAAAAA"]
+
+
+def test_a_can_protocol_at_the_wrong_bit_rate_hears_nothing(elm: serial.Serial, ecu: Ecu) -> None:
+    assert ask(elm, "ATSP8") == "OK\r\r>"  # 11-bit at 250 kbit/s on a 500 kbit/s bus
+    assert ask(elm, "ATDP") == "ISO 15765-4 (CAN 11/250)\r\r>"
+    assert ask(elm, "010C") == "CAN ERROR\r\r>"
+    assert not ecu.requests  # nothing reached the bus
+    assert ask(elm, "ATSP0") == "OK\r\r>"
+    assert ask(elm, "010C") == "SEARCHING...\r41 0C 1A F8\r\r>"
+    assert ask(elm, "ATDPN") == "A6\r\r>"
+
+
+def test_monitor_all_prints_the_bus_until_a_key_is_pressed(
+    elm: serial.Serial, channel: str
+) -> None:
+    ask(elm, "ATH1")
+    elm.write(b"ATMA\r")
+    time.sleep(0.1)
+    with can.Bus(interface="virtual", channel=channel) as node:
+        node.send(can.Message(arbitration_id=0x1A0, is_extended_id=False, data=b"\x01\x02\x03"))
+        node.send(can.Message(arbitration_id=0x18FEF100, is_extended_id=True, data=b"\xff"))
+        seen = b""
+        deadline = time.monotonic() + 3
+        while b"18 FE F1 00 FF" not in seen and time.monotonic() < deadline:
+            seen += elm.read(elm.in_waiting or 1)
+    elm.write(b"x")
+    seen += elm.read_until(b">")
+    assert seen.decode().split("\r")[:2] == ["1A0 01 02 03", "18 FE F1 00 FF"]
+    assert seen.endswith(b"STOPPED\r\r>")
+    assert ask(elm, "ATI") == "ELM327 v1.5\r\r>"  # the key that stopped it was discarded

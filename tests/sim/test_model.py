@@ -166,16 +166,27 @@ def test_overheat_stores_p0217_with_mil_and_mode04_semantics() -> None:
     assert hot.permanent_dtcs == ("P0217",)
     assert hot.mil
 
+    assert hot.freeze_dtc == "P0217"
+    assert hot.freeze_frame is not None and 120 < hot.freeze_frame.coolant_temp_c < 123
+
     model.clear_dtcs()
-    cleared = model.advance(1.0)
+    cleared = model.snapshot()
     assert cleared.stored_dtcs == () and cleared.pending_dtcs == () and not cleared.mil
+    assert cleared.freeze_frame is None and cleared.distance_since_clear_km == 0
     assert cleared.permanent_dtcs == ("P0217",)  # mode 04 does not clear permanent codes
-    assert cleared.coolant_temp_c > 120  # still hot, but the monitor already reported
+
+    # the fault persists: the ECU's next check finds it again, as a real ECU would
+    again = model.advance(0.05)
+    assert again.coolant_temp_c > 120
+    assert again.stored_dtcs == ("P0217",) and again.pending_dtcs == ("P0217",) and again.mil
+    assert again.freeze_dtc == "P0217"
 
     model.set_overheat(False)
     cooled = model.advance(30.0)
     assert cooled.coolant_temp_c < 100
     assert cooled.engine_state == "Running"
+    model.clear_dtcs()
+    assert model.advance(1.0).stored_dtcs == ()  # repaired: cleared for good
 
 
 def test_body_controls_and_validation() -> None:

@@ -1,0 +1,280 @@
+"""OBD-II and UDS through an ELM327 (or compatible) interface on a serial port.
+
+The adapter sets the chip up the way diagnostic programs do (ATZ, echo and linefeeds off,
+spaces off, headers on so every answer names its ECU, adaptive timing, the protocol), finds
+the vehicle's protocol on the first request (the chip's own search, then ATDPN tells 11-bit
+from 29-bit ids) and reassembles what it prints per ECU (`elm327_reply`). Physical requests
+set the header and the receive filter (ATSH 7E0 / ATCRA 7E8) only when they change.
+
+Every reply a real adapter gives is handled: NO DATA is an empty answer; `?`, CAN ERROR,
+BUS INIT: ...ERROR, UNABLE TO CONNECT, BUFFER FULL, STOPPED become ToolErrors with stable
+codes; SEARCHING... is skipped; lines that are not frames are counted, never guessed at. A
+reply that does not end in the `>` prompt in time fails with ADAPTER_TIMEOUT, and the next
+command first brings the chip back to its prompt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Self
+
+from hwbridge.core.models import ToolError
+from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter
+from hwbridge.obd.transport.elm327_reply import Reply, parse_reply
+from hwbridge.obd.transport.serial_link import PortSpec, PySerialLink, SerialLink
+
+__all__ = ["Elm327Adapter"]
+
+log = logging.getLogger(__name__)
+
+_PROMPT = b">"
+_MAX_REPLY = 64 * 1024
+_CAN_PROTOCOLS = {"6": False, "7": True, "8": False, "9": True}  # number -> 29-bit ids
+_SETUP = ("ATE0", "ATL0", "ATS0", "ATH1", "ATAT1", "ATCAF1")
+_PROTOCOLS = frozenset("0123456789ABC")
+_MESSAGES = {
+    "ADAPTER_ERROR": "The ELM327 did not accept the request ({line}).",
+    "BUS_ERROR": "The ELM327 reports a bus problem ({line}): check the connection to the "
+    "vehicle and the protocol (a CAN bit rate that does not match the car's gives CAN ERROR).",
+    "NO_VEHICLE": "The ELM327 found no vehicle bus ({line}): is the ignition on?",
+    "ADAPTER_OVERFLOW": "The ELM327's buffer overflowed ({line}); ask for less at once.",
+    "ADAPTER_STOPPED": "The ELM327 stopped the request ({line}); try again.",
+}
+_RETRYABLE = frozenset({"BUS_ERROR", "NO_VEHICLE", "ADAPTER_OVERFLOW", "ADAPTER_STOPPED"})
+
+
+class Elm327Adapter(ObdAdapter):
+    """Diagnostic requests through an ELM327 on `link`; `open()` builds one from a port."""
+
+    def __init__(
+        self,
+        link: SerialLink,
+        *,
+        protocol: str = "0",
+        timeout_s: float = 5.0,
+        reset_timeout_s: float = 3.0,
+    ) -> None:
+        text = str(protocol).upper().removeprefix("A")
+        if text not in _PROTOCOLS:
+            raise ValueError(f"protocol must be 0 (automatic) or 1-9, A-C, not {protocol!r}")
+        self.link = link
+        self.protocol = text
+        self.timeout_s = timeout_s
+        self.reset_timeout_s = reset_timeout_s
+        self._lock = threading.Lock()
+        self._extended: bool | None = _CAN_PROTOCOLS.get(text)
+        self._detected: str | None = None
+        self._header: tuple[str, str] | None = None  # (ATSH value, ATCRA value) now set
+        self._known: dict[int, Ecu] = {}
+        self._identity: str | None = None
+        self._voltage: str | None = None
+        self._requests = 0
+        self._garbage = 0
+        self._last_error: str | None = None
+        self._resync = False
+        self._closed = False
+
+    @classmethod
+    def open(
+        cls,
+        port: PortSpec,
+        *,
+        baudrate: int = 38400,
+        protocol: str = "0",
+        timeout_s: float = 5.0,
+    ) -> Self:
+        """Open `port`, reset the ELM327 and set it up; ADAPTER_DOWN if it does not answer."""
+        link = PySerialLink(port, baudrate=baudrate)
+        adapter = cls(link, protocol=protocol, timeout_s=timeout_s)
+        try:
+            adapter.initialize()
+        except BaseException:
+            link.close()
+            raise
+        return adapter
+
+    # -- talking to the chip --------------------------------------------------------------
+
+    def _command(self, command: str, timeout_s: float) -> str:
+        """Type one command; what the chip printed before its prompt (echo removed)."""
+        if self._resync:
+            self._bring_back_prompt()
+        self.link.discard_input()
+        self.link.write(command.encode("ascii") + b"\r")
+        raw = self.link.read_until(_PROMPT, timeout_s, _MAX_REPLY)
+        if not raw.endswith(_PROMPT):
+            self._resync = True
+            got = "nothing" if not raw else f"{len(raw)} bytes without a prompt"
+            raise ToolError(
+                "ADAPTER_TIMEOUT",
+                f"The ELM327 on {self.link.description} did not finish {command} within "
+                f"{timeout_s:g} s ({got}).",
+                retryable=True,
+            )
+        text = raw[:-1].decode("ascii", "replace")
+        lines = text.replace("\n", "\r").split("\r")
+        if lines and lines[0].strip().upper().replace(" ", "") == command.upper():
+            lines = lines[1:]  # the echo (before ATE0 took effect)
+        return "\r".join(lines)
+
+    def _bring_back_prompt(self) -> None:
+        """After a timeout the chip may still be busy: any character stops it."""
+        self._resync = False
+        self.link.write(b"X")
+        self.link.read_until(_PROMPT, 1.0, _MAX_REPLY)
+        self.link.discard_input()
+
+    def _at(self, command: str, timeout_s: float = 1.0) -> str:
+        lines = [x.strip() for x in self._command(command, timeout_s).split("\r") if x.strip()]
+        answer = lines[-1] if lines else ""
+        if answer == "?":
+            raise ToolError("ADAPTER_ERROR", f"The ELM327 did not accept {command}.")
+        return answer
+
+    def initialize(self) -> None:
+        """Reset and set up the chip (what diagnostic programs send at connection)."""
+        with self._lock:
+            identity = self._command("ATZ", self.reset_timeout_s)
+            self._identity = next(
+                (
+                    x.strip()
+                    for x in identity.split("\r")
+                    if "ELM" in x.upper() or "STN" in x.upper()
+                ),
+                identity.strip()[:40] or None,
+            )
+            for command in _SETUP:
+                self._at(command)
+            self._at(f"ATSP{self.protocol}")
+            self._voltage = self._at("ATRV")[:12] or None
+            self._header = None
+            self._detected = None
+
+    # -- requests -------------------------------------------------------------------------
+
+    @property
+    def extended(self) -> bool | None:
+        return self._extended
+
+    def ecus(self) -> list[Ecu]:
+        return sorted(self._known.values(), key=lambda e: e.response_id)
+
+    def _set_header(self, ecu: Ecu | None, extended: bool) -> None:
+        if ecu is None:
+            wanted = ("DB33F1" if extended else "7DF", "")
+        elif extended:
+            wanted = (f"{ecu.request_id & 0xFFFFFF:06X}", f"{ecu.response_id:08X}")
+        else:
+            wanted = (f"{ecu.request_id:03X}", f"{ecu.response_id:03X}")
+        if self._header == wanted:
+            return
+        self._header = None
+        self._at(f"ATSH{wanted[0]}")
+        self._at(f"ATCRA{wanted[1]}")
+        self._header = wanted
+
+    def _detect(self) -> None:
+        """The first request: the chip searches (if automatic); ATDPN says what it found."""
+        reply_text = self._command("0100", max(self.timeout_s, 10.0))
+        reply = parse_reply(reply_text, extended=False)
+        if reply.errors and not (reply.messages or reply.order):
+            code, line = reply.errors[0]
+            self._raise(code, line)  # UNABLE TO CONNECT, BUS INIT: ...ERROR, CAN ERROR...
+        number = self._at("ATDPN").removeprefix("A")
+        if number not in _CAN_PROTOCOLS:
+            raise ToolError(
+                "UNSUPPORTED",
+                f"The vehicle speaks ELM327 protocol {number or '?'}, not CAN (ISO 15765-4): "
+                "hwbridge's diagnostics need a CAN vehicle.",
+            )
+        self._detected = number
+        self._extended = _CAN_PROTOCOLS[number]
+        # with 29-bit ids the answer must be read again with the right header width
+        for ident in parse_reply(reply_text, self._extended).messages:
+            self._known.setdefault(ident, Ecu.from_response(ident, self._extended))
+
+    def _raise(self, code: str, line: str) -> None:
+        template = _MESSAGES.get(code, "The ELM327 reported {line}.")
+        raise ToolError(code, template.format(line=line), retryable=code in _RETRYABLE)
+
+    def request(
+        self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
+    ) -> list[EcuReply]:
+        if not 1 <= len(payload) <= 7:
+            raise ToolError(
+                "INVALID_VALUE", "An ELM327 sends requests of 1 to 7 bytes (one CAN frame)."
+            )
+        with self._lock:
+            if self._closed:
+                raise ToolError("ADAPTER_DOWN", "The ELM327 adapter is closed.")
+            self._requests += 1
+            try:
+                return self._request(payload, ecu, timeout_s or self.timeout_s)
+            except ToolError as exc:
+                self._last_error = exc.message
+                raise
+
+    def _request(self, payload: bytes, ecu: Ecu | None, timeout_s: float) -> list[EcuReply]:
+        if self._detected is None:
+            self._detect()
+        extended = bool(self._extended)
+        if ecu is not None and ecu.extended != extended:
+            raise ToolError(
+                "UNKNOWN_ECU",
+                f"{ecu.address} is a {'29' if ecu.extended else '11'}-bit address; the vehicle "
+                f"uses {'29' if extended else '11'}-bit ids.",
+            )
+        self._set_header(ecu, extended)
+        command = payload.hex().upper()
+        if ecu is not None:
+            command += "1"  # one ECU answers: the chip returns as soon as it has (v1.3+)
+        text = self._command(command, max(timeout_s, 1.0))
+        reply = parse_reply(text, extended)
+        self._garbage += reply.garbage
+        return self._replies(reply, extended)
+
+    def _replies(self, reply: Reply, extended: bool) -> list[EcuReply]:
+        if reply.errors and not reply.messages:
+            code, line = reply.errors[0]
+            self._raise(code, line)
+        if reply.garbage and not reply.messages and not reply.incomplete:
+            raise ToolError(
+                "ADAPTER_ERROR",
+                f"The ELM327 answered with {reply.garbage} line(s) that are not CAN frames.",
+                retryable=True,
+            )
+        out = []
+        for ident in reply.order:
+            ecu = self._known.get(ident) or Ecu.from_response(ident, extended)
+            if ident in reply.messages:
+                self._known.setdefault(ident, ecu)
+                out.append(EcuReply(ecu, reply.messages[ident]))
+            elif ident in reply.incomplete:
+                out.append(EcuReply(ecu, b"", error=reply.incomplete[ident]))
+        return out
+
+    # -- state ----------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        protocol = self._detected or self.protocol
+        return {
+            "transport": "ELM327",
+            "port": self.link.description,
+            "connected": not self._closed,
+            "adapter": self._identity,
+            "voltage": self._voltage,
+            "protocol": protocol,
+            "ids": None if self._extended is None else ("29-bit" if self._extended else "11-bit"),
+            "ecus": [e.describe() for e in self.ecus()],
+            "requests": self._requests,
+            "unreadable_lines": self._garbage,
+            "last_error": self._last_error,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.link.close()

@@ -1,0 +1,318 @@
+"""OBD-II and UDS over ISO 15765-4 on a CAN bus: can-isotp on hwbridge's CAN adapter.
+
+The adapter does not open a second reader on the bus: it registers one listener with the
+`CanAdapter` (whose single notifier also feeds a CanDriver's monitor on the same connection),
+and that listener only queues OBD responses (0x7E8-0x7EF, 18DAF1xx) while a request is in
+flight. Each responding ECU gets a can-isotp `TransportLayer` run in its v1 style: the
+requesting thread calls `process()` itself, so flow control, consecutive frames and
+reassembly are can-isotp's while no thread runs between requests.
+
+A functional request (0x7DF, or 0x18DB33F1 with 29-bit ids) is a single frame; answers are
+collected until every ECU known from the connection answered, or `p2_s` passed with nothing
+in progress. A physical request goes through the ECU's own ISO-TP link (so it may span
+several frames) and waits up to `timeout_s` for that ECU. A "response pending" (7F xx 78)
+extends the wait to `p2_star_s`, as ISO 14229 allows.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import isotp
+
+import can
+from hwbridge.can.transport.adapter import CanAdapter, build_message
+from hwbridge.core.models import ToolError
+from hwbridge.obd.transport.base import (
+    FUNCTIONAL_11,
+    FUNCTIONAL_29,
+    Addressing,
+    Ecu,
+    EcuReply,
+    ObdAdapter,
+    is_response_id,
+)
+
+__all__ = ["IsoTpObdAdapter"]
+
+log = logging.getLogger(__name__)
+
+_PROBE = b"\x01\x00"
+_PENDING = 0x78
+_INBOX_LIMIT = 4096  # frames queued during one request; a flood beyond it is dropped
+_TX_SLICE_S = 0.001  # how often the link is processed while it sends consecutive frames
+_RX_SLICE_S = 0.02  # ... and while it receives (so can-isotp sees its timeouts)
+
+
+def _pending(data: bytes) -> bool:
+    return len(data) >= 3 and data[0] == 0x7F and data[2] == _PENDING
+
+
+class _Link:
+    """One ECU's ISO-TP link: can-isotp's state machine, fed by the request thread."""
+
+    def __init__(self, ecu: Ecu, send: Callable[[can.Message], None], params: dict[str, Any]):
+        self.ecu = ecu
+        self.frames: collections.deque[isotp.CanMessage] = collections.deque()
+        self.errors: list[str] = []
+        mode = (
+            isotp.AddressingMode.Normal_29bits
+            if ecu.extended
+            else isotp.AddressingMode.Normal_11bits
+        )
+
+        def tx(msg: isotp.CanMessage) -> None:
+            send(build_message(msg.arbitration_id, bytes(msg.data), extended=ecu.extended))
+
+        self.layer = isotp.TransportLayer(
+            rxfn=self._rx,
+            txfn=tx,
+            address=isotp.Address(mode, txid=ecu.request_id, rxid=ecu.response_id),
+            error_handler=self._error,
+            params=params,
+        )
+
+    def _rx(self, timeout: float) -> isotp.CanMessage | None:
+        return self.frames.popleft() if self.frames else None
+
+    def _error(self, error: Exception) -> None:
+        self.errors.append(str(error))
+
+    def process(self) -> list[bytes]:
+        self.layer.process()
+        out = []
+        while self.layer.available():
+            data = self.layer.recv()
+            if data is not None:
+                out.append(bytes(data))
+        return out
+
+    @property
+    def busy(self) -> bool:
+        """In the middle of a multi-frame message, either way."""
+        layer = self.layer
+        return bool(layer.rx_state != layer.RxState.IDLE or layer.transmitting())
+
+    def reset(self) -> None:
+        self.frames.clear()
+        self.errors.clear()
+        self.layer.reset()
+
+
+class IsoTpObdAdapter(ObdAdapter):
+    """Diagnostic requests over ISO 15765-4 on `can` (a CanAdapter, shared or owned).
+
+    `addressing` "auto" tries 11-bit ids first, then 29-bit, on the first request (as an
+    ELM327's protocol search does). `own_adapter=True` closes `can` with this adapter.
+    """
+
+    def __init__(
+        self,
+        can_adapter: CanAdapter,
+        *,
+        addressing: Addressing = "auto",
+        timeout_s: float = 1.0,
+        p2_s: float = 0.1,
+        p2_star_s: float = 5.0,
+        cf_timeout_ms: int = 1000,
+        padding: int = 0x00,
+        own_adapter: bool = False,
+    ) -> None:
+        if addressing not in ("auto", "11bit", "29bit"):
+            raise ValueError(f"addressing must be auto, 11bit or 29bit, not {addressing!r}")
+        self.can = can_adapter
+        self._addressing = addressing
+        self._extended: bool | None = {"11bit": False, "29bit": True}.get(addressing)
+        self.timeout_s = timeout_s
+        self.p2_s = p2_s
+        self.p2_star_s = p2_star_s
+        self._own = own_adapter
+        self._params: dict[str, Any] = {
+            "tx_padding": padding,
+            "tx_data_min_length": 8,  # ISO 15765-4: every frame carries 8 bytes
+            "blocksize": 0,
+            "stmin": 0,
+            "rx_flowcontrol_timeout": 1000,
+            "rx_consecutive_frame_timeout": int(cf_timeout_ms),
+        }
+        self._lock = threading.Lock()  # one request at a time
+        self._wake = threading.Event()
+        self._inbox: collections.deque[can.Message] = collections.deque(maxlen=_INBOX_LIMIT)
+        self._active = False
+        self._links: dict[tuple[int, bool], _Link] = {}
+        self._known: dict[tuple[int, bool], Ecu] = {}
+        self._requests = 0
+        self._last_error: str | None = None
+        self._closed = False
+        can_adapter.add_listener(self._on_frame)
+
+    # -- the shared listener (the CAN adapter's receive thread) ---------------------------
+
+    def _on_frame(self, msg: can.Message) -> None:
+        if not self._active or msg.is_error_frame or msg.is_remote_frame:
+            return
+        if is_response_id(msg.arbitration_id, bool(msg.is_extended_id)):
+            self._inbox.append(msg)
+            self._wake.set()
+
+    # -- requests -------------------------------------------------------------------------
+
+    @property
+    def extended(self) -> bool | None:
+        return self._extended
+
+    def ecus(self) -> list[Ecu]:
+        return sorted(self._known.values(), key=lambda e: (e.extended, e.response_id))
+
+    def _link(self, ecu: Ecu) -> _Link:
+        key = (ecu.response_id, ecu.extended)
+        link = self._links.get(key)
+        if link is None:
+            link = self._links[key] = _Link(ecu, self._send, self._params)
+        return link
+
+    def _send(self, msg: can.Message) -> None:
+        self.can.send(msg)
+
+    def _connect(self) -> None:
+        """Find the addressing the vehicle answers (auto), once; caller holds the lock."""
+        if self._extended is not None and self._known:
+            return
+        choices = [self._extended] if self._extended is not None else [False, True]
+        for extended in choices:
+            replies = self._exchange(_PROBE, None, extended, self.timeout_s)
+            if replies:
+                self._extended = extended
+                return
+
+    def request(
+        self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
+    ) -> list[EcuReply]:
+        if not 1 <= len(payload) <= 4095:
+            raise ToolError("INVALID_VALUE", "A diagnostic request carries 1 to 4095 bytes.")
+        if ecu is None and len(payload) > 7:
+            raise ToolError("INVALID_VALUE", "A functional request is one frame: at most 7 bytes.")
+        with self._lock:
+            if self._closed:
+                raise ToolError("BUS_DOWN", "The diagnostic adapter is closed.")
+            if ecu is None:
+                self._connect()
+                if self._extended is None:
+                    return []  # nothing answers in either addressing: no vehicle (yet)
+            extended = ecu.extended if ecu is not None else bool(self._extended)
+            return self._exchange(payload, ecu, extended, timeout_s or self.timeout_s)
+
+    def _exchange(
+        self, payload: bytes, ecu: Ecu | None, extended: bool, timeout_s: float
+    ) -> list[EcuReply]:
+        self._requests += 1
+        self._inbox.clear()
+        self._wake.clear()
+        for link in self._links.values():
+            link.reset()
+        self._active = True
+        try:
+            if ecu is None:
+                ident = FUNCTIONAL_29 if extended else FUNCTIONAL_11
+                frame = (bytes([len(payload)]) + payload).ljust(
+                    8, bytes([self._params["tx_padding"]])
+                )
+                self.can.send(build_message(ident, frame, extended=extended))
+            else:
+                self._link(ecu).layer.send(payload)
+            return self._collect(ecu, extended, timeout_s)
+        except ToolError as exc:
+            self._last_error = exc.message
+            raise
+        finally:
+            self._active = False
+
+    def _collect(self, ecu: Ecu | None, extended: bool, timeout_s: float) -> list[EcuReply]:
+        started = time.monotonic()
+        deadline = started + (timeout_s if ecu is not None else max(self.p2_s, 0.0))
+        hard_deadline = started + max(timeout_s, self.p2_star_s)
+        replies: dict[tuple[int, bool], EcuReply] = {}
+        involved: dict[tuple[int, bool], _Link] = {}
+        if ecu is not None:
+            involved[(ecu.response_id, ecu.extended)] = self._link(ecu)
+        wanted = {k for k, e in self._known.items() if e.extended == extended}
+        while True:
+            while self._inbox:
+                msg = self._inbox.popleft()
+                key = (int(msg.arbitration_id), bool(msg.is_extended_id))
+                if key[1] != extended or (ecu is not None and key != (ecu.response_id, extended)):
+                    continue
+                link = involved.get(key)
+                if link is None:
+                    link = involved[key] = self._link(Ecu.from_response(*key))
+                link.frames.append(
+                    isotp.CanMessage(
+                        arbitration_id=msg.arbitration_id,
+                        data=bytes(msg.data),
+                        extended_id=bool(msg.is_extended_id),
+                    )
+                )
+            for key, link in involved.items():
+                for data in link.process():
+                    if _pending(data):
+                        deadline = max(
+                            deadline, min(time.monotonic() + self.p2_star_s, hard_deadline)
+                        )
+                        continue
+                    if key not in replies:
+                        replies[key] = EcuReply(link.ecu, data)
+                        self._known.setdefault(key, link.ecu)
+            now = time.monotonic()
+            busy = any(link.busy for link in involved.values())
+            if ecu is not None and replies:
+                break
+            if ecu is None and wanted and wanted <= set(replies) and not busy:
+                break
+            if now >= deadline and not busy:
+                break
+            if now >= hard_deadline + timeout_s:
+                break  # a link that never finishes (a broken sender): give up
+            sending = any(link.layer.transmitting() for link in involved.values())
+            if sending:
+                wait = _TX_SLICE_S
+            elif busy:
+                wait = _RX_SLICE_S  # frames wake us; this only runs can-isotp's timers
+            else:
+                wait = max(0.0, deadline - now)
+            self._wake.wait(wait)
+            self._wake.clear()
+        for key, link in involved.items():
+            if key not in replies and (link.errors or link.busy):
+                problem = link.errors[-1] if link.errors else "the answer stopped part way"
+                replies[key] = EcuReply(link.ecu, b"", error=problem)
+                link.reset()
+        return list(replies.values())
+
+    # -- state ----------------------------------------------------------------------------
+
+    def describe(self) -> dict[str, Any]:
+        status = self.can.status()
+        return {
+            "transport": "ISO 15765-4 (can-isotp)",
+            "bus": status.bus,
+            "connected": status.connected and not self._closed,
+            "addressing": self._addressing,
+            "ids": None if self._extended is None else ("29-bit" if self._extended else "11-bit"),
+            "ecus": [e.describe() for e in self.ecus()],
+            "requests": self._requests,
+            "last_error": self._last_error or status.last_error,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self.can.remove_listener(self._on_frame)
+        if self._own:
+            self.can.close()

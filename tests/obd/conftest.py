@@ -1,0 +1,143 @@
+"""A simulated vehicle with its diagnostic ECUs, reachable over ISO-TP and through an ELM327."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from firmware_sim.elm327 import Elm327Device
+from firmware_sim.model import VehicleModel
+from firmware_sim.vehicle import VirtualVehicle
+from hwbridge.obd import ObdDriver
+from hwbridge.policy import SendPolicy
+from tests.conftest import wait_until
+from tests.sim.conftest import DEMO
+
+pytestmark = pytest.mark.usefixtures("no_thread_leaks")
+
+
+@pytest.fixture
+def channel() -> str:
+    return f"obd-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def car(channel: str) -> Iterator[VirtualVehicle]:
+    """Parked, warm, with the overheat fault already stored (P0217, MIL on)."""
+    model = VehicleModel(seed=4, driving=False, coolant_c=118.0)
+    with VirtualVehicle(DEMO, channel=channel, model=model) as vehicle:
+        vehicle.inject_fault("overheat")
+        assert wait_until(lambda: bool(vehicle.state.stored_dtcs), timeout_s=10)
+        yield vehicle
+
+
+@pytest.fixture
+def elm(channel: str) -> Iterator[Elm327Device]:
+    with Elm327Device(channel) as device:
+        yield device
+
+
+Opener = Callable[..., ObdDriver]
+
+
+@pytest.fixture(params=["can", "elm327"])
+def open_driver(
+    request: pytest.FixtureRequest, channel: str, car: VirtualVehicle
+) -> Iterator[Opener]:
+    """Opens an ObdDriver on the vehicle over one adapter or the other."""
+    opened: list[ObdDriver] = []
+    device: list[Elm327Device] = []
+
+    def open_(policy: SendPolicy | None = None) -> ObdDriver:
+        if request.param == "can":
+            driver = ObdDriver.from_can(bus=f"virtual:{channel}", policy=policy)
+        else:
+            if not device:
+                device.append(Elm327Device(channel))
+                device[0].start()
+            driver = ObdDriver.from_elm327(device[0].port_name, policy=policy)
+        opened.append(driver)
+        return driver
+
+    yield open_
+    for driver in opened:
+        driver.close()
+    for dev in device:
+        dev.stop()
+
+
+class ScriptedElm:
+    """A fake ELM327 on a pty that answers each command from a script (for replies the
+    simulator never gives: garbage, odd adapter messages)."""
+
+    def __init__(self, answers: dict[str, bytes]) -> None:
+        self.answers = answers
+        self.master, slave = os.openpty()
+        import tty
+
+        tty.setraw(slave)
+        self.slave = slave
+        self.port = os.ttyname(slave)
+        self.commands: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="scripted-elm")
+        self._thread.start()
+
+    def _run(self) -> None:
+        import select
+
+        line = b""
+        busy = False
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self.master], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                data = os.read(self.master, 1024)
+            except OSError:
+                return
+            for byte in data:
+                if busy:  # a real chip stops on any character, and discards it
+                    busy = False
+                    os.write(self.master, b"STOPPED\r\r>")
+                    continue
+                if byte == 0x0D:
+                    command = line.decode().strip().upper().replace(" ", "")
+                    self.commands.append(command)
+                    answer = self.answers.get(command, b"OK" if command.startswith("AT") else b"?")
+                    if answer == b"<silent>":
+                        busy = True
+                    else:
+                        os.write(self.master, answer + b"\r\r>")
+                    line = b""
+                else:
+                    line += bytes([byte])
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2)
+        os.close(self.master)
+        os.close(self.slave)
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[[dict[str, bytes]], ScriptedElm]]:
+    made: list[ScriptedElm] = []
+
+    def make(answers: dict[str, bytes]) -> ScriptedElm:
+        base = {"ATZ": b"\r\rELM327 v1.5", "ATRV": b"12.1V", "ATDPN": b"A6"}
+        made.append(ScriptedElm({**base, **answers}))
+        return made[-1]
+
+    yield make
+    for elm in made:
+        elm.close()
+
+
+def settle() -> None:
+    time.sleep(0.01)
