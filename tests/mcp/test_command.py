@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from hwbridge.cli.mcp_server import OFFLINE_TOOLS
+from hwbridge.cli.mcp_server import OFFLINE_TOOLS, is_serial_port
 from tests.cli.conftest import DEMO, REPO, Run
 from tests.mcp.conftest import Session
 
@@ -76,6 +76,7 @@ def test_stdout_holds_only_the_protocol() -> None:
         (["--http", ":8000", "--token-env", "HWB_UNSET_VARIABLE"], "HWB_UNSET_VARIABLE"),
         (["--print-config", "--http", ":0"], "needs a fixed port"),
         (["--print-config", "--allow", "Nope"], "--allow Nope: no message named 'Nope'"),
+        (["--obd", "no bus here"], "--obd no bus here: invalid CAN bus"),
     ],
 )
 def test_bad_options_are_one_line(run: Run, argv: list[str], words: str) -> None:
@@ -97,3 +98,40 @@ def test_without_the_mcp_extra_it_says_which_to_install(
     assert result.err.strip() == (
         "hwbridge: hwbridge.mcp needs the MCP Python SDK: pip install 'mcs-hwbridge[mcp]'"
     )
+
+
+def test_an_elm327_port_that_is_not_there_is_one_line(run: Run) -> None:
+    result = run("mcp", "--obd", "/dev/hwbridge-no-such-port")
+    assert result.code == 1 and result.out == ""
+    assert result.err.startswith("hwbridge: --obd /dev/hwbridge-no-such-port: ")
+    assert result.err.rstrip().endswith("(ADAPTER_DOWN)")
+
+
+@pytest.mark.parametrize(
+    ("target", "port"),
+    [
+        ("/dev/ttyUSB0", True),
+        ("COM3", True),
+        ("socket://192.168.0.10:35000", True),
+        ("rfc2217://host:4000", True),
+        ("socketcand://127.0.0.1:29536/vcan0", False),
+        ("slcan:///dev/ttyACM0@115200", False),
+        ("socketcan:can0", False),
+        ("virtual:garage", False),
+    ],
+)
+def test_obd_targets_are_told_apart(target: str, port: bool) -> None:
+    assert is_serial_port(target) is port
+
+
+def test_the_obd_options_reach_the_printed_config(run: Run) -> None:
+    printed = run(
+        "mcp", "--print-config", "--obd", "socket://192.168.0.10:35000",
+        "--allow-service", "obd_clear_dtcs",
+    )  # fmt: skip
+    assert printed.code == 0, printed.err
+    args = json.loads(printed.out)["mcpServers"]["hwbridge"]["args"]
+    # --obd alone serves the diagnostics alone: no CAN database in the command
+    assert args == [
+        "mcp", "--obd", "socket://192.168.0.10:35000", "--allow-service", "obd_clear_dtcs",
+    ]  # fmt: skip

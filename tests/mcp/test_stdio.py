@@ -36,7 +36,8 @@ def stderr(module_tmp: Path) -> Path:
 @pytest.fixture(scope="module")
 def server(sim: Sim, stderr: Path) -> Iterator[Session]:
     bus = f"socketcand://127.0.0.1:{sim.port}/vcan0"
-    session = stdio_session("--bus", bus, "--allow", "ClimateCommand", stderr=stderr)
+    # --obd on the same bus: the diagnostic driver shares the CAN driver's connection
+    session = stdio_session("--bus", bus, "--allow", "ClimateCommand", "--obd", bus, stderr=stderr)
     yield session
     session.close()
 
@@ -57,7 +58,8 @@ def test_tools_carry_schemas_and_truthful_annotations(server: Session) -> None:
     assert read.input_schema["properties"]["signals"]["type"] == "array"
     assert read.annotations is not None and read.annotations.read_only_hint is True
     # --allow ClimateCommand: the send tools exist, and say they change the world
-    for name in ("send_message", "send_ClimateCommand", "start_periodic"):
+    # (beside the OBD tools the CAN driver keeps its generic tools: one prompt budget)
+    for name in ("send_message", "start_periodic", "stop_periodic"):
         annotations = tools[name].annotations
         assert annotations is not None
         assert annotations.read_only_hint is False
@@ -93,7 +95,8 @@ def test_policy_refusals_are_tool_errors_never_successes(server: Session) -> Non
 
 
 def test_an_allowed_send_reaches_the_vehicle(server: Session) -> None:
-    sent = call(server, "send_ClimateCommand", CabinSetpoint=22.5, FanLevel=3, AcRequest="On")
+    signals = {"CabinSetpoint": 22.5, "FanLevel": 3, "AcRequest": "On"}
+    sent = call(server, "send_message", message="ClimateCommand", signals=signals)
     assert not sent.is_error, text_of(sent)
     assert sent.structured_content["message"] == "ClimateCommand"
     reacted = call(
@@ -134,11 +137,25 @@ def test_a_long_wait_reports_progress_and_can_be_cancelled(server: Session) -> N
     assert not status.is_error and elapsed(started) < 2.0
 
 
+def test_diagnostics_join_on_the_same_bus(server: Session) -> None:
+    tools = {t.name: t for t in server.run(lambda c: c.list_tools()).tools}
+    assert {"obd_read", "obd_read_dtcs", "uds_read_did"} <= set(tools)
+    annotations = tools["obd_read"].annotations
+    assert annotations is not None and annotations.read_only_hint is True
+    assert "obd_clear_dtcs" not in tools  # not allowed by the policy: not offered
+    read = call(server, "obd_read", pids=["RPM"])
+    assert not read.is_error, text_of(read)
+    [rpm] = read.structured_content["values"]
+    assert rpm["name"] == "RPM" and 600 < rpm["value"] < 1000
+    cleared = call(server, "obd_clear_dtcs")
+    assert cleared.is_error and text_of(cleared).startswith("SEND_NOT_ALLOWED: ")
+
+
 def test_resources_are_the_database_and_the_bus_status(server: Session) -> None:
     listed = server.run(lambda c: c.list_resources()).resources
     uris = {str(r.uri) for r in listed}
-    assert {"hwbridge://driver", "hwbridge://health", "hwbridge://spec/can"} <= uris
-    spec = server.run(lambda c: c.read_resource("hwbridge://spec/can")).contents[0]
+    assert {"hwbridge://driver", "hwbridge://health", "hwbridge://spec/can/can"} <= uris
+    spec = server.run(lambda c: c.read_resource("hwbridge://spec/can/can")).contents[0]
     assert isinstance(spec, TextResourceContents)
     assert spec.text == Path("dbc/demo_vehicle.dbc").read_text()
 
@@ -151,7 +168,8 @@ def test_resources_are_the_database_and_the_bus_status(server: Session) -> None:
     # right after connecting the bus is "degraded: no frame received yet", then ok
     assert wait_until(lambda: health()["status"] == "ok", 5.0)
     report = health()
-    assert report["parts"]["can"]["details"]["interface"] == "socketcand"
+    assert report["parts"]["can"]["parts"]["can"]["details"]["interface"] == "socketcand"
+    assert report["parts"]["obd"]["status"] == "ok"
 
 
 def test_the_simulator_killed_mid_call_is_a_bus_down_error(module_tmp: Path) -> None:

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError, one_line
 from hwbridge.cli.options import (
@@ -25,7 +27,12 @@ from hwbridge.cli.options import (
     resolve_allow,
 )
 
-__all__ = ["OFFLINE_TOOLS", "register"]
+if TYPE_CHECKING:
+    from hwbridge.can import CanDriver
+    from hwbridge.core.contract import MCSToolDriver
+    from hwbridge.obd import ObdDriver
+
+__all__ = ["OFFLINE_TOOLS", "is_serial_port", "register"]
 
 OFFLINE_TOOLS = frozenset({"list_messages", "describe_message", "search_signals", "decode_frame"})
 """The CAN tools that work without a bus: what `hwbridge mcp` offers when no --bus is given."""
@@ -52,9 +59,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
     )
     add_driver_options(parser, bus_required=False)
-    # The serial (--spec FILE --port PORT) and OBD (--obd BUS_OR_PORT) drivers join here
-    # once they are on main (issues 9 and 10): their options go above, their drivers into
-    # the Orchestrator built in `run` (as `hwbridge chat` does).
+    parser.add_argument(
+        "--obd",
+        metavar="BUS_OR_PORT",
+        help="also serve vehicle diagnostics (OBD-II, read-only UDS): over ISO-TP on a CAN bus "
+        "(any --bus form; the value of --bus shares its connection) or through an ELM327 on "
+        "a serial port (/dev/ttyUSB0, COM3, socket://HOST:PORT); with --obd and neither "
+        "--bus nor --dbc, only the diagnostic tools are served",
+    )
+    parser.add_argument(
+        "--allow-service",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="SERVICE",
+        help="diagnostic services the send policy allows (obd_clear_dtcs, uds_0x2E, globs); "
+        "without it diagnostics are read-only",
+    )
+    # The serial driver (--spec FILE --port PORT, issue 9) joins here once it is on main:
+    # its options above, its driver into `parts` in `run`.
     parser.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -94,14 +117,16 @@ def run(args: argparse.Namespace) -> int:
     token = _token(args)
     from hwbridge.cli.chat import drivers
 
-    can = open_driver(args)
-    with can:
-        driver = drivers({"can": can})
-        # Without a bus only the catalog and decoding work: the live tools are not offered.
-        offline = args.bus is None
-        offered = (
-            [t.name for t in driver.list_tools() if t.name in OFFLINE_TOOLS] if offline else None
-        )
+    parts: dict[str, MCSToolDriver] = {}
+    with ExitStack() as stack:
+        can: CanDriver | None = None
+        if _serves_can(args):
+            can = stack.enter_context(open_driver(args))
+            parts["can"] = can
+        if args.obd is not None:
+            parts["obd"] = stack.enter_context(_open_obd(args, can))
+        driver = drivers(parts)
+        offered = _offered(driver, parts, offline=can is not None and args.bus is None)
         try:
             serve(driver, http=args.http, token=token, name=args.name, tools=offered)
         except OSError as exc:
@@ -109,6 +134,58 @@ def run(args: argparse.Namespace) -> int:
                 raise
             raise CliError(f"cannot serve on {args.http}: {_reason(exc)}", EXIT_RUNTIME) from exc
     return EXIT_OK
+
+
+def _serves_can(args: argparse.Namespace) -> bool:
+    """The CAN driver, unless --obd alone was asked for."""
+    return args.obd is None or args.bus is not None or args.dbc is not None
+
+
+def _offered(
+    driver: MCSToolDriver, parts: dict[str, MCSToolDriver], *, offline: bool
+) -> list[str] | None:
+    """Without a bus only the CAN catalog and decoding work: the live tools are not offered
+    (the other drivers' tools all are)."""
+    if not offline:
+        return None
+    others = {t.name for label, part in parts.items() if label != "can" for t in part.list_tools()}
+    return [t.name for t in driver.list_tools() if t.name in OFFLINE_TOOLS or t.name in others]
+
+
+def _open_obd(args: argparse.Namespace, can: CanDriver | None) -> ObdDriver:
+    """The diagnostic driver --obd names: on the CAN driver's own connection when it is the
+    same bus, over ISO-TP on another bus, or through an ELM327 on a serial port."""
+    from hwbridge.core.models import ToolError
+    from hwbridge.obd import ObdDriver
+    from hwbridge.policy import SendPolicy
+
+    target: str = args.obd
+    policy = SendPolicy(allow_services=list(args.allow_service))
+    try:
+        if can is not None and target == args.bus:
+            return ObdDriver.from_can(can, policy)
+        if is_serial_port(target):
+            return ObdDriver.from_elm327(target, policy)
+        return ObdDriver.from_can(bus=target, policy=policy)
+    except ToolError as exc:
+        raise CliError(
+            f"--obd {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME
+        ) from exc
+    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
+        raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
+    except OSError as exc:
+        raise CliError(f"--obd {target}: {_reason(exc)}", EXIT_RUNTIME) from exc
+
+
+_SERIAL_URLS = ("socket://", "rfc2217://", "loop://", "spy://", "alt://", "hwgrep://")
+
+
+def is_serial_port(target: str) -> bool:
+    """A serial port (an ELM327's) rather than a CAN bus string: a device path, COMn, or a
+    pyserial URL. `slcan://` is a CAN adapter on a serial port, hence a bus."""
+    if target.startswith(_SERIAL_URLS) or target.startswith(("/dev/", "\\\\.\\")):
+        return True
+    return bool(re.fullmatch(r"(?i)COM\d+", target))
 
 
 def _address(args: argparse.Namespace) -> tuple[str, int] | None:
@@ -166,13 +243,19 @@ def _print_config(args: argparse.Namespace, address: tuple[str, int] | None) -> 
 def _server_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of this server, checked as the server will check them (a typo must
     not wait for the client to start it), paths made absolute for a client's cwd."""
-    given = args.dbc is not None
-    db = load_database(database_path(args), debug=bool(args.debug))
-    words = ["--dbc", str(Path(args.dbc).resolve())] if given else []
-    if args.bus:
-        words += ["--bus", _absolute_bus(args.bus)]
-    if args.allow:
-        words += ["--allow", *resolve_allow(db, list(args.allow))]
+    words: list[str] = []
+    if _serves_can(args):
+        given = args.dbc is not None
+        db = load_database(database_path(args), debug=bool(args.debug))
+        words += ["--dbc", str(Path(args.dbc).resolve())] if given else []
+        if args.bus:
+            words += ["--bus", _absolute_bus(args.bus)]
+        if args.allow:
+            words += ["--allow", *resolve_allow(db, list(args.allow))]
+    if args.obd:
+        words += ["--obd", args.obd if args.obd == args.bus else _absolute_bus(args.obd)]
+    if args.allow_service:
+        words += ["--allow-service", *args.allow_service]
     if args.exposure != "auto":
         words += ["--exposure", args.exposure]
     if args.model:
