@@ -77,6 +77,6 @@ def test_the_trust_example_runs_as_written() -> None:
     text = section("Driver trust")
     code = blocks(text, "python")[-1]
     out = run_python(code).splitlines()
-    assert "'can'" in out[0] and "'captures'" in out[0]
+    assert "'can', 'captures', 'obd'" in out[0]
     assert out[1] == "intact 64"
-    assert "prints `['can', 'captures']`" in text and "`intact 64`" in text
+    assert "prints `['can', 'captures', 'obd']`" in text and "`intact 64`" in text
