@@ -1,12 +1,14 @@
 """`python -m firmware_sim`: run the simulated vehicle and expose it over real transports.
 
 One line per transport goes to stdout once it accepts connections, exactly
-`socketcand: socketcand://HOST:PORT/vcan0`, `slcan: /dev/pts/N`, `elm327: /dev/pts/N`;
-then the simulator runs until SIGINT or SIGTERM and exits 0. Bad input (a DBC that does not
-load, a malformed option) exits 2 with one line on stderr; a transport that cannot start
-exits 1. Without --dbc the demo vehicle bundled with hwbridge runs, said in one stderr
-line. `hwbridge sim` calls `main(argv)` in its own process, so nothing here reads sys.argv
-or exits the interpreter.
+`socketcand: socketcand://HOST:PORT/vcan0`, `slcan: /dev/pts/N`, `elm327: /dev/pts/N`,
+`psu: /dev/pts/N`, `gnss: /dev/pts/N`; then the simulator runs until SIGINT or SIGTERM and
+exits 0. Bad input (a DBC that does not load, a malformed option) exits 2 with one line on
+stderr; a transport that cannot start exits 1. Without --dbc the demo vehicle bundled with
+hwbridge runs, said in one stderr line. The bench devices (--psu, --gnss) need no vehicle:
+asked for alone, they run without one (and without the default socketcand server).
+`hwbridge sim` calls `main(argv)` in its own process, so nothing here reads sys.argv or
+exits the interpreter.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ Printed once ready, one line per transport:
   socketcand: socketcand://HOST:PORT/{SOCKETCAND_BUS}
   slcan: /dev/pts/N
   elm327: /dev/pts/N
+  psu: /dev/pts/N        (--psu: a SCPI bench power supply)
+  gnss: /dev/pts/N       (--gnss: a GNSS receiver streaming NMEA 0183)
 Faults: overheat, error_frames, silence:MESSAGE, out_of_range:SIGNAL.
 Runs until SIGINT or SIGTERM.
 """
@@ -88,6 +92,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--slcan", action="store_true", help="an SLCAN adapter on a pty")
     parser.add_argument("--elm327", action="store_true", help="an ELM327 OBD adapter on a pty")
+    parser.add_argument(
+        "--psu", action="store_true", help="a SCPI bench power supply on a pty (no vehicle needed)"
+    )
+    parser.add_argument(
+        "--gnss", action="store_true", help="a GNSS receiver streaming NMEA on a pty"
+    )
+    parser.add_argument(
+        "--gnss-rate",
+        type=float,
+        default=1.0,
+        metavar="HZ",
+        help="GNSS updates per second, 1-10 (1)",
+    )
     parser.add_argument(
         "--fault",
         action="append",
@@ -178,8 +195,17 @@ def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = No
     except UsageError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
-    if endpoint is None and not (args.slcan or args.elm327):
+    if not 1 <= args.gnss_rate <= 10:
+        print(f"{_PROG}: error: --gnss-rate must be 1 to 10", file=sys.stderr)
+        return 2
+    bench_only = (args.psu or args.gnss) and not (endpoint or args.slcan or args.elm327)
+    if endpoint is None and not (args.slcan or args.elm327 or bench_only):
         endpoint = _host_port(_DEFAULT_SOCKETCAND)
+    if bench_only:
+        _setup_logging(args.verbose)
+        stop = stop if stop is not None else threading.Event()
+        with _signals_set(stop):
+            return _serve_bench(args, stop)
     if args.dbc is None:
         from hwbridge.resources import bundled_dbc, default_dbc_notice
 
@@ -242,6 +268,42 @@ def _serve(
                 path = device.start()
                 cleanup.append(device.stop)
                 lines.append(f"{kind}: {path}")
+        lines += _start_bench(args, cleanup)
+        print("\n".join(lines), flush=True)
+        while not stop.wait(0.5):
+            pass
+        return 0
+    except (OSError, RuntimeError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for close in reversed(cleanup):
+            close()
+
+
+def _start_bench(args: argparse.Namespace, cleanup: list[Callable[[], None]]) -> list[str]:
+    """The bench devices asked for, started; their `kind: path` lines."""
+    lines = []
+    if args.psu:
+        from firmware_sim.bench_psu import BenchPsu
+
+        psu = BenchPsu()
+        lines.append(f"psu: {psu.start()}")
+        cleanup.append(psu.stop)
+    if args.gnss:
+        from firmware_sim.gnss import GnssReceiver
+
+        gnss = GnssReceiver(rate_hz=args.gnss_rate)
+        lines.append(f"gnss: {gnss.start()}")
+        cleanup.append(gnss.stop)
+    return lines
+
+
+def _serve_bench(args: argparse.Namespace, stop: threading.Event) -> int:
+    """Only bench devices: no vehicle, no database."""
+    cleanup: list[Callable[[], None]] = []
+    try:
+        lines = _start_bench(args, cleanup)
         print("\n".join(lines), flush=True)
         while not stop.wait(0.5):
             pass

@@ -44,8 +44,9 @@ class PtyDevice(ABC):
 
     kind = "pty-device"  # thread names and log lines
 
-    def __init__(self, channel: str) -> None:
-        if not isinstance(channel, str) or not channel:
+    def __init__(self, channel: str | None) -> None:
+        # None: a device with no CAN side (a bench instrument), so no bus and no bus thread
+        if channel is not None and (not isinstance(channel, str) or not channel):
             raise ValueError("channel must name a python-can virtual channel")
         self.channel = channel
         self.overflows = 0  # times unread output was discarded (see `_write`)
@@ -85,7 +86,9 @@ class PtyDevice(ABC):
                 port = os.ttyname(slave)
                 wake = os.pipe()
                 fds.extend(wake)
-                bus = can.Bus(interface="virtual", channel=self.channel)
+                bus = None
+                if self.channel is not None:
+                    bus = can.Bus(interface="virtual", channel=self.channel)
             except BaseException:
                 for fd in fds:
                     os.close(fd)
@@ -96,8 +99,11 @@ class PtyDevice(ABC):
             self._reset()
             self._threads = [
                 threading.Thread(target=self._read_loop, name=f"{self.kind}-pty[{port}]"),
-                threading.Thread(target=self._bus_loop, name=f"{self.kind}-bus[{port}]"),
             ]
+            if bus is not None:
+                self._threads.append(
+                    threading.Thread(target=self._bus_loop, name=f"{self.kind}-bus[{port}]")
+                )
             for thread in self._threads:
                 thread.daemon = True
                 thread.start()

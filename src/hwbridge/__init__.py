@@ -49,13 +49,16 @@ if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver, counter_and_checksum
     from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
+    from hwbridge.serial import SerialDriver
 
-# The CAN bridge is imported on first use, so that the core alone does not load python-can.
+# The bridges are imported on first use, so that the core alone loads neither python-can nor
+# pyserial.
 _LAZY = {
     "CanDriver": "hwbridge.can",
     "CanDatabase": "hwbridge.can",
     "SendPolicy": "hwbridge.policy",
     "ObdDriver": "hwbridge.obd",
+    "SerialDriver": "hwbridge.serial",
     "counter_and_checksum": "hwbridge.can",
 }
 
@@ -100,6 +103,7 @@ __all__ = [
     "RunResult",
     "Runner",
     "SendPolicy",
+    "SerialDriver",
     "Step",
     "Tool",
     "ToolCall",

@@ -212,7 +212,7 @@ def test_no_adapter_on_the_port(scripted: Any) -> None:
     silent = scripted({"ATZ": b"<silent>"})
     with pytest.raises(ToolError) as error:
         Elm327Adapter(
-            __import__("hwbridge.obd.transport.serial_link", fromlist=["x"]).PySerialLink(
+            __import__("hwbridge.obd.transport.serial_link", fromlist=["x"]).AdapterLink(
                 silent.port
             ),
             reset_timeout_s=0.3,

@@ -55,6 +55,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "an application would get. Reads commands from stdin, so a session can be piped.",
     )
     add_driver_options(parser, bus_required=True)
+    from hwbridge.cli.serial_cli import add_serial_options
+
+    add_serial_options(parser)  # --spec FILE|NAME, --port PORT: a serial device instead
     from hwbridge.cli.dataset_inspect import add_dataset_option
 
     add_dataset_option(parser)  # --dataset DIR: a decoded capture dataset instead of a bus
@@ -68,6 +71,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.dataset is not None:
         return run_dataset(args)
+    from hwbridge.cli import serial_cli
+
+    if serial_cli.wanted(args):
+        return serial_cli.run_inspect(args)
     check_live_options(args)
     console = make_console()
     with open_driver(args) as driver:

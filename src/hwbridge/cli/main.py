@@ -22,6 +22,7 @@ from hwbridge.cli import (
     drivers,
     inspector,
     mcp_server,
+    ports,
     prompt,
     schema,
     sim,
@@ -48,6 +49,8 @@ examples:
   hwbridge prompt --dbc car.dbc --model llama3.2:3b > prompt.txt
   hwbridge sim                       the simulated demo vehicle, served over socketcand
   hwbridge inspect --bus socketcand://127.0.0.1:29536/vcan0
+  hwbridge ports                     serial ports and CAN interfaces on this machine
+  hwbridge inspect --spec bench_psu --port /dev/ttyUSB0
   hwbridge sim --help
 """
 
@@ -75,7 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tools, prompt, inspector, chat, mcp_server, drivers, sim, schema, decode, demo):
+    for module in (
+        tools,
+        prompt,
+        inspector,
+        chat,
+        mcp_server,
+        drivers,
+        sim,
+        schema,
+        decode,
+        demo,
+        ports,
+    ):
         module.register(sub)
     for name, choice in sub.choices.items():
         choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS

@@ -20,10 +20,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "Without --bus it is the prompt of an offline driver (catalog and decoding only).",
     )
     add_driver_options(parser, bus_required=False)
+    from hwbridge.cli.serial_cli import add_serial_options
+
+    add_serial_options(parser)  # --spec FILE|NAME, --port PORT: a serial device instead
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from hwbridge.cli import serial_cli
+
+    if serial_cli.wanted(args):
+        return serial_cli.run_prompt(args)
     with open_driver(args) as driver:
         text = driver.get_driver_system_message(args.model)
     sys.stdout.write(text + "\n")

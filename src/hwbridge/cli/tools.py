@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "and the size of the system prompt in tokens and characters.",
     )
     add_driver_options(parser, bus_required=False)
+    from hwbridge.cli.serial_cli import add_serial_options
+
+    add_serial_options(parser)  # --spec FILE|NAME, --port PORT: a serial device instead
     parser.add_argument(
         "--json",
         action="store_true",
@@ -49,7 +52,11 @@ def summary(driver: CanDriver, model: str | None) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from hwbridge.cli import serial_cli
     from hwbridge.cli.render import tools_table
+
+    if serial_cli.wanted(args):
+        return serial_cli.run_tools(args)
 
     with open_driver(args) as driver:
         tools = driver.list_tools()

@@ -22,7 +22,7 @@ from typing import Any, Self
 from hwbridge.core.models import ToolError
 from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter
 from hwbridge.obd.transport.elm327_reply import Reply, parse_reply
-from hwbridge.obd.transport.serial_link import PortSpec, PySerialLink, SerialLink
+from hwbridge.obd.transport.serial_link import AdapterLink, PortSpec, SerialLink
 
 __all__ = ["Elm327Adapter"]
 
@@ -84,8 +84,9 @@ class Elm327Adapter(ObdAdapter):
         protocol: str = "0",
         timeout_s: float = 5.0,
     ) -> Self:
-        """Open `port`, reset the ELM327 and set it up; ADAPTER_DOWN if it does not answer."""
-        link = PySerialLink(port, baudrate=baudrate)
+        """Open `port`, reset the ELM327 and set it up; PORT_DOWN or ADAPTER_TIMEOUT if it does
+        not answer."""
+        link = AdapterLink(port, baudrate=baudrate)
         adapter = cls(link, protocol=protocol, timeout_s=timeout_s)
         try:
             adapter.initialize()

@@ -1,27 +1,24 @@
-"""A serial port for the ELM327 adapter: write a line, read up to the prompt. Internal.
+"""The ELM327 adapter's port: the serial bridge's PySerialAdapter, framed at the prompt.
 
-The serial bridge (hwbridge.serial, issue 9) is being built at the same time; until it lands
-this tiny interface over pyserial's `serial_for_url` is all the ELM327 adapter needs, and it
-is the one place to switch to the bridge's PySerialAdapter later.
+The ELM327 needs two things from a port: write a command, and read what the chip prints up
+to its `>` prompt within a deadline. PySerialAdapter does both with the serial bridge's
+promises (bounded reads, PORT_DOWN when the device goes away, reopening with backoff), so
+there is one serial mechanism in hwbridge.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
 from typing import Protocol, TypeAlias
 
-import serial
-
 from hwbridge.core.models import ToolError
+from hwbridge.serial.transport.adapter import PySerialAdapter
+from hwbridge.serial.transport.framing import Framing
 
-__all__ = ["PortSpec", "PySerialLink", "SerialLink"]
+__all__ = ["AdapterLink", "PortSpec", "SerialLink"]
 
-PortSpec: TypeAlias = "str | serial.SerialBase"
+PortSpec: TypeAlias = "str | PySerialAdapter"
 """A device path (/dev/ttyUSB0, COM3, /dev/pts/N), a pyserial URL (socket://HOST:PORT,
-rfc2217://..., loop://), or an open pyserial port."""
-
-_POLL_S = 0.02
+rfc2217://..., loop://), or an open PySerialAdapter."""
 
 
 class SerialLink(Protocol):
@@ -33,8 +30,7 @@ class SerialLink(Protocol):
     def write(self, data: bytes) -> None: ...
 
     def read_until(self, marker: bytes, timeout_s: float, limit: int) -> bytes:
-        """Bytes up to and including `marker`; what arrived by the deadline (or the limit)
-        otherwise."""
+        """Bytes up to and including `marker`; b"" when it does not come by the deadline."""
         ...
 
     def discard_input(self) -> None: ...
@@ -42,57 +38,33 @@ class SerialLink(Protocol):
     def close(self) -> None: ...
 
 
-def _down(description: str, exc: BaseException) -> ToolError:
-    return ToolError("ADAPTER_DOWN", f"The serial port {description} failed: {exc}", retryable=True)
+class AdapterLink:
+    """`SerialLink` on a PySerialAdapter (opened here from a `PortSpec`, or given)."""
 
-
-class PySerialLink:
-    """`SerialLink` on a pyserial port (opened here from a `PortSpec`, or given)."""
-
-    def __init__(self, port: PortSpec, *, baudrate: int = 38400) -> None:
-        if isinstance(port, serial.SerialBase):
-            self._port = port
-            self._own = False
-            self.description = str(port.name or port.port)
+    def __init__(self, port: PortSpec, *, baudrate: int = 38400, max_reply: int = 4096) -> None:
+        if isinstance(port, PySerialAdapter):
+            self._adapter, self._own = port, False
         else:
-            self.description = str(port)
-            try:
-                self._port = serial.serial_for_url(port, baudrate=baudrate, timeout=_POLL_S)
-            except (serial.SerialException, OSError, ValueError) as exc:
-                raise ToolError(
-                    "ADAPTER_DOWN", f"Cannot open the serial port {port}: {exc}", retryable=True
-                ) from exc
+            self._adapter = PySerialAdapter(
+                port, baudrate=baudrate, terminator=b">", encoding="ascii", max_frame=max_reply
+            )
             self._own = True
-        self._port.timeout = _POLL_S
+        self.description = self._adapter.description
 
     def write(self, data: bytes) -> None:
-        try:
-            self._port.write(data)
-            self._port.flush()
-        except (serial.SerialException, OSError) as exc:
-            raise _down(self.description, exc) from exc
+        self._adapter.write(data)
 
     def read_until(self, marker: bytes, timeout_s: float, limit: int) -> bytes:
-        deadline = time.monotonic() + timeout_s
-        buffer = bytearray()
         try:
-            while time.monotonic() < deadline and len(buffer) < limit:
-                chunk = self._port.read(max(1, min(self._port.in_waiting, limit - len(buffer))))
-                if chunk:
-                    buffer += chunk
-                    if marker in chunk or buffer.endswith(marker):
-                        break
-        except (serial.SerialException, OSError) as exc:
-            raise _down(self.description, exc) from exc
-        return bytes(buffer)
+            return self._adapter.read_frame(Framing.line(marker), timeout_s=timeout_s) + marker
+        except ToolError as exc:
+            if exc.code == "NO_REPLY":
+                return b""
+            raise
 
     def discard_input(self) -> None:
-        try:
-            self._port.reset_input_buffer()
-        except (serial.SerialException, OSError) as exc:
-            raise _down(self.description, exc) from exc
+        self._adapter.reset_input()
 
     def close(self) -> None:
         if self._own:
-            with contextlib.suppress(serial.SerialException, OSError):
-                self._port.close()
+            self._adapter.close()
