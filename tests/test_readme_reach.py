@@ -56,7 +56,7 @@ def test_the_client_config_blocks_name_real_options() -> None:
     args = build_parser().parse_args(entry["args"])
     assert args.command == "mcp" and args.allow == ["ClimateCommand"]
     for block in blocks(text, "bash"):
-        for line in block.splitlines():
+        for line in block.replace("\\\n", " ").splitlines():
             words = shlex.split(line.split("#")[0]) if "hwbridge mcp" in line else []
             if words and words[0] == "claude":
                 words = words[words.index("--") + 2 :]  # after the executable

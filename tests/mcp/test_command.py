@@ -77,6 +77,12 @@ def test_stdout_holds_only_the_protocol() -> None:
         (["--print-config", "--http", ":0"], "needs a fixed port"),
         (["--print-config", "--allow", "Nope"], "--allow Nope: no message named 'Nope'"),
         (["--obd", "no bus here"], "--obd no bus here: invalid CAN bus"),
+        (["--spec", "bench_psu"], "--spec needs --port PORT"),
+        (
+            ["--spec", "bench_psu", "--port", "loop://", "--allow", "set_volts"],
+            "--allow set_volts: matches no command that changes state (these do: output, "
+            "set_current_limit, set_voltage)",
+        ),
     ],
 )
 def test_bad_options_are_one_line(run: Run, argv: list[str], words: str) -> None:
@@ -104,7 +110,7 @@ def test_an_elm327_port_that_is_not_there_is_one_line(run: Run) -> None:
     result = run("mcp", "--obd", "/dev/hwbridge-no-such-port")
     assert result.code == 1 and result.out == ""
     assert result.err.startswith("hwbridge: --obd /dev/hwbridge-no-such-port: ")
-    assert result.err.rstrip().endswith("(ADAPTER_DOWN)")
+    assert result.err.rstrip().endswith("(PORT_DOWN)")
 
 
 @pytest.mark.parametrize(
@@ -134,4 +140,18 @@ def test_the_obd_options_reach_the_printed_config(run: Run) -> None:
     # --obd alone serves the diagnostics alone: no CAN database in the command
     assert args == [
         "mcp", "--obd", "socket://192.168.0.10:35000", "--allow-service", "obd_clear_dtcs",
+    ]  # fmt: skip
+
+
+def test_the_serial_options_reach_the_printed_config(run: Run, tmp_path: Path) -> None:
+    (tmp_path / "psu").touch()  # a device's stable name, relative to where the user is
+    printed = run(
+        "mcp", "--print-config", "--bus", "virtual:bench", "--spec", "bench_psu",
+        "--port", str(tmp_path / "psu"), "--allow", "set_*", "ClimateCommand",
+    )  # fmt: skip
+    assert printed.code == 0, printed.err
+    args = json.loads(printed.out)["mcpServers"]["hwbridge"]["args"]
+    assert args == [
+        "mcp", "--bus", "virtual:bench", "--spec", "bench_psu", "--port", str(tmp_path / "psu"),
+        "--allow", "ClimateCommand", "set_*",
     ]  # fmt: skip

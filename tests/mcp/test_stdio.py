@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 from mcp.types import TextResourceContents
 
+from firmware_sim.bench_psu import BenchPsu
 from tests.conftest import wait_until
 from tests.mcp.conftest import Session, elapsed, stdio_session, text_of
 from tests.sim.test_cli import Sim, launch
@@ -34,10 +35,22 @@ def stderr(module_tmp: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def server(sim: Sim, stderr: Path) -> Iterator[Session]:
+def psu(module_tmp: Path) -> Iterator[BenchPsu]:
+    device = BenchPsu(link=module_tmp / "psu")
+    device.start()
+    yield device
+    device.stop()
+
+
+@pytest.fixture(scope="module")
+def server(sim: Sim, psu: BenchPsu, module_tmp: Path, stderr: Path) -> Iterator[Session]:
+    """The three bridges in one server: the CAN bus, diagnostics on the same bus (sharing
+    the CAN driver's connection) and the simulated bench supply on a pty."""
     bus = f"socketcand://127.0.0.1:{sim.port}/vcan0"
-    # --obd on the same bus: the diagnostic driver shares the CAN driver's connection
-    session = stdio_session("--bus", bus, "--allow", "ClimateCommand", "--obd", bus, stderr=stderr)
+    session = stdio_session(
+        "--bus", bus, "--obd", bus, "--spec", "bench_psu", "--port", str(module_tmp / "psu"),
+        "--allow", "ClimateCommand", "set_voltage", stderr=stderr,
+    )  # fmt: skip
     yield session
     session.close()
 
@@ -151,6 +164,19 @@ def test_diagnostics_join_on_the_same_bus(server: Session) -> None:
     assert cleared.is_error and text_of(cleared).startswith("SEND_NOT_ALLOWED: ")
 
 
+def test_a_serial_device_joins_with_its_own_allow_list(server: Session) -> None:
+    tools = {t.name: t for t in server.run(lambda c: c.list_tools()).tools}
+    measure, setter = tools["measure_voltage"].annotations, tools["set_voltage"].annotations
+    assert measure is not None and measure.read_only_hint is True
+    assert setter is not None and setter.destructive_hint is True
+    assert "output" not in tools  # --allow named set_voltage only
+    assert not call(server, "set_voltage", volts=5.0).is_error
+    setpoint = call(server, "voltage_setpoint")
+    assert setpoint.structured_content["values"]["volts"]["value"] == 5.0
+    refused = call(server, "output", on=True)
+    assert refused.is_error and text_of(refused).startswith("SEND_NOT_ALLOWED: ")
+
+
 def test_resources_are_the_database_and_the_bus_status(server: Session) -> None:
     listed = server.run(lambda c: c.list_resources()).resources
     uris = {str(r.uri) for r in listed}
@@ -170,6 +196,8 @@ def test_resources_are_the_database_and_the_bus_status(server: Session) -> None:
     report = health()
     assert report["parts"]["can"]["parts"]["can"]["details"]["interface"] == "socketcand"
     assert report["parts"]["obd"]["status"] == "ok"
+    assert report["parts"]["serial"]["status"] == "ok"
+    assert "hwbridge://spec/serial/bench_psu" in uris
 
 
 def test_the_simulator_killed_mid_call_is_a_bus_down_error(module_tmp: Path) -> None:

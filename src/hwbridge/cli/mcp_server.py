@@ -1,5 +1,6 @@
 """`hwbridge mcp`: the drivers as an MCP server, for Claude Desktop, Claude Code, Cursor and
-any other MCP client.
+any other MCP client: the CAN bus (--dbc, --bus), a serial device (--spec, --port) and
+vehicle diagnostics (--obd), alone or together behind one Orchestrator.
 
 stdio by default: stdout carries the protocol and nothing else (notices and logs go to
 stderr). `--http HOST:PORT` serves streamable HTTP at /mcp instead, on loopback unless
@@ -10,6 +11,7 @@ another host is named, with `--token-env VAR` requiring `Authorization: Bearer <
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -26,6 +28,7 @@ from hwbridge.cli.options import (
     open_driver,
     resolve_allow,
 )
+from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, resolve_spec
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDriver
@@ -44,6 +47,8 @@ examples:
   hwbridge mcp --bus socketcand://127.0.0.1:29536/vcan0 --allow ClimateCommand
   HWBRIDGE_MCP_TOKEN=secret hwbridge mcp --bus virtual:demo --http 127.0.0.1:8000 \\
       --token-env HWBRIDGE_MCP_TOKEN
+  hwbridge mcp --spec bench_psu --port /dev/ttyUSB1 --allow set_voltage
+  hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
 """
 
@@ -54,8 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="serve the drivers' tools over MCP (stdio, or streamable HTTP with --http)",
         description="An MCP server with the same tools, send policy and results as every "
         "other command: read tools are marked read-only, send tools (only with --allow) "
-        "destructive; the database, the bus status and the driver are resources. Without "
-        "--bus it serves the offline catalog and decode tools.",
+        "destructive; the database or device spec, the bus and port status and the driver "
+        "are resources. Without --bus it serves the CAN catalog and decode tools; --spec "
+        "with --port and --obd add a serial device and vehicle diagnostics.",
         epilog=EXAMPLES,
     )
     add_driver_options(parser, bus_required=False)
@@ -76,8 +82,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="diagnostic services the send policy allows (obd_clear_dtcs, uds_0x2E, globs); "
         "without it diagnostics are read-only",
     )
-    # The serial driver (--spec FILE --port PORT, issue 9) joins here once it is on main:
-    # its options above, its driver into `parts` in `run`.
+    add_serial_options(parser)
+    parser._option_string_actions["--spec"].help = (
+        "also serve a serial device: its spec (TOML), or the name of a bundled one "
+        "(bench_psu, gnss_nmea); needs --port"
+    )
+    parser._option_string_actions["--port"].help = (
+        "the serial device's port: a path (/dev/ttyUSB0, COM3) or a pyserial URL "
+        "(socket://, rfc2217://); alone, the generic port tools"
+    )
+    parser._option_string_actions["--allow"].help = (
+        "CAN messages (names or globs such as 'Climate*') and serial commands that change "
+        "the device's state (set_voltage, 'set_*') that the send policy allows; each name "
+        "goes to the bridge it belongs to; without it everything is read-only"
+    )
     parser.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -118,11 +136,15 @@ def run(args: argparse.Namespace) -> int:
     from hwbridge.cli.chat import drivers
 
     parts: dict[str, MCSToolDriver] = {}
+    can_allow, serial_allow = _split_allow(args)
     with ExitStack() as stack:
         can: CanDriver | None = None
         if _serves_can(args):
-            can = stack.enter_context(open_driver(args))
+            can = stack.enter_context(open_driver(_with(args, allow=can_allow)))
             parts["can"] = can
+        if _serves_serial(args):
+            serial_args = _with(args, allow=serial_allow)
+            parts["serial"] = stack.enter_context(open_serial_driver(serial_args))
         if args.obd is not None:
             parts["obd"] = stack.enter_context(_open_obd(args, can))
         driver = drivers(parts)
@@ -137,8 +159,42 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serves_can(args: argparse.Namespace) -> bool:
-    """The CAN driver, unless --obd alone was asked for."""
-    return args.obd is None or args.bus is not None or args.dbc is not None
+    """The CAN driver, unless only diagnostics or a serial device were asked for."""
+    others = args.obd is not None or _serves_serial(args)
+    return not others or args.bus is not None or args.dbc is not None
+
+
+def _serves_serial(args: argparse.Namespace) -> bool:
+    if args.spec is not None and args.port is None:
+        raise CliError("--spec needs --port PORT: the MCP server talks to the device")
+    return args.port is not None
+
+
+def _split_allow(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """--allow split between the bridges: a name or glob that matches a serial command that
+    changes state goes to the serial policy, every other one to the CAN policy (which
+    refuses a name its database does not have)."""
+    if not (_serves_serial(args) and args.spec is not None):
+        return list(args.allow), []
+    from hwbridge.serial import SpecError, load_spec
+
+    try:
+        spec = load_spec(resolve_spec(args.spec)).spec
+    except SpecError as exc:
+        raise CliError(one_line(str(exc))) from exc
+    changing = [name for name, command in spec.commands.items() if command.changes_state]
+    serial = [p for p in args.allow if any(fnmatch.fnmatchcase(n, p) for n in changing)]
+    can = [p for p in args.allow if p not in serial]
+    if can and not _serves_can(args):
+        listed = ", ".join(sorted(changing)) or "none"
+        raise CliError(
+            f"--allow {can[0]}: matches no command that changes state (these do: {listed})"
+        )
+    return can, serial
+
+
+def _with(args: argparse.Namespace, **changes: Any) -> argparse.Namespace:
+    return argparse.Namespace(**{**vars(args), **changes})
 
 
 def _offered(
@@ -244,14 +300,22 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of this server, checked as the server will check them (a typo must
     not wait for the client to start it), paths made absolute for a client's cwd."""
     words: list[str] = []
+    can_allow, serial_allow = _split_allow(args)
     if _serves_can(args):
         given = args.dbc is not None
         db = load_database(database_path(args), debug=bool(args.debug))
         words += ["--dbc", str(Path(args.dbc).resolve())] if given else []
         if args.bus:
             words += ["--bus", _absolute_bus(args.bus)]
-        if args.allow:
-            words += ["--allow", *resolve_allow(db, list(args.allow))]
+        can_allow = resolve_allow(db, can_allow)
+    if _serves_serial(args):
+        if args.spec is not None:
+            spec = resolve_spec(args.spec)
+            bundled = not Path(args.spec).is_file()
+            words += ["--spec", args.spec if bundled else str(spec.resolve())]
+        words += ["--port", _absolute_port(args.port)]
+    if can_allow or serial_allow:
+        words += ["--allow", *can_allow, *serial_allow]
     if args.obd:
         words += ["--obd", args.obd if args.obd == args.bus else _absolute_bus(args.obd)]
     if args.allow_service:
@@ -266,6 +330,13 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     if args.name != "hwbridge":
         words += ["--name", args.name]
     return words
+
+
+def _absolute_port(port: str) -> str:
+    """A relative device path (a pty's symlink) made absolute; URLs and COMn as given."""
+    if "://" in port or is_serial_port(port) or not Path(port).exists():
+        return port
+    return str(Path(port).absolute())
 
 
 def _absolute_bus(bus: str) -> str:
