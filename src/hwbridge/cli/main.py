@@ -15,7 +15,19 @@ import traceback
 from collections.abc import Sequence
 
 from hwbridge import __version__
-from hwbridge.cli import chat, decode, demo, inspector, ports, prompt, schema, sim, tools
+from hwbridge.cli import (
+    chat,
+    decode,
+    demo,
+    drivers,
+    inspector,
+    mcp_server,
+    ports,
+    prompt,
+    schema,
+    sim,
+    tools,
+)
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
 
 __all__ = ["build_parser", "main"]
@@ -66,7 +78,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tools, prompt, inspector, chat, sim, schema, decode, demo, ports):
+    for module in (
+        tools,
+        prompt,
+        inspector,
+        chat,
+        mcp_server,
+        drivers,
+        sim,
+        schema,
+        decode,
+        demo,
+        ports,
+    ):
         module.register(sub)
     for name, choice in sub.choices.items():
         choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS
