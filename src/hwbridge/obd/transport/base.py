@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
+
+from hwbridge.core.lifetime import Closing
 
 __all__ = [
     "FUNCTIONAL_11",
@@ -92,7 +93,7 @@ class EcuReply:
         return self.error is None
 
 
-class ObdAdapter(ABC):
+class ObdAdapter(Closing, ABC):
     """How requests reach the vehicle; one request at a time, safe to share between threads."""
 
     @abstractmethod
@@ -120,14 +121,3 @@ class ObdAdapter(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release what the adapter opened; idempotent."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import serial
 
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import ToolError
 from hwbridge.serial.transport.framing import Framing, as_bytes
 
@@ -94,7 +94,7 @@ def _open_with_timeout(port: serial.SerialBase, timeout_s: float) -> None:
         raise failure[0]
 
 
-class PySerialAdapter:
+class PySerialAdapter(Closing):
     """One serial port (see the module docstring).
 
     `url` is what `serial.serial_for_url` takes; `baudrate` and `serial_options` (bytesize,
@@ -563,17 +563,6 @@ class PySerialAdapter:
             _close_quietly(port)
         if recovery is not None and recovery is not threading.current_thread():
             recovery.join(self._open_timeout_s + 1.0)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _close_quietly(port: serial.SerialBase) -> None:
