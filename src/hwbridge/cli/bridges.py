@@ -145,7 +145,7 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
             raise CliError(one_line(str(exc))) from exc
         changing = sorted(n for n, c in spec.commands.items() if c.changes_state)
     diagnostics = args.obd is not None
-    services = list(getattr(args, "allow_service", []))
+    services = [_service(name, "--allow-service") for name in getattr(args, "allow_service", [])]
     if services and not diagnostics:
         raise CliError("--allow-service needs --obd BUS_OR_PORT: no diagnostics are served")
     messages: list[str] = []
@@ -159,7 +159,7 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
             commands.append(name)
             placed = True
         if diagnostics and name.lower().startswith(("obd_", "uds_")):
-            services.append(name)
+            services.append(_service(name, "--allow"))
             placed = True
         if placed:
             continue
@@ -175,6 +175,15 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
             "this setup has that name"
         )
     return Allowances(messages, commands, services)
+
+
+def _service(name: str, option: str) -> str:
+    from hwbridge.policy.service_rules import service_pattern
+
+    try:
+        return service_pattern(name)
+    except ValueError as exc:
+        raise CliError(f"{option} {name}: {str(exc).removeprefix('allow_services: ')}") from exc
 
 
 def _in_database(db: Any, name: str) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hwbridge.core.lifetime import Closing
+from hwbridge.core.models import ToolError
 
 __all__ = [
     "FUNCTIONAL_11",
@@ -21,6 +22,7 @@ __all__ = [
     "Ecu",
     "EcuReply",
     "ObdAdapter",
+    "UnansweredRequest",
     "is_response_id",
 ]
 
@@ -91,6 +93,12 @@ class EcuReply:
     @property
     def complete(self) -> bool:
         return self.error is None
+
+
+class UnansweredRequest(ToolError):
+    """The adapter sent the request, but its answer did not finish in time. For a read it
+    is a timeout like any other; for a service that changes state it is not a failure:
+    the request reached the vehicle and may have taken effect."""
 
 
 class ObdAdapter(Closing, ABC):

@@ -12,15 +12,17 @@ never reported as not sent: after the write, a missing confirmation is said in t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import re
 import time
 from typing import Any
 
 from hwbridge.core.models import ToolError
 from hwbridge.policy import CommandRequest, SendPolicy
+from hwbridge.policy.outcomes import failure_outcome
 from hwbridge.serial.spec.loader import LoadedSpec
 from hwbridge.serial.spec.models import CommandSpec, ParamSpec
+from hwbridge.serial.spec.patterns import DevicePattern
 from hwbridge.serial.tools.values import bounded, typed_value
 from hwbridge.serial.transport.adapter import PySerialAdapter
 
@@ -43,13 +45,13 @@ class CommandRunner:
         self.write_terminator = port.write_terminator or port.terminator
         self.timeout_s = port.timeout_ms / 1000
         self._replies = {
-            name: re.compile(c.reply) for name, c in self.spec.commands.items() if c.reply
+            name: DevicePattern(c.reply) for name, c in self.spec.commands.items() if c.reply
         }
         errors = self.spec.errors
-        self._error_reply = re.compile(errors.reply) if errors else None
-        self._error_ok = re.compile(errors.ok) if errors and errors.ok else None
+        self._error_reply = DevicePattern(errors.reply) if errors else None
+        self._error_ok = DevicePattern(errors.ok) if errors and errors.ok else None
         identity = self.spec.identity
-        self._identity = re.compile(identity.expect) if identity else None
+        self._identity = DevicePattern(identity.expect) if identity else None
         self.identified_generation: int | None = None  # the connection the identity held for
         self.identity_reply: str | None = None
 
@@ -140,14 +142,23 @@ class CommandRunner:
         self.identify(port, deadline)  # before the policy asks anyone: a wrong device ends here
         with self.policy.open_audit() as audit:  # AUDIT_FAILED here, before anything is sent
             self.policy.check(request)
-            with port.transaction(max(0.0, deadline - time.monotonic())):
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(port.transaction(max(0.0, deadline - time.monotonic())))
+                except ToolError as exc:  # PORT_BUSY after consent: nothing went out
+                    audit.write(request, "failed", exc.code)
+                    raise
                 try:
                     self.identify(port, deadline)  # the port may have reopened meanwhile
                 except ToolError as exc:
                     self.policy.audit(request, outcome="refused", code=exc.code)
                     raise
-                port.reset_input()
-                port.write_line(line)
+                try:
+                    port.reset_input()
+                    port.write_line(line)
+                except ToolError as exc:  # after consent: the log says what became of it
+                    audit.write(request, failure_outcome(exc), exc.code)
+                    raise
                 audit_error = audit.write(request, "sent")
                 result = self._confirm(name, command, request, line, deadline)
         if audit_error:
@@ -197,13 +208,20 @@ class CommandRunner:
         while True:
             left = deadline - time.monotonic()
             try:
+                if left <= 0 and skipped:  # a device that talks without end: time is up
+                    raise ToolError("NO_REPLY", "the deadline passed")
                 text = port.read_line(max(0.0, left))
             except ToolError as exc:
                 if exc.code != "NO_REPLY":
                     raise
                 if not after_write and self.spec.errors and self.spec.errors.query:
                     wait = timeout_s if timeout_s is not None else self.timeout_s
-                    code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, wait))
+                    try:
+                        code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, wait))
+                    except ToolError as queue_exc:  # the command's own NO_REPLY says more
+                        if queue_exc.code != "NO_REPLY":
+                            raise
+                        code = None
                     if code is not None:
                         raise _device_error(name, code, written=False) from exc
                 note = f" ({skipped} line(s) of another form arrived)" if skipped else ""
