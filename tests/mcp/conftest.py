@@ -87,11 +87,11 @@ def stdio_session(*options: str, stderr: Path) -> Session:
 
 
 def start_http(
-    *options: str, env: dict[str, str] | None = None
+    *options: str, env: dict[str, str] | None = None, address: str = "127.0.0.1:0"
 ) -> tuple[subprocess.Popen[str], str]:
-    """`hwbridge mcp --http 127.0.0.1:0 OPTIONS` in its own process; (process, URL)."""
+    """`hwbridge mcp --http ADDRESS OPTIONS` in its own process; (process, URL)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "hwbridge", "mcp", "--http", "127.0.0.1:0", *options],
+        [sys.executable, "-m", "hwbridge", "mcp", "--http", address, *options],
         cwd=ROOT,
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         stdin=subprocess.DEVNULL,

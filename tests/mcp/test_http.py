@@ -98,3 +98,18 @@ def test_a_cancelled_wait_over_http(server: Session) -> None:
     took, progress = server.run(cancelled)
     assert took < 1.0 and progress[0] == 0.5
     assert not call(server, "bus_status").is_error  # and the server serves on
+
+
+def test_every_loopback_spelling_keeps_the_rebinding_protection() -> None:
+    process, address = start_http(
+        "--bus", f"virtual:mcp-alias-{uuid.uuid4().hex[:8]}", address="127.0.0.2:0"
+    )
+    try:
+        assert address.startswith("http://127.0.0.2:")
+        body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        evil = {"Host": "evil.example", "Origin": "http://evil.example"}
+        assert httpx2.post(address, json=body, headers=evil).status_code in (403, 421)
+        hostile_origin = httpx2.post(address, json=body, headers={"Origin": "http://evil.example"})
+        assert hostile_origin.status_code in (403, 421)
+    finally:
+        stop(process)

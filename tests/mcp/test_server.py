@@ -248,3 +248,37 @@ def test_hostile_calls_are_refused_at_once_and_bounded() -> None:
         for (_, _, code), (took, result) in zip(cases, served(car, hostile), strict=True):
             assert result.is_error and text_of(result).startswith(code)
             assert len(text_of(result)) < 2_000 and took < 1.0
+
+
+def test_cancelled_reads_cannot_pile_up_without_end() -> None:
+    relay = Relay(seconds=0.0)
+
+    async def cancel_and_repeat(client: Client) -> tuple[str, Any, Any]:
+        for _ in range(3):  # each cancelled read still waits out its 600 ms
+            with anyio.move_on_after(0.05):
+                await client.call_tool("watch", {"timeout_ms": 600})
+        busy = await client.call_tool("switch", {"on": True})
+        await anyio.sleep(0.8)  # the abandoned reads have ended: room again
+        again = await client.call_tool("switch", {"on": True})
+        return text_of(busy), busy.is_error, again.structured_content
+
+    busy, failed, again = served(relay, cancel_and_repeat, max_running=2)
+    assert failed and busy.startswith("BUSY")
+    assert again == {"on": True} and relay.switched == [True]  # the refused one never ran
+
+
+def test_what_changes_state_is_logged_whoever_reads_the_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def switch(client: Client) -> Any:
+        return await client.call_tool("switch", {"on": True})
+
+    with caplog.at_level(logging.INFO, logger="hwbridge.mcp"):
+        served(Relay(seconds=0.0), switch)
+    assert "switch executed" in caplog.text  # an HTTP client that hung up leaves this behind
+
+
+def test_an_empty_token_never_means_no_token() -> None:
+    for empty in ("", "   "):
+        with pytest.raises(ValueError, match="bearer token is empty"):
+            serve(Relay(), http="127.0.0.1:0", token=empty)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from contextlib import ExitStack
@@ -101,6 +102,9 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         return _print_config(args, address)
     token = _token(args)
+    calls_log = logging.getLogger("hwbridge.mcp.calls")
+    if calls_log.getEffectiveLevel() > logging.INFO:  # what changed state, on stderr
+        calls_log.setLevel(logging.INFO)
     from hwbridge.cli.chat import drivers
 
     with ExitStack() as stack:

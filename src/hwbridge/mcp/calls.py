@@ -16,22 +16,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from typing import Any
 
 from mcp import types
 from mcp.server import ServerRequestContext
 
-from hwbridge.core.aio import ExecutionCancelled
+from hwbridge.core.aio import WORKER_SLOT, ExecutionCancelled, WorkerSlot
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverResponse, ToolCall, ToolError
 from hwbridge.mcp.tools import call_result, error_result
 
-__all__ = ["PROGRESS_INTERVAL_S", "CallHandler"]
+__all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "CallHandler"]
 
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 0.5
+MAX_RUNNING = 32
+"""Calls running at once per server: a client that cancels and repeats long reads cannot
+pile up threads and bus waiters without end (BUSY beyond)."""
 # Arguments that say how long a call may take, in milliseconds (CAN, serial, OBD tools).
 _DURATION_ARGUMENTS = ("timeout_ms", "duration_ms")
 
@@ -48,10 +52,14 @@ class CallHandler:
         *,
         offered: frozenset[str] | None = None,
         progress_interval_s: float = PROGRESS_INTERVAL_S,
+        max_running: int = MAX_RUNNING,
     ) -> None:
         self.driver = driver
         self.offered = offered
         self.progress_interval_s = progress_interval_s
+        self.max_running = max_running
+        self._running = 0  # calls whose worker has not ended (cancelled reads included)
+        self._count = threading.Lock()
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -63,25 +71,48 @@ class CallHandler:
         calls = self.driver.detect_tool_call({"tool": name, "arguments": arguments})
         if not calls:
             return self._unknown(name, arguments)
-        task = asyncio.ensure_future(self._execute(calls[:1]))
+        with self._count:
+            busy = self._running >= self.max_running
+            if not busy:
+                self._running += 1
+        if busy:  # cancelled reads still run to their own timeout
+            return error_result(
+                f"BUSY: {self.max_running} calls are still running on this server (some "
+                "may be cancelled reads waiting out their timeout); try again in a moment."
+            )
+        slot = WorkerSlot(self._release)
+        task = asyncio.ensure_future(self._execute(calls[:1], slot))
+        task.add_done_callback(lambda _done: slot.call_ended())
+        changes_state = self._changes_state(name)
         try:
             await self._wait(task, ctx, name, _expected_s(arguments))
         except asyncio.CancelledError:
             # Cancelled once, in its own task: never again and again by the server's cancel
             # scope, which would spin while a send finishes.
             task.cancel()
-            task.add_done_callback(lambda done: _log_cancelled(name, done))
+            task.add_done_callback(lambda done: _log_cancelled(name, done, changes_state))
             raise
         response, cancelled = task.result()
         if response is None:  # cancelled from elsewhere (the worker's own shutdown)
             response = cancelled.response if cancelled is not None else None
         if response is None:
             return error_result("INTERNAL_ERROR: the call was cancelled before it ran")
+        if changes_state:  # in the server's log too: an HTTP client may hang up unseen
+            log.info("%s %s%s", name, _outcome(response), _detail(response))
         return call_result(response)
 
-    async def _execute(self, calls: list[ToolCall]) -> _Ran:
+    def _release(self) -> None:
+        with self._count:
+            self._running -= 1
+
+    def _changes_state(self, name: str) -> bool:
+        return any(t.name == name and not t.read_only for t in self.driver.list_tools())
+
+    async def _execute(self, calls: list[ToolCall], slot: WorkerSlot) -> _Ran:
         """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
-        raised, so its outcome (what went out) survives the cancellation."""
+        raised, so its outcome (what went out) survives the cancellation. Its worker
+        thread holds `slot` until it ends."""
+        WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
         try:
             return await self.driver.aexecute_tool_call(calls), None
         except ExecutionCancelled as exc:
@@ -142,7 +173,15 @@ def _expected_s(arguments: dict[str, Any]) -> float | None:
     return None
 
 
-def _log_cancelled(name: str, task: asyncio.Future[_Ran]) -> None:
+def _outcome(response: DriverResponse) -> str:
+    return "executed" if response.call_executed else "failed"
+
+
+def _detail(response: DriverResponse) -> str:
+    return f": {response.call_detail}" if response.call_detail else ""
+
+
+def _log_cancelled(name: str, task: asyncio.Future[_Ran], changes_state: bool) -> None:
     """The outcome of a call the client cancelled: nobody else will ever see it."""
     if task.cancelled():  # before it began
         log.debug("the client cancelled %s before it ran", name)
@@ -159,5 +198,12 @@ def _log_cancelled(name: str, task: asyncio.Future[_Ran]) -> None:
         log.warning("the client cancelled %s after it started; it %s%s", name, outcome, detail)
     elif cancelled is not None:
         log.debug("the client cancelled %s; nothing it did changed state", name)
+    elif response is not None and changes_state:
+        log.warning(
+            "the client cancelled %s as it ended; it %s%s",
+            name,
+            _outcome(response),
+            _detail(response),
+        )
     else:
         log.debug("the client cancelled %s as it ended; its answer is dropped", name)

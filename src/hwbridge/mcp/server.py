@@ -27,8 +27,8 @@ from hwbridge.__about__ import __version__
 from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.orchestrator import Orchestrator
-from hwbridge.mcp.calls import PROGRESS_INTERVAL_S, CallHandler
-from hwbridge.mcp.http import is_loopback, parse_address, run_http
+from hwbridge.mcp.calls import MAX_RUNNING, PROGRESS_INTERVAL_S, CallHandler
+from hwbridge.mcp.http import parse_address, run_http
 from hwbridge.mcp.resources import Resources
 from hwbridge.mcp.tools import mcp_tools
 
@@ -43,11 +43,14 @@ def build_server(
     name: str = "hwbridge",
     tools: Iterable[str] | None = None,
     progress_interval_s: float = PROGRESS_INTERVAL_S,
+    max_running: int = MAX_RUNNING,
 ) -> Server[Any]:
     """An MCP server for `driver` (a HybridDriver, an Orchestrator, a decorator; any other
     tool driver is put behind an Orchestrator), ready for any transport or for the SDK's
     in-memory `Client(server)`. `tools` names the only tools to offer (default: all the
-    driver offers); the others are unknown to the server. It does not close the driver."""
+    driver offers); the others are unknown to the server. At most `max_running` calls run at
+    once (a cancelled read counts until its own timeout ends it): BUSY beyond. It does not
+    close the driver."""
     hybrid = as_hybrid(driver)
     offered = _offered(hybrid, tools)
 
@@ -63,7 +66,12 @@ def build_server(
         title=hybrid.meta.name,
         instructions=hybrid.get_native_system_message(),
         on_list_tools=list_tools,
-        on_call_tool=CallHandler(hybrid, offered=offered, progress_interval_s=progress_interval_s),
+        on_call_tool=CallHandler(
+            hybrid,
+            offered=offered,
+            progress_interval_s=progress_interval_s,
+            max_running=max_running,
+        ),
         on_list_resources=resources.list,
         on_read_resource=resources.read,
     )
@@ -109,18 +117,14 @@ def serve(
     `tools` names the only tools to offer. `ready(url)` is called once HTTP listens.
     Blocks; does not close the driver."""
     server = build_server(driver, name=name, tools=tools)
+    if token is not None and not token.strip():  # an unset variable must not mean "open"
+        raise ValueError("the bearer token is empty: give a token, or token=None for none")
     if http is None:
         if token:
             raise ValueError("a bearer token only applies to HTTP (http='HOST:PORT')")
         anyio.run(run_stdio, server)
         return
     host, port = parse_address(http)
-    if not is_loopback(host) and not token:
-        log.warning(
-            "serving %s on %s without a bearer token: anyone who can reach it can call its tools",
-            driver.meta.name,
-            host,
-        )
 
     async def main() -> None:
         await run_http(server, host, port, token=token, ready=ready or _announce)

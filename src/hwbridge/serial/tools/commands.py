@@ -29,6 +29,7 @@ from hwbridge.serial.transport.adapter import PySerialAdapter
 __all__ = ["CommandRunner"]
 
 _ERROR_QUERY_S = 0.5  # time kept for asking the error queue after a command
+_MAX_STALE_ERRORS = 8  # errors read out of the queue before a command that changes state
 
 
 class CommandRunner:
@@ -153,6 +154,7 @@ class CommandRunner:
                 except ToolError as exc:
                     self.policy.audit(request, outcome="refused", code=exc.code)
                     raise
+                earlier = self._stale_errors(deadline)
                 try:
                     port.reset_input()
                     port.write_line(line)
@@ -161,6 +163,8 @@ class CommandRunner:
                     raise
                 audit_error = audit.write(request, "sent")
                 result = self._confirm(name, command, request, line, deadline)
+                if earlier:
+                    result["earlier_device_errors"] = earlier
         if audit_error:
             result["audit_error"] = audit_error
         return result
@@ -251,6 +255,30 @@ class CommandRunner:
         if match is None or (self._error_ok is not None and self._error_ok.search(text)):
             return None
         return bounded(match.group("code"), 16)
+
+    def _stale_errors(self, deadline: float) -> list[str]:
+        """Errors already waiting in the device's queue before a command that changes state
+        (a trip, an earlier command): read out first, so that the error read after the
+        write is this command's own and a command that took effect is never reported as
+        refused. Bounded; a queue that does not answer leaves the check to after the write."""
+        errors = self.spec.errors
+        if errors is None or not errors.query:
+            return []
+        found: list[str] = []
+        for _ in range(_MAX_STALE_ERRORS):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, left))
+            except ToolError as exc:
+                if exc.code != "NO_REPLY":
+                    raise
+                break
+            if code is None:
+                break
+            found.append(code)
+        return found
 
     def _error_queue(self, deadline: float) -> str | None:
         """Ask the error queue once (the caller holds the transaction)."""
