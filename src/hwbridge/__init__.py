@@ -18,12 +18,14 @@ from hwbridge.core import (
     DriverBinding,
     DriverMeta,
     DriverResponse,
+    DriverTrustError,
     ExecutionCancelled,
     Health,
     Hooks,
     HybridDriver,
     MCSDriver,
     MCSToolDriver,
+    NativeToolContext,
     Orchestrator,
     PromptPackError,
     PromptStrategy,
@@ -40,6 +42,7 @@ from hwbridge.core import (
     TrustManifest,
     Usage,
     estimate_tokens,
+    load_driver,
 )
 
 if TYPE_CHECKING:
@@ -82,12 +85,14 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "DriverTrustError",
     "ExecutionCancelled",
     "Health",
     "Hooks",
     "HybridDriver",
     "MCSDriver",
     "MCSToolDriver",
+    "NativeToolContext",
     "ObdDriver",
     "Orchestrator",
     "PromptPackError",
@@ -109,4 +114,5 @@ __all__ = [
     "__version__",
     "counter_and_checksum",
     "estimate_tokens",
+    "load_driver",
 ]

@@ -348,11 +348,15 @@ def test_an_allow_no_bridge_knows_is_a_usage_error(
     fake_openai: FakeProvider,
     channel: str,
 ) -> None:
-    r = chat(
-        capsys,
-        monkeypatch,
-        *local(fake_openai, "--bus", f"virtual:{channel}", "--allow", "ClimateComand"),
-        stdin="",
-    )
+    alone = ("--bus", f"virtual:{channel}", "--allow", "ClimateComand")
+    r = chat(capsys, monkeypatch, *local(fake_openai, *alone), stdin="")
+    assert r.code == 2  # the CAN bridge alone: its own words, with the close names
+    assert "--allow ClimateComand: no message named 'ClimateComand'; did you mean" in r.err
+    both = (*alone, "--obd", f"virtual:{channel}")
+    r = chat(capsys, monkeypatch, *local(fake_openai, *both), stdin="")
     assert r.code == 2
     assert "--allow ClimateComand: no CAN message, serial command or diagnostic service" in r.err
+    services = ("--bus", f"virtual:{channel}", "--allow-service", "obd_clear_dtcs")
+    r = chat(capsys, monkeypatch, *local(fake_openai, *services), stdin="")
+    assert r.code == 2
+    assert "--allow-service needs --obd" in r.err

@@ -157,3 +157,21 @@ def test_every_call_is_answered_when_the_port_is_gone(psu: BenchPsu) -> None:
     driver.close()
     assert code(call(driver, "measure_voltage")) == "PORT_DOWN"
     assert call(driver, "port_status").tool_call_result["state"] == "down"
+
+
+def test_an_error_already_queued_is_never_blamed_on_the_next_command(psu: BenchPsu) -> None:
+    policy = SendPolicy(allow_commands=["set_voltage", "set_current_limit", "output"])
+    with SerialDriver.from_spec(PSU_SPEC, port=str(psu.link), policy=policy) as bench:
+        for tool, arguments in (
+            ("set_current_limit", {"amps": 1}),
+            ("set_voltage", {"volts": 5}),
+            ("output", {"state": "ON"}),
+        ):
+            assert call(bench, tool, **arguments).call_executed
+        psu.load_ohms = 1.0  # the load shorts: 5 A > 1 A, the supply trips and queues -300
+        call(bench, "measure_voltage")
+        r = call(bench, "set_voltage", volts=3)
+        assert r.call_executed, r.call_detail  # it took effect: never "refused"
+        assert r.tool_call_result["confirmed"] is True
+        assert r.tool_call_result["earlier_device_errors"] == ["-300"]
+        assert psu.volts == 3.0

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.database.database import CanDatabase
@@ -25,6 +24,7 @@ from hwbridge.can.tools.tool_driver import CanToolDriver, Exposure
 from hwbridge.can.transport.adapter import BusSpec, CanAdapter
 from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
 from hwbridge.policy import SendPolicy
@@ -82,7 +82,7 @@ def _discovery_tools(tool_driver: CanToolDriver) -> DiscoveryTools:
     return DiscoveryTools(lambda: tool_driver.networks[name], session)
 
 
-class CanDriver(HybridDriver):
+class CanDriver(HybridDriver, Closing):
     """An LLM-ready CAN driver: tools generated from the database, gated by a SendPolicy."""
 
     meta = DriverMeta(
@@ -323,14 +323,3 @@ class CanDriver(HybridDriver):
     def close(self) -> None:
         """Stop periodic sends and release every bus; idempotent."""
         self.tool_driver.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -10,8 +10,7 @@ keeps it inside the dataset), `signal_stats` and `find_events`.
 from __future__ import annotations
 
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
@@ -19,6 +18,7 @@ from hwbridge.captures.questions import OPS, Questions
 from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
 from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
 from hwbridge.core.prompts import PromptStrategy
 
@@ -29,7 +29,7 @@ _TIME = {"type": "string", "minLength": 1, "maxLength": 64}
 _DAY_MS = 86_400_000
 
 
-class CaptureDriver(HybridDriver):
+class CaptureDriver(HybridDriver, Closing):
     """An LLM-ready driver over a Parquet dataset of decoded captures; read-only."""
 
     meta = DriverMeta(
@@ -146,14 +146,3 @@ class CaptureDriver(HybridDriver):
 
     def close(self) -> None:
         self.engine.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -4,9 +4,9 @@ and OBD-II diagnostics (--obd), under ONE SendPolicy.
 
 `--allow NAME` goes to the bridge that knows the name: a CAN message of the database, a
 serial command that changes the device's state, or a diagnostic service (`obd_clear_dtcs`,
-`uds_0x2E`, ...). A name no bridge knows is a usage error, so a typo cannot silently allow
-nothing. `--obd` takes a CAN bus string (ISO-TP; the same bus as --bus shares its
-connection) or a serial port with an ELM327 on it.
+`uds_0x2E`, ...; `--allow-service` names services only). A name no bridge knows is a usage
+error, so a typo cannot silently allow nothing. `--obd` takes a CAN bus string (ISO-TP; the
+same bus as --bus shares its connection) or a serial port with an ELM327 on it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fnmatch
+import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
@@ -22,58 +24,119 @@ from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, reso
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
+    from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
 
-__all__ = ["add_bridge_options", "open_bridges"]
+__all__ = [
+    "Allowances",
+    "add_bridge_options",
+    "allowances",
+    "is_serial_port",
+    "open_bridges",
+    "serves_can",
+    "serves_serial",
+]
 
 _GLOB = set("*?[")
+_SERIAL_URLS = ("socket://", "rfc2217://", "loop://", "spy://", "alt://", "hwgrep://")
+
+
+@dataclass(frozen=True)
+class Allowances:
+    """What --allow and --allow-service give each bridge's part of the one policy."""
+
+    messages: list[str]
+    commands: list[str]
+    services: list[str]
 
 
 def add_bridge_options(parser: argparse.ArgumentParser) -> None:
-    """--spec/--port and --obd beside the CAN options (add_driver_options)."""
+    """--spec/--port, --obd and --allow-service beside the CAN options (add_driver_options)."""
     add_serial_options(parser)
+    parser._option_string_actions["--spec"].help = (
+        "also a serial device: its spec (TOML), or the name of a bundled one "
+        "(bench_psu, gnss_nmea); needs --port"
+    )
+    parser._option_string_actions["--port"].help = (
+        "the serial device's port: a path (/dev/ttyUSB0, COM3) or a pyserial URL "
+        "(socket://, rfc2217://); alone, the generic port tools"
+    )
     parser.add_argument(
         "--obd",
         metavar="BUS_OR_PORT",
-        help="OBD-II and read-only UDS: a CAN bus string (ISO-TP; the same as --bus shares "
-        "its connection) or a serial port with an ELM327 (/dev/ttyUSB0, socket://HOST:PORT)",
+        help="also vehicle diagnostics (OBD-II, read-only UDS): over ISO-TP on a CAN bus "
+        "(any --bus form; the value of --bus shares its connection) or through an ELM327 on "
+        "a serial port (/dev/ttyUSB0, COM3, socket://HOST:PORT)",
+    )
+    parser.add_argument(
+        "--allow-service",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="SERVICE",
+        help="diagnostic services the send policy allows (obd_clear_dtcs, uds_0x2E, globs); "
+        "--allow takes them too; without either, diagnostics are read-only",
     )
     allow = parser._option_string_actions["--allow"]
     allow.metavar = "NAME"
     allow.help = (
-        "what the send policy allows, by name or glob: CAN messages of the database, serial "
-        "commands that change the device's state, diagnostic services (obd_clear_dtcs, "
-        "uds_0x2E); without it everything is read-only"
+        "what the send policy allows, by name or glob: CAN messages of the database "
+        "('Climate*'), serial commands that change the device's state ('set_*'), diagnostic "
+        "services (obd_clear_dtcs, uds_0x2E); each name goes to the bridge that knows it; "
+        "without it everything is read-only"
     )
 
 
-def open_bridges(args: argparse.Namespace, stack: contextlib.ExitStack) -> dict[str, MCSToolDriver]:
-    """The drivers the options name (closed by `stack`), labelled can, serial and obd."""
+def serves_can(args: argparse.Namespace, *, offline: bool) -> bool:
+    """Whether the CAN driver is part of the setup: with --bus; with `offline` (a server
+    that offers the catalog without a bus) also with --dbc, or when nothing else is named."""
+    if args.bus is not None:
+        return True
+    if not offline:
+        return False
+    others = args.obd is not None or serves_serial(args)
+    return not others or args.dbc is not None
+
+
+def serves_serial(args: argparse.Namespace) -> bool:
+    if args.spec is not None and args.port is None:
+        raise CliError("--spec needs --port PORT: the device is talked to, not described")
+    return args.port is not None
+
+
+def open_bridges(
+    args: argparse.Namespace, stack: contextlib.ExitStack, *, offline: bool = False
+) -> dict[str, MCSToolDriver]:
+    """The drivers the options name (closed by `stack`), labelled can, serial and obd,
+    sharing one SendPolicy. `offline`: the CAN catalog is served even without a bus."""
     from hwbridge.policy import SendPolicy
 
-    if args.bus is None and args.spec is None and args.port is None and args.obd is None:
+    if not offline and args.bus is None and args.port is None and args.obd is None:
+        if args.spec is not None:
+            serves_serial(args)  # says --spec needs --port
         raise CliError("name a bridge: --bus (CAN), --spec and --port (serial), or --obd")
-    messages, commands, services = _allowances(args)
-    policy = SendPolicy(allow_messages=messages, allow_commands=commands, allow_services=services)
+    given = allowances(args, offline=offline)
+    policy = SendPolicy(
+        allow_messages=given.messages, allow_commands=given.commands, allow_services=given.services
+    )
     drivers: dict[str, MCSToolDriver] = {}
-    if args.bus is not None:
-        can = stack.enter_context(open_driver(args, policy=policy))
-        drivers["can"] = can
-    if args.spec is not None or args.port is not None:
+    if serves_can(args, offline=offline):
+        drivers["can"] = stack.enter_context(open_driver(args, policy=policy))
+    if serves_serial(args):
         drivers["serial"] = stack.enter_context(open_serial_driver(args, policy=policy))
     if args.obd is not None:
         drivers["obd"] = stack.enter_context(_open_obd(args, policy, drivers.get("can")))
     return drivers
 
 
-def _allowances(args: argparse.Namespace) -> tuple[list[str], list[str], list[str]]:
-    """Each --allow name, given to every bridge that knows it."""
-    messages: list[str] = []
-    commands: list[str] = []
-    services: list[str] = []
-    db = load_database(database_path(args), debug=bool(args.debug)) if args.bus else None
+def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances:
+    """Each --allow name, given to every bridge that knows it; --allow-service to the
+    diagnostics. Checked before anything opens, so a typo costs no connection."""
+    can = serves_can(args, offline=offline)
+    serial = serves_serial(args)
+    db = load_database(database_path(args), debug=bool(args.debug)) if can else None
     changing: list[str] = []
-    if args.spec is not None:
+    if serial and args.spec is not None:
         from hwbridge.serial import SpecError, load_spec
 
         try:
@@ -81,6 +144,12 @@ def _allowances(args: argparse.Namespace) -> tuple[list[str], list[str], list[st
         except SpecError as exc:
             raise CliError(one_line(str(exc))) from exc
         changing = sorted(n for n, c in spec.commands.items() if c.changes_state)
+    diagnostics = args.obd is not None
+    services = [_service(name, "--allow-service") for name in getattr(args, "allow_service", [])]
+    if services and not diagnostics:
+        raise CliError("--allow-service needs --obd BUS_OR_PORT: no diagnostics are served")
+    messages: list[str] = []
+    commands: list[str] = []
     for name in args.allow:
         placed = False
         if db is not None and _in_database(db, name):
@@ -89,15 +158,32 @@ def _allowances(args: argparse.Namespace) -> tuple[list[str], list[str], list[st
         if any(fnmatch.fnmatchcase(c, name) for c in changing):
             commands.append(name)
             placed = True
-        if args.obd is not None and name.lower().startswith(("obd_", "uds_")):
-            services.append(name)
+        if diagnostics and name.lower().startswith(("obd_", "uds_")):
+            services.append(_service(name, "--allow"))
             placed = True
-        if not placed:
+        if placed:
+            continue
+        if db is not None and not serial and not diagnostics:
+            resolve_allow(db, [name])  # the database's own words, with close names
+        if serial and db is None and not diagnostics:
+            listed = ", ".join(changing) or "none"
             raise CliError(
-                f"--allow {name}: no CAN message, serial command or diagnostic service of "
-                "this setup has that name"
+                f"--allow {name}: matches no command that changes state (these do: {listed})"
             )
-    return messages, commands, services
+        raise CliError(
+            f"--allow {name}: no CAN message, serial command or diagnostic service of "
+            "this setup has that name"
+        )
+    return Allowances(messages, commands, services)
+
+
+def _service(name: str, option: str) -> str:
+    from hwbridge.policy.service_rules import service_pattern
+
+    try:
+        return service_pattern(name)
+    except ValueError as exc:
+        raise CliError(f"{option} {name}: {str(exc).removeprefix('allow_services: ')}") from exc
 
 
 def _in_database(db: Any, name: str) -> bool:
@@ -112,25 +198,33 @@ def _in_database(db: Any, name: str) -> bool:
     return True
 
 
-def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> Any:
-    from hwbridge.can.transport.bus_url import is_replay_url, parse_bus_url
+def is_serial_port(target: str) -> bool:
+    """A serial port (an ELM327's) rather than a CAN bus string: a device path, COMn, or a
+    pyserial URL. `slcan://` is a CAN adapter on a serial port, hence a bus."""
+    if target.startswith(_SERIAL_URLS) or target.startswith(("/dev/", "\\\\.\\")):
+        return True
+    return bool(re.fullmatch(r"(?i)COM\d+", target))
+
+
+def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriver:
+    """The diagnostic driver --obd names: on the CAN driver's own connection when it is the
+    same bus, over ISO-TP on another bus, or through an ELM327 on a serial port."""
     from hwbridge.core.models import ToolError
     from hwbridge.obd import ObdDriver
 
     target: str = args.obd
     try:
-        if target == args.bus and can is not None:
+        if can is not None and target == args.bus:
             return ObdDriver.from_can(can, policy)  # one connection for both
-        try:
-            is_bus = is_replay_url(target) or bool(parse_bus_url(target))
-        except ValueError:
-            is_bus = False  # not a bus string: a serial port with an ELM327
-        if is_bus:
-            return ObdDriver.from_can(target, policy)
-        return ObdDriver.from_elm327(target, policy)
+        if is_serial_port(target):
+            return ObdDriver.from_elm327(target, policy)
+        return ObdDriver.from_can(bus=target, policy=policy)
     except ToolError as exc:
         raise CliError(
             f"--obd {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME
         ) from exc
-    except (ValueError, OSError) as exc:
-        raise CliError(f"--obd {target}: {one_line(str(exc))}", EXIT_RUNTIME) from exc
+    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
+        raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
+    except OSError as exc:
+        reason = one_line(exc.strerror or str(exc))
+        raise CliError(f"--obd {target}: {reason}", EXIT_RUNTIME) from exc

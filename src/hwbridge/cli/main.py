@@ -20,7 +20,9 @@ from hwbridge.cli import (
     decode,
     demo,
     discover,
+    drivers,
     inspector,
+    mcp_server,
     ports,
     prompt,
     schema,
@@ -78,7 +80,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug", action="store_true", help="show tracebacks and debug logs on errors"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (tools, prompt, inspector, chat, sim, schema, decode, discover, demo, ports):
+    for module in (
+        tools,
+        prompt,
+        inspector,
+        chat,
+        mcp_server,
+        drivers,
+        sim,
+        schema,
+        decode,
+        discover,
+        demo,
+        ports,
+    ):
         module.register(sub)
     for name, choice in sub.choices.items():
         choice.epilog = f"{choice.epilog}\n{EXIT_STATUS}" if choice.epilog else EXIT_STATUS

@@ -12,6 +12,7 @@ from hwbridge.core.models import (
     DriverBinding,
     DriverMeta,
     DriverResponse,
+    NativeToolContext,
     Tool,
     ToolCall,
     ToolError,
@@ -31,6 +32,13 @@ from hwbridge.core.runner import (
     Step,
     Usage,
 )
+from hwbridge.core.trust import (
+    DriverTrustError,
+    installed_drivers,
+    load_driver,
+    verify_distribution,
+    wheel_digest,
+)
 
 __all__ = [
     "AuditLog",
@@ -43,12 +51,14 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "DriverTrustError",
     "ExecutionCancelled",
     "Health",
     "Hooks",
     "HybridDriver",
     "MCSDriver",
     "MCSToolDriver",
+    "NativeToolContext",
     "Orchestrator",
     "PromptPackError",
     "PromptStrategy",
@@ -66,4 +76,8 @@ __all__ = [
     "TrustManifest",
     "Usage",
     "estimate_tokens",
+    "installed_drivers",
+    "load_driver",
+    "verify_distribution",
+    "wheel_digest",
 ]

@@ -23,9 +23,10 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
-__all__ = ["CallJob", "ExecutionCancelled", "run_in_worker"]
+__all__ = ["WORKER_SLOT", "CallJob", "ExecutionCancelled", "WorkerSlot", "run_in_worker"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,43 @@ class CallJob:
             return self.mutating
 
 
+class WorkerSlot:
+    """One call's place among a server's running calls. It is held until the call's worker
+    threads have ended, not merely until the call was answered or cancelled: a cancelled
+    read's thread runs on to its own timeout, and a client that cancels and repeats must
+    not pile such threads up without end. `release` runs once, from any thread."""
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._answered = False
+        self._released = False
+
+    def thread_started(self) -> None:
+        with self._lock:
+            self._threads += 1
+
+    def thread_ended(self) -> None:
+        with self._lock:
+            self._threads -= 1
+            self._settle()
+
+    def call_ended(self) -> None:
+        with self._lock:
+            self._answered = True
+            self._settle()
+
+    def _settle(self) -> None:
+        if self._answered and self._threads == 0 and not self._released:
+            self._released = True
+            self._release()
+
+
+WORKER_SLOT: ContextVar[WorkerSlot | None] = ContextVar("hwbridge_worker_slot", default=None)
+"""The slot of the call being run in this context (set by a server that bounds its calls)."""
+
+
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():
         return
@@ -86,6 +124,7 @@ async def run_in_worker(work: Callable[[CallJob], T], *, name: str = "hwbridge-c
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     job = CallJob()
+    slot = WORKER_SLOT.get()
 
     def target() -> None:
         result: Any = None
@@ -94,11 +133,16 @@ async def run_in_worker(work: Callable[[CallJob], T], *, name: str = "hwbridge-c
             result = work(job)
         except BaseException as exc:  # handed to the awaiting side, never lost
             error = exc
+        finally:
+            if slot is not None:
+                slot.thread_ended()
         try:
             loop.call_soon_threadsafe(_settle, future, result, error)
         except RuntimeError:  # the loop has closed: nobody is waiting any more
             log.debug("a driver call finished after its event loop closed")
 
+    if slot is not None:
+        slot.thread_started()
     threading.Thread(target=target, name=name, daemon=True).start()
     try:
         return await asyncio.shield(future)

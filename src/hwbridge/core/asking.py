@@ -33,6 +33,6 @@ def ask_with_timeout(
 
     threading.Thread(target=asking, name=f"consent:{what}", daemon=True).start()
     if not done.wait(timeout_s):
-        log.warning("no consent for %s within %.0f s; refused", what, timeout_s)
+        log.warning("no consent for %s within %g s; refused", what, timeout_s)
         return False
     return bool(answer) and answer[0] is True

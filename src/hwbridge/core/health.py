@@ -55,6 +55,20 @@ class Health(BaseModel):
         """True unless the status is `degraded` or `down`."""
         return _RANK[self.status] < _RANK["degraded"]
 
+    # The MCS reference SDK reads a health check as its `HealthCheckResult` mapping.
+    def get(self, key: str, default: Any = None) -> Any:
+        """`health.get("status")` as the reference SDK reads it: its `HealthStatus` (OK for
+        ok and offline, WARNING for degraded, ERROR for down, UNKNOWN); other keys are
+        this report's fields."""
+        if key == "status":
+            return _reference_status(self.status)
+        return getattr(self, key) if key in type(self).model_fields else default
+
+    def __getitem__(self, key: str) -> Any:
+        if key != "status" and key not in type(self).model_fields:
+            raise KeyError(key)
+        return self.get(key)
+
     @classmethod
     def combine(cls, parts: Mapping[str, Health], **details: Any) -> Health:
         """A report whose status is the worst of its parts'."""
@@ -90,6 +104,25 @@ class SupportsHealthcheck(Protocol):
 @runtime_checkable
 class SupportsRawSpec(Protocol):
     def raw_spec(self) -> dict[str, RawSpec]: ...
+
+
+_REFERENCE_STATUS: Mapping[str, str] = {
+    "ok": "OK",
+    "offline": "OK",  # built without a connection on purpose: nothing is wrong
+    "degraded": "WARNING",
+    "down": "ERROR",
+    "unknown": "UNKNOWN",
+}
+
+
+def _reference_status(status: str) -> Any:
+    """The reference SDK's HealthStatus member (its name as text without the SDK)."""
+    name = _REFERENCE_STATUS.get(status, "UNKNOWN")
+    try:
+        from mcs.driver.core.mixins.healthcheck import HealthStatus as Reference
+    except ImportError:
+        return name
+    return Reference(name)
 
 
 def worst_status(statuses: Iterable[str]) -> HealthStatus:

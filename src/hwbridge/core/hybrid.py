@@ -28,12 +28,13 @@ from hwbridge.core.models import (
     Dialect,
     DriverMeta,
     DriverResponse,
+    NativeToolContext,
     Tool,
     ToolCall,
     ToolError,
     trusted,
 )
-from hwbridge.core.native import native_tools
+from hwbridge.core.native import Provider, native_tools
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.core.validation import ArgumentValidator
 
@@ -46,6 +47,7 @@ _DERIVED = (
     Capability.ORCHESTRATABLE,
     Capability.TWO_PHASE,
     Capability.TOOL_CALL_SIGNALING,
+    Capability.TCS,
     Capability.NATIVE_TOOLS,
 )
 _NOT_OBJECT = "arguments are not a JSON object"
@@ -192,6 +194,24 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         """The system prompt to send alongside `get_native_tools`."""
         strategy = self.prompt_strategy.for_model(model_name)
         return strategy.native_system_message(self.driver_guidance(model_name))
+
+    def get_native_tool_context(
+        self, model_name: str | None = None, *, provider: Provider | None = None
+    ) -> NativeToolContext:
+        """The system message and tool definitions for one request (the reference SDK's
+        `SupportsNativeTools`, promised by the `native_tools` flag).
+
+        hwbridge keeps no registry of which model can call functions: name the `provider`
+        and the tools come in its native format beside the native system message; without
+        one they stay written into the system message (`tools` is None), which every model
+        reads, as the reference SDK does when it cannot tell.
+        """
+        if provider is None:
+            return NativeToolContext(system_message=self.get_driver_system_message(model_name))
+        return NativeToolContext(
+            system_message=self.get_native_system_message(model_name),
+            tools=self.get_native_tools(provider),
+        )
 
     # -- MCSDriver: execute ----------------------------------------------------------------
 

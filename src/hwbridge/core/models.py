@@ -20,6 +20,7 @@ __all__ = [
     "DriverBinding",
     "DriverMeta",
     "DriverResponse",
+    "NativeToolContext",
     "Tool",
     "ToolCall",
     "ToolError",
@@ -92,6 +93,21 @@ class DriverMeta(_Frozen):
         if not _SEMVER.match(value):
             raise ValueError(f"version {value!r} is not a semantic version such as 1.0.0")
         return value
+
+    def has_capability(self, contract: type | str) -> bool:
+        """True when the flag of `contract` is listed: a class with a `CAPABILITY` attribute
+        (hwbridge's MCSDriver, or a contract of the MCS reference SDK such as
+        `ToolCallSignaling`, whose flag is `tcs`), a `Capability` or a plain flag."""
+        flag = contract if isinstance(contract, str) else getattr(contract, "CAPABILITY", None)
+        return flag is not None and str(flag) in self.capabilities
+
+    def with_capability(self, contract: type | str) -> DriverMeta:
+        """A copy with the flag of `contract` added (itself when it is listed already), as
+        the reference SDK's wrappers expect of a driver's meta."""
+        flag = contract if isinstance(contract, str) else getattr(contract, "CAPABILITY", None)
+        if flag is None or str(flag) in self.capabilities:
+            return self
+        return self.model_copy(update={"capabilities": [*self.capabilities, str(flag)]})
 
 
 with warnings.catch_warnings():
@@ -200,6 +216,15 @@ class CallView(Protocol):
     def healed(self) -> bool: ...
     @property
     def origin(self) -> str | dict[str, Any] | None: ...
+
+
+class NativeToolContext(_Frozen):
+    """What a client needs for one native function-calling request (the MCS reference SDK's
+    `NativeToolContext`): the system message, and the tool definitions in the provider's
+    format, or None when the tools are written into the system message (the text path)."""
+
+    system_message: str
+    tools: list[dict[str, Any]] | None = None
 
 
 class DriverResponse(_Frozen):

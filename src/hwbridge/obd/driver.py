@@ -16,13 +16,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.transport.adapter import BusSpec, CanAdapter, PythonCanAdapter
 from hwbridge.core.health import Health, RawSpec
 from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, packs_dir
 from hwbridge.obd.tools.texts import obd_texts
@@ -41,7 +41,7 @@ _DATA_FILES = ("obd_dtc_descriptions.toml", "uds_identifiers.toml")
 _CLEAR = "obd_clear_dtcs"
 
 
-class ObdDriver(HybridDriver):
+class ObdDriver(HybridDriver, Closing):
     """An LLM-ready diagnostic driver over an ObdAdapter, gated by a SendPolicy."""
 
     meta = DriverMeta(
@@ -207,14 +207,3 @@ class ObdDriver(HybridDriver):
     def close(self) -> None:
         """Release the adapter (and the bus or port it opened); idempotent."""
         self.adapter.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

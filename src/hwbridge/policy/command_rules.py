@@ -15,7 +15,7 @@ from hwbridge.policy.requests import CommandRequest
 
 __all__ = ["CommandRules"]
 
-_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # tab is allowed inside a line
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")  # C0, DEL, C1; tab is allowed
 
 
 class CommandRules:

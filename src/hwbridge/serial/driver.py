@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.health import Health, HealthStatus, RawSpec
 from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.policy import SendPolicy
@@ -34,7 +34,7 @@ SPEC_FORMAT = "hwbridge device spec (TOML)"
 _PORT_ONLY = "port"  # the part name of a driver without a spec
 
 
-class SerialDriver(HybridDriver):
+class SerialDriver(HybridDriver, Closing):
     """An LLM-ready driver for one serial device, gated by a SendPolicy."""
 
     meta = DriverMeta(
@@ -248,17 +248,6 @@ class SerialDriver(HybridDriver):
             self.monitor.close()
         if self._owns_port and self.adapter is not None:
             self.adapter.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def _adapter(

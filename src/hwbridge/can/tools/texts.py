@@ -2,44 +2,30 @@
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from hwbridge.core.prompts import PromptPackError, packs_dir
+from hwbridge.core.tool_texts import StrictTexts, ToolTexts, load_tool_texts
 
 __all__ = ["CanTexts", "can_texts"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Guidance(_Strict):
+class Guidance(StrictTexts):
     read_only: str
     can_send: str
     offline: str
 
 
-class TypedTexts(_Strict):
+class TypedTexts(StrictTexts):
     read: str
     send: str
     cycle: str
     signal: str
 
 
-class CanTexts(_Strict):
+class CanTexts(ToolTexts):
     guidance: Guidance
-    tools: dict[str, dict[str, str]]
     typed: TypedTexts
-
-    def tool(self, name: str) -> str:
-        return self.tools[name]["description"]
-
-    def param(self, tool: str, name: str) -> str | None:
-        return self.tools[tool].get(name)
 
 
 _REQUIRED_TOOLS = (
@@ -52,13 +38,4 @@ _REQUIRED_TOOLS = (
 @cache
 def can_texts(path: Path | None = None) -> CanTexts:
     """Load and check the CAN tool texts (the packaged file unless `path` is given)."""
-    source = path or packs_dir() / "can_tools.toml"
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-        texts = CanTexts.model_validate(raw)
-    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise PromptPackError(f"{source}: {exc}") from None
-    missing = [t for t in _REQUIRED_TOOLS if "description" not in texts.tools.get(t, {})]
-    if missing:
-        raise PromptPackError(f"{source}: no description for tool(s) {', '.join(missing)}")
-    return texts
+    return load_tool_texts(CanTexts, "can_tools.toml", _REQUIRED_TOOLS, path)

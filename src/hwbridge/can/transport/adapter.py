@@ -22,6 +22,7 @@ from typing import Any, Self
 
 import can
 from hwbridge.can.transport.bus_url import bus_kwargs, describe_bus
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import ToolError
 
 __all__ = [
@@ -174,7 +175,7 @@ class PeriodicHandle(ABC):
         self.stop()
 
 
-class CanAdapter(ABC):
+class CanAdapter(Closing, ABC):
     """The port the CAN tools talk to; implementations own their transport's threads."""
 
     @abstractmethod
@@ -210,17 +211,6 @@ class CanAdapter(ABC):
     @property
     def connected(self) -> bool:
         return self.status().connected
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 # --- python-can implementation -------------------------------------------------------

@@ -14,8 +14,9 @@ from hwbridge.core.models import ToolError
 from hwbridge.obd.database.dtcs import decode_dtc, describe_dtc, parse_dtc
 from hwbridge.obd.database.pids import PIDS, Pid, decode_monitor_status, decode_supported, find_pid
 from hwbridge.obd.database.uds import nrc_name
-from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter
+from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter, UnansweredRequest
 from hwbridge.policy import SendPolicy, ServiceRequest
+from hwbridge.policy.outcomes import failure_outcome
 
 __all__ = ["DtcKind", "ObdService"]
 
@@ -324,14 +325,26 @@ class ObdService:
             self.policy.check(request)
             try:
                 replies = self._ask(b"\x04")
+            except UnansweredRequest as exc:  # it went out: the codes may be cleared
+                audit_error = audit.write(request, "sent", exc.code)
+                result: dict[str, Any] = {
+                    "sent": True,
+                    "answered": False,
+                    "acknowledged_by": [],
+                    "note": f"{exc.code}: the request went out but its answer did not finish; "
+                    "the codes may have been cleared. Read them before asking again.",
+                }
+                if audit_error:
+                    result["audit_error"] = audit_error
+                return result
             except ToolError as exc:
-                audit.write(request, "failed", exc.code)
+                audit.write(request, failure_outcome(exc), exc.code)
                 raise
             audit_error = audit.write(request, "sent")
         acknowledged = [e.name for e, _ in self._positive(replies, 0x04)]
         with self._lock:
             self._supported = None  # readiness and support may look different now
-        result: dict[str, Any] = {"sent": True, "acknowledged_by": acknowledged}
+        result = {"sent": True, "acknowledged_by": acknowledged}
         if problems := self._problems(replies):
             result["refused_by"] = problems
         if not replies:

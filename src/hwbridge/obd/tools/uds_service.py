@@ -34,8 +34,9 @@ from hwbridge.obd.database.uds import (
     policy_service,
     service_name,
 )
-from hwbridge.obd.transport.base import Ecu, ObdAdapter
+from hwbridge.obd.transport.base import Ecu, ObdAdapter, UnansweredRequest
 from hwbridge.policy import SendPolicy, ServiceRequest
+from hwbridge.policy.outcomes import failure_outcome
 
 __all__ = ["UdsService"]
 
@@ -222,10 +223,22 @@ class UdsService:
                 self.policy.check(request)
                 try:
                     replies = self.adapter.request(payload, ecu=ecu, timeout_s=self.timeout_s)
+                except UnansweredRequest as exc:  # it went out and may have taken effect
+                    audit_error = audit.write(request, "sent", exc.code)
+                    return {
+                        "ecu": ecu.name,
+                        "service": service_name(payload[0]),
+                        "sent": True,
+                        "answered": False,
+                        "note": f"{exc.code}: the request went out but its answer did not "
+                        "finish; it may have taken effect. Check before sending it again.",
+                        **({"audit_error": audit_error} if audit_error else {}),
+                    }
                 except ToolError as exc:
-                    audit.write(request, "failed", exc.code)
+                    audit.write(request, failure_outcome(exc), exc.code)
                     raise
-                audit_error = audit.write(request, "sent")
+                else:
+                    audit_error = audit.write(request, "sent")
         result: dict[str, Any] = {"ecu": ecu.name, "service": service_name(payload[0])}
         if audit_error:
             result["audit_error"] = audit_error

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
+
+from hwbridge.core.lifetime import Closing
+from hwbridge.core.models import ToolError
 
 __all__ = [
     "FUNCTIONAL_11",
@@ -20,6 +22,7 @@ __all__ = [
     "Ecu",
     "EcuReply",
     "ObdAdapter",
+    "UnansweredRequest",
     "is_response_id",
 ]
 
@@ -92,7 +95,13 @@ class EcuReply:
         return self.error is None
 
 
-class ObdAdapter(ABC):
+class UnansweredRequest(ToolError):
+    """The adapter sent the request, but its answer did not finish in time. For a read it
+    is a timeout like any other; for a service that changes state it is not a failure:
+    the request reached the vehicle and may have taken effect."""
+
+
+class ObdAdapter(Closing, ABC):
     """How requests reach the vehicle; one request at a time, safe to share between threads."""
 
     @abstractmethod
@@ -120,14 +129,3 @@ class ObdAdapter(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release what the adapter opened; idempotent."""
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

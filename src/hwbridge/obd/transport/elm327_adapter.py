@@ -20,7 +20,7 @@ import threading
 from typing import Any, Self
 
 from hwbridge.core.models import ToolError
-from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter
+from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter, UnansweredRequest
 from hwbridge.obd.transport.elm327_reply import Reply, parse_reply
 from hwbridge.obd.transport.serial_link import AdapterLink, PortSpec, SerialLink
 
@@ -86,7 +86,7 @@ class Elm327Adapter(ObdAdapter):
     ) -> Self:
         """Open `port`, reset the ELM327 and set it up; PORT_DOWN or ADAPTER_TIMEOUT if it does
         not answer."""
-        link = AdapterLink(port, baudrate=baudrate)
+        link = AdapterLink(port, baudrate=baudrate, max_reply=_MAX_REPLY)
         adapter = cls(link, protocol=protocol, timeout_s=timeout_s)
         try:
             adapter.initialize()
@@ -97,8 +97,9 @@ class Elm327Adapter(ObdAdapter):
 
     # -- talking to the chip --------------------------------------------------------------
 
-    def _command(self, command: str, timeout_s: float) -> str:
-        """Type one command; what the chip printed before its prompt (echo removed)."""
+    def _command(self, command: str, timeout_s: float, *, request: bool = False) -> str:
+        """Type one command; what the chip printed before its prompt (echo removed). A
+        `request` (not an AT command) that times out raises UnansweredRequest: it went out."""
         if self._resync:
             self._bring_back_prompt()
         self.link.discard_input()
@@ -107,7 +108,7 @@ class Elm327Adapter(ObdAdapter):
         if not raw.endswith(_PROMPT):
             self._resync = True
             got = "nothing" if not raw else f"{len(raw)} bytes without a prompt"
-            raise ToolError(
+            raise (UnansweredRequest if request else ToolError)(
                 "ADAPTER_TIMEOUT",
                 f"The ELM327 on {self.link.description} did not finish {command} within "
                 f"{timeout_s:g} s ({got}).",
@@ -137,14 +138,12 @@ class Elm327Adapter(ObdAdapter):
         """Reset and set up the chip (what diagnostic programs send at connection)."""
         with self._lock:
             identity = self._command("ATZ", self.reset_timeout_s)
-            self._identity = next(
-                (
-                    x.strip()
-                    for x in identity.split("\r")
-                    if "ELM" in x.upper() or "STN" in x.upper()
-                ),
-                identity.strip()[:40] or None,
+            named = next(
+                (x for x in identity.split("\r") if "ELM" in x.upper() or "STN" in x.upper()),
+                identity,
             )
+            # device text: printable ASCII, a name's length (it reaches health and the LLM)
+            self._identity = "".join(c for c in named if " " <= c <= "~").strip()[:40] or None
             for command in _SETUP:
                 self._at(command)
             self._at(f"ATSP{self.protocol}")
@@ -230,12 +229,14 @@ class Elm327Adapter(ObdAdapter):
         command = payload.hex().upper()
         if ecu is not None:
             command += "1"  # one ECU answers: the chip returns as soon as it has (v1.3+)
-        text = self._command(command, max(timeout_s, 1.0))
+        text = self._command(command, max(timeout_s, 1.0), request=True)
         reply = parse_reply(text, extended)
         self._garbage += reply.garbage
-        return self._replies(reply, extended)
+        return self._replies(reply, extended, ecu)
 
-    def _replies(self, reply: Reply, extended: bool) -> list[EcuReply]:
+    def _replies(self, reply: Reply, extended: bool, asked: Ecu | None) -> list[EcuReply]:
+        """The ECUs' answers; to a physical request only the asked ECU's (the chip's
+        receive filter may let another ECU's frames through)."""
         if reply.errors and not reply.messages:
             code, line = reply.errors[0]
             self._raise(code, line)
@@ -247,6 +248,8 @@ class Elm327Adapter(ObdAdapter):
             )
         out = []
         for ident in reply.order:
+            if asked is not None and ident != asked.response_id:
+                continue
             ecu = self._known.get(ident) or Ecu.from_response(ident, extended)
             if ident in reply.messages:
                 self._known.setdefault(ident, ecu)

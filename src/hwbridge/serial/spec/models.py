@@ -14,6 +14,7 @@ import re
 import string
 from typing import Any, Literal
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hwbridge.core.models import TOOL_NAME_PATTERN
@@ -40,7 +41,8 @@ def _regex(value: str | None) -> str | None:
     if value is not None:
         try:
             re.compile(value)
-        except re.error as exc:
+            regex.compile(value)  # what DevicePattern runs it with
+        except (re.error, regex.error) as exc:
             raise ValueError(f"the regular expression {value!r} does not compile: {exc}") from exc
     return value
 

@@ -12,21 +12,24 @@ never reported as not sent: after the write, a missing confirmation is said in t
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import re
 import time
 from typing import Any
 
 from hwbridge.core.models import ToolError
 from hwbridge.policy import CommandRequest, SendPolicy
+from hwbridge.policy.outcomes import failure_outcome
 from hwbridge.serial.spec.loader import LoadedSpec
 from hwbridge.serial.spec.models import CommandSpec, ParamSpec
+from hwbridge.serial.spec.patterns import DevicePattern
 from hwbridge.serial.tools.values import bounded, typed_value
 from hwbridge.serial.transport.adapter import PySerialAdapter
 
 __all__ = ["CommandRunner"]
 
 _ERROR_QUERY_S = 0.5  # time kept for asking the error queue after a command
+_MAX_STALE_ERRORS = 8  # errors read out of the queue before a command that changes state
 
 
 class CommandRunner:
@@ -43,13 +46,13 @@ class CommandRunner:
         self.write_terminator = port.write_terminator or port.terminator
         self.timeout_s = port.timeout_ms / 1000
         self._replies = {
-            name: re.compile(c.reply) for name, c in self.spec.commands.items() if c.reply
+            name: DevicePattern(c.reply) for name, c in self.spec.commands.items() if c.reply
         }
         errors = self.spec.errors
-        self._error_reply = re.compile(errors.reply) if errors else None
-        self._error_ok = re.compile(errors.ok) if errors and errors.ok else None
+        self._error_reply = DevicePattern(errors.reply) if errors else None
+        self._error_ok = DevicePattern(errors.ok) if errors and errors.ok else None
         identity = self.spec.identity
-        self._identity = re.compile(identity.expect) if identity else None
+        self._identity = DevicePattern(identity.expect) if identity else None
         self.identified_generation: int | None = None  # the connection the identity held for
         self.identity_reply: str | None = None
 
@@ -140,16 +143,28 @@ class CommandRunner:
         self.identify(port, deadline)  # before the policy asks anyone: a wrong device ends here
         with self.policy.open_audit() as audit:  # AUDIT_FAILED here, before anything is sent
             self.policy.check(request)
-            with port.transaction(max(0.0, deadline - time.monotonic())):
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(port.transaction(max(0.0, deadline - time.monotonic())))
+                except ToolError as exc:  # PORT_BUSY after consent: nothing went out
+                    audit.write(request, "failed", exc.code)
+                    raise
                 try:
                     self.identify(port, deadline)  # the port may have reopened meanwhile
                 except ToolError as exc:
                     self.policy.audit(request, outcome="refused", code=exc.code)
                     raise
-                port.reset_input()
-                port.write_line(line)
+                earlier = self._stale_errors(deadline)
+                try:
+                    port.reset_input()
+                    port.write_line(line)
+                except ToolError as exc:  # after consent: the log says what became of it
+                    audit.write(request, failure_outcome(exc), exc.code)
+                    raise
                 audit_error = audit.write(request, "sent")
                 result = self._confirm(name, command, request, line, deadline)
+                if earlier:
+                    result["earlier_device_errors"] = earlier
         if audit_error:
             result["audit_error"] = audit_error
         return result
@@ -197,13 +212,20 @@ class CommandRunner:
         while True:
             left = deadline - time.monotonic()
             try:
+                if left <= 0 and skipped:  # a device that talks without end: time is up
+                    raise ToolError("NO_REPLY", "the deadline passed")
                 text = port.read_line(max(0.0, left))
             except ToolError as exc:
                 if exc.code != "NO_REPLY":
                     raise
                 if not after_write and self.spec.errors and self.spec.errors.query:
                     wait = timeout_s if timeout_s is not None else self.timeout_s
-                    code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, wait))
+                    try:
+                        code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, wait))
+                    except ToolError as queue_exc:  # the command's own NO_REPLY says more
+                        if queue_exc.code != "NO_REPLY":
+                            raise
+                        code = None
                     if code is not None:
                         raise _device_error(name, code, written=False) from exc
                 note = f" ({skipped} line(s) of another form arrived)" if skipped else ""
@@ -233,6 +255,30 @@ class CommandRunner:
         if match is None or (self._error_ok is not None and self._error_ok.search(text)):
             return None
         return bounded(match.group("code"), 16)
+
+    def _stale_errors(self, deadline: float) -> list[str]:
+        """Errors already waiting in the device's queue before a command that changes state
+        (a trip, an earlier command): read out first, so that the error read after the
+        write is this command's own and a command that took effect is never reported as
+        refused. Bounded; a queue that does not answer leaves the check to after the write."""
+        errors = self.spec.errors
+        if errors is None or not errors.query:
+            return []
+        found: list[str] = []
+        for _ in range(_MAX_STALE_ERRORS):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            try:
+                code = self._error_queue(time.monotonic() + min(_ERROR_QUERY_S, left))
+            except ToolError as exc:
+                if exc.code != "NO_REPLY":
+                    raise
+                break
+            if code is None:
+                break
+            found.append(code)
+        return found
 
     def _error_queue(self, deadline: float) -> str | None:
         """Ask the error queue once (the caller holds the transaction)."""

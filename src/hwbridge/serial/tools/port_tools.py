@@ -14,6 +14,7 @@ from typing import Any
 
 from hwbridge.core.models import ToolError
 from hwbridge.policy import CommandRequest, SendPolicy
+from hwbridge.policy.outcomes import failure_outcome
 from hwbridge.serial.tools.values import bounded
 from hwbridge.serial.transport.monitor import LineMonitor
 
@@ -50,7 +51,11 @@ class PortTools:
             self.policy.check(request)
             after = self.monitor.lines_total
             started = time.monotonic()
-            self.adapter.write(data)
+            try:
+                self.adapter.write(data)
+            except ToolError as exc:  # after consent: the log says what became of it
+                audit.write(request, failure_outcome(exc), exc.code)
+                raise
             audit_error = audit.write(request, "sent")
         skipped = 0
 

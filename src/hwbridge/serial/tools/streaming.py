@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -11,6 +10,7 @@ import pynmea2
 
 from hwbridge.core.models import ToolError
 from hwbridge.serial.spec.models import CommandSpec, DeviceSpec
+from hwbridge.serial.spec.patterns import DevicePattern
 from hwbridge.serial.tools.values import bounded, nmea_kind, typed_value
 from hwbridge.serial.transport.monitor import KindOf, LineMonitor, LineRecord
 
@@ -26,7 +26,7 @@ def kind_function(spec: DeviceSpec) -> KindOf:
     if stream.format == "nmea":
         return nmea_kind
     assert stream.kind is not None
-    pattern = re.compile(stream.kind)
+    pattern = DevicePattern(stream.kind)
 
     def kind(line: str) -> str | None:
         match = pattern.search(line)
@@ -45,7 +45,7 @@ class StreamReader:
         self.stale_s = spec.stream.stale_ms / 1000
         self._nmea = spec.stream.format == "nmea"
         self._patterns = {
-            name: re.compile(c.reply) for name, c in spec.commands.items() if c.reply is not None
+            name: DevicePattern(c.reply) for name, c in spec.commands.items() if c.reply is not None
         }
 
     def read(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -3,22 +3,15 @@ Python). A device's own command descriptions come from its spec."""
 
 from __future__ import annotations
 
-import tomllib
 from functools import cache
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, ValidationError
-
-from hwbridge.core.prompts import PromptPackError, packs_dir
+from hwbridge.core.tool_texts import StrictTexts, ToolTexts, load_tool_texts
 
 __all__ = ["SerialTexts", "serial_texts"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Guidance(_Strict):
+class Guidance(StrictTexts):
     query: str
     query_can_change: str
     stream: str
@@ -27,7 +20,7 @@ class Guidance(_Strict):
     port_read_only: str
 
 
-class TypedTexts(_Strict):
+class TypedTexts(StrictTexts):
     dry_run: str
     max_age_ms: str
     timeout_ms: str
@@ -35,16 +28,9 @@ class TypedTexts(_Strict):
     changes_state: str
 
 
-class SerialTexts(_Strict):
+class SerialTexts(ToolTexts):
     guidance: Guidance
-    tools: dict[str, dict[str, str]]
     typed: TypedTexts
-
-    def tool(self, name: str) -> str:
-        return self.tools[name]["description"]
-
-    def param(self, tool: str, name: str) -> str | None:
-        return self.tools[tool].get(name)
 
 
 _REQUIRED_TOOLS = ("port_status", "serial_query", "serial_read")
@@ -53,13 +39,4 @@ _REQUIRED_TOOLS = ("port_status", "serial_query", "serial_read")
 @cache
 def serial_texts(path: Path | None = None) -> SerialTexts:
     """Load and check the serial tool texts (the packaged file unless `path` is given)."""
-    source = path or packs_dir() / "serial_tools.toml"
-    try:
-        raw = tomllib.loads(source.read_text(encoding="utf-8"))
-        texts = SerialTexts.model_validate(raw)
-    except (OSError, tomllib.TOMLDecodeError, ValidationError) as exc:
-        raise PromptPackError(f"{source}: {exc}") from None
-    missing = [t for t in _REQUIRED_TOOLS if "description" not in texts.tools.get(t, {})]
-    if missing:
-        raise PromptPackError(f"{source}: no description for tool(s) {', '.join(missing)}")
-    return texts
+    return load_tool_texts(SerialTexts, "serial_tools.toml", _REQUIRED_TOOLS, path)

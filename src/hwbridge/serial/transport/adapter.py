@@ -23,18 +23,20 @@ the write terminator and decode with `encoding` (undecodable bytes become U+FFFD
 from __future__ import annotations
 
 import logging
+import os
 import random
 import re
+import select
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, Protocol, runtime_checkable
 
 import serial
 
+from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import ToolError
 from hwbridge.serial.transport.framing import Framing, as_bytes
 
@@ -63,6 +65,13 @@ class SerialStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@runtime_checkable
+class Searcher(Protocol):
+    """Anything with a regex-like `search` (a spec's time-limited DevicePattern)."""
+
+    def search(self, text: str, /) -> object | None: ...
 
 
 def describe_url(url: str) -> str:
@@ -94,7 +103,7 @@ def _open_with_timeout(port: serial.SerialBase, timeout_s: float) -> None:
         raise failure[0]
 
 
-class PySerialAdapter:
+class PySerialAdapter(Closing):
     """One serial port (see the module docstring).
 
     `url` is what `serial.serial_for_url` takes; `baudrate` and `serial_options` (bytesize,
@@ -158,6 +167,7 @@ class PySerialAdapter:
         self._scanned = 0  # bytes of the buffer already searched for `_scanned_for`
         self._scanned_for: bytes | None = None
         self._skipping = False  # discarding the rest of an overlong frame
+        self._fragment = False  # a write stopped part way: no more writes until reconnect()
         self._bytes_in = 0
         self._bytes_out = 0
         self._frames_in = 0
@@ -253,6 +263,7 @@ class PySerialAdapter:
         with self._io, self._read_lock, self._state:
             if self._closed:
                 raise self._down()
+            self._fragment = False  # a deliberate reopen: the caller checked the device
             port, self._port = self._port, None
             self._connected.clear()
             recovery = self._recovery
@@ -318,22 +329,74 @@ class PySerialAdapter:
             self._io.release()
 
     def write(self, data: bytes) -> None:
-        """Write `data` as it is; PORT_DOWN when the port is gone or stops taking bytes."""
+        """Write `data` as it is, all of it or an error that says how much went out:
+        PORT_DOWN when nothing did (the port is gone or took no byte in time: safe to
+        retry); WRITE_INCOMPLETE when only a part did (the device holds a fragment, so the
+        port is reopened); WRITE_UNCONFIRMED when the transport cannot tell. The last two
+        are never retryable: the command may have reached the device."""
         port, generation = self._current()
         with self._io:
+            if self._fragment:
+                raise ToolError(
+                    "PORT_DESYNC",
+                    f"An earlier write to {self.description} stopped part way, so the device "
+                    "holds an unfinished line: whatever came next would complete it into a "
+                    "line nobody judged. Nothing was sent. Check the device, then reconnect "
+                    "the port (reconnect()) to go on.",
+                )
             try:
-                port.write(data)  # pyserial writes it all (or times out); no tcdrain wait
+                fd = _posix_fd(port)
+                if fd is None:
+                    port.write(data)  # pyserial writes it all (or times out); no tcdrain
+                else:
+                    self._write_fd(fd, data)
+            except _Partial as partial:
+                self._bytes_out += partial.sent
+                self._fragment = True
+                with self._state:
+                    self._last_error = "a write stopped part way (the device holds a fragment)"
+                raise ToolError(
+                    "WRITE_INCOMPLETE",
+                    f"Only {partial.sent} of {len(data)} bytes reached {self.description} "
+                    f"within {self._write_timeout_s:g} s (flow control or a stalled device). "
+                    "The device holds the start of the line, so nothing more is written to "
+                    "this port until it is reconnected; check the device's state first.",
+                ) from None
             except serial.SerialTimeoutException as exc:
                 raise ToolError(
-                    "PORT_DOWN",
-                    f"The serial port {self.description} did not take the bytes within "
-                    f"{self._write_timeout_s:g} s (flow control or a stalled device).",
-                    retryable=True,
+                    "WRITE_UNCONFIRMED",
+                    f"The write to {self.description} did not finish within "
+                    f"{self._write_timeout_s:g} s; the device may have received the line, "
+                    "whole or in part. Check the device's state before repeating it.",
                 ) from exc
             except (serial.SerialException, OSError, ValueError, TypeError) as exc:
                 self._on_failure(generation, f"write failed: {_reason(exc)}")
                 raise self._down() from exc
         self._bytes_out += len(data)
+
+    def _write_fd(self, fd: int, data: bytes) -> None:
+        """A POSIX port's write with our own deadline, counting what the kernel took
+        (pyserial raises a timeout even after every byte went out)."""
+        view = memoryview(data)
+        sent = 0
+        deadline = time.monotonic() + self._write_timeout_s
+        while sent < len(data):
+            with suppress(BlockingIOError):
+                sent += os.write(fd, view[sent:])
+            if sent >= len(data):
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if sent == 0:
+                    raise ToolError(
+                        "PORT_DOWN",
+                        f"The serial port {self.description} took no byte within "
+                        f"{self._write_timeout_s:g} s (flow control or a stalled device); "
+                        "nothing was sent.",
+                        retryable=True,
+                    )
+                raise _Partial(sent)
+            select.select([], [fd], [], min(left, _POLL_S))
 
     def write_line(self, line: str) -> None:
         """`line` encoded, then the write terminator."""
@@ -399,12 +462,17 @@ class PySerialAdapter:
             )
         try:
             frames = self._take(framing, max_frames)
+            first = True
             while not frames:
                 port, generation = self._current()
                 try:
                     waiting = port.in_waiting
-                    if not waiting and deadline - time.monotonic() <= 0:
+                    # the deadline holds even while bytes keep coming (a device that talks
+                    # without end); what is already there is read once, even at timeout 0
+                    expired = deadline - time.monotonic() <= 0
+                    if expired and (not waiting or not first):
                         raise self._no_reply(wait, self._overlong - overlong)
+                    first = False
                     # what is there, or block (at most the poll interval) for a first byte
                     chunk = port.read(min(max(waiting, 1), _MAX_CHUNK))
                 except (serial.SerialException, OSError, ValueError, TypeError) as exc:
@@ -481,7 +549,7 @@ class PySerialAdapter:
         line: str,
         *,
         timeout_s: float | None = None,
-        expect: Callable[[str], bool] | str | re.Pattern[str] | None = None,
+        expect: Callable[[str], bool] | str | re.Pattern[str] | Searcher | None = None,
         flush: bool = True,
     ) -> str:
         """Write `line` and return the first reply line that `expect` accepts (any line when
@@ -498,6 +566,13 @@ class PySerialAdapter:
             skipped = 0
             while True:
                 left = deadline - time.monotonic()
+                if left <= 0 and skipped:  # lines keep coming, none of the expected form
+                    raise ToolError(
+                        "NO_REPLY",
+                        f"No reply of the expected form from {self.description} within "
+                        f"{wait * 1000:.0f} ms ({skipped} other line(s) arrived).",
+                        retryable=True,
+                    )
                 try:
                     reply = self.read_line(max(0.0, left))
                 except ToolError as exc:
@@ -564,16 +639,22 @@ class PySerialAdapter:
         if recovery is not None and recovery is not threading.current_thread():
             recovery.join(self._open_timeout_s + 1.0)
 
-    def __enter__(self) -> Self:
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
+class _Partial(Exception):
+    """A write that stopped after `sent` bytes."""
+
+    def __init__(self, sent: int) -> None:
+        super().__init__(sent)
+        self.sent = sent
+
+
+def _posix_fd(port: serial.SerialBase) -> int | None:
+    """The file descriptor of a POSIX device or pty port (pyserial opens it non-blocking),
+    or None for URLs and other platforms, whose writes go through pyserial."""
+    if type(port).__module__ != "serial.serialposix":
+        return None
+    fd = getattr(port, "fd", None)
+    return fd if isinstance(fd, int) else None
 
 
 def _close_quietly(port: serial.SerialBase) -> None:
@@ -590,11 +671,14 @@ def _reason(exc: BaseException) -> str:
 
 
 def _acceptor(
-    expect: Callable[[str], bool] | str | re.Pattern[str] | None,
+    expect: Callable[[str], bool] | str | re.Pattern[str] | Searcher | None,
 ) -> Callable[[str], bool] | None:
     if expect is None:
         return None
     if isinstance(expect, str | re.Pattern):
         pattern = re.compile(expect)
         return lambda line: pattern.search(line) is not None
+    if isinstance(expect, Searcher):
+        searcher = expect
+        return lambda line: searcher.search(line) is not None
     return expect

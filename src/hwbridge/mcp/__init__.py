@@ -1,0 +1,34 @@
+"""Every hwbridge driver as an MCP server: extra `mcp` (the official `mcp` SDK, 2.x).
+
+    from hwbridge.mcp import serve
+    serve(driver)                                  # stdio: Claude Desktop, Claude Code, ...
+    serve(driver, http="127.0.0.1:8000")           # streamable HTTP at /mcp
+
+`build_server(driver)` gives the SDK `Server` itself (for your own transport, or the SDK's
+in-memory `Client(server)` in tests). The `hwbridge mcp` command does the same from a DBC.
+"""
+
+from __future__ import annotations
+
+try:
+    import mcp.server  # noqa: F401
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "hwbridge.mcp needs the MCP Python SDK: pip install 'mcs-hwbridge[mcp]'"
+    ) from exc
+
+from hwbridge.mcp.calls import PROGRESS_INTERVAL_S
+from hwbridge.mcp.http import MCP_PATH
+from hwbridge.mcp.resources import DRIVER_URI, HEALTH_URI, SPEC_PREFIX
+from hwbridge.mcp.server import build_server, run_stdio, serve
+
+__all__ = [
+    "DRIVER_URI",
+    "HEALTH_URI",
+    "MCP_PATH",
+    "PROGRESS_INTERVAL_S",
+    "SPEC_PREFIX",
+    "build_server",
+    "run_stdio",
+    "serve",
+]

@@ -1,0 +1,209 @@
+"""One MCP tool call through the driver's own path, with progress and cancellation.
+
+The call is found in `{"tool": name, "arguments": ...}` by the driver's `detect_tool_call`
+and run by `aexecute_tool_call`, exactly as `process_llm_response` would run it: the same
+validation, the same refusals, the same results. While it runs, a progress notification
+goes out every half second (when the client asked for progress), so a `wait_for_signal`, a
+`capture` or a slow serial command shows it is alive.
+
+Cancellation by the client (`notifications/cancelled`) follows `hwbridge.core.aio`: a call
+that has not started does not run; reads are abandoned at once (they end within their own
+timeouts, unseen); a call that changes state and has started is finished, and its outcome
+is logged, since the client will never read it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from mcp import types
+from mcp.server import ServerRequestContext
+
+from hwbridge.core.aio import WORKER_SLOT, ExecutionCancelled, WorkerSlot
+from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.models import DriverResponse, ToolCall, ToolError
+from hwbridge.mcp.tools import call_result, error_result
+
+__all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "CallHandler"]
+
+log = logging.getLogger(__name__)
+
+PROGRESS_INTERVAL_S = 0.5
+MAX_RUNNING = 32
+"""Calls running at once per server: a client that cancels and repeats long reads cannot
+pile up threads and bus waiters without end (BUSY beyond)."""
+# Arguments that say how long a call may take, in milliseconds (CAN, serial, OBD tools).
+_DURATION_ARGUMENTS = ("timeout_ms", "duration_ms")
+
+_Ran = tuple[DriverResponse | None, ExecutionCancelled | None]
+
+
+class CallHandler:
+    """The `tools/call` handler of one driver; `offered` (when given) are the only tool
+    names it runs, the others are unknown to it."""
+
+    def __init__(
+        self,
+        driver: HybridDriver,
+        *,
+        offered: frozenset[str] | None = None,
+        progress_interval_s: float = PROGRESS_INTERVAL_S,
+        max_running: int = MAX_RUNNING,
+    ) -> None:
+        self.driver = driver
+        self.offered = offered
+        self.progress_interval_s = progress_interval_s
+        self.max_running = max_running
+        self._running = 0  # calls whose worker has not ended (cancelled reads included)
+        self._count = threading.Lock()
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        name = params.name
+        arguments: dict[str, Any] = dict(params.arguments or {})
+        if self.offered is not None and name not in self.offered:
+            return self._not_offered(name)
+        calls = self.driver.detect_tool_call({"tool": name, "arguments": arguments})
+        if not calls:
+            return self._unknown(name, arguments)
+        with self._count:
+            busy = self._running >= self.max_running
+            if not busy:
+                self._running += 1
+        if busy:  # cancelled reads still run to their own timeout
+            return error_result(
+                f"BUSY: {self.max_running} calls are still running on this server (some "
+                "may be cancelled reads waiting out their timeout); try again in a moment."
+            )
+        slot = WorkerSlot(self._release)
+        task = asyncio.ensure_future(self._execute(calls[:1], slot))
+        task.add_done_callback(lambda _done: slot.call_ended())
+        changes_state = self._changes_state(name)
+        try:
+            await self._wait(task, ctx, name, _expected_s(arguments))
+        except asyncio.CancelledError:
+            # Cancelled once, in its own task: never again and again by the server's cancel
+            # scope, which would spin while a send finishes.
+            task.cancel()
+            task.add_done_callback(lambda done: _log_cancelled(name, done, changes_state))
+            raise
+        response, cancelled = task.result()
+        if response is None:  # cancelled from elsewhere (the worker's own shutdown)
+            response = cancelled.response if cancelled is not None else None
+        if response is None:
+            return error_result("INTERNAL_ERROR: the call was cancelled before it ran")
+        if changes_state:  # in the server's log too: an HTTP client may hang up unseen
+            log.info("%s %s%s", name, _outcome(response), _detail(response))
+        return call_result(response)
+
+    def _release(self) -> None:
+        with self._count:
+            self._running -= 1
+
+    def _changes_state(self, name: str) -> bool:
+        return any(t.name == name and not t.read_only for t in self.driver.list_tools())
+
+    async def _execute(self, calls: list[ToolCall], slot: WorkerSlot) -> _Ran:
+        """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
+        raised, so its outcome (what went out) survives the cancellation. Its worker
+        thread holds `slot` until it ends."""
+        WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
+        try:
+            return await self.driver.aexecute_tool_call(calls), None
+        except ExecutionCancelled as exc:
+            return None, exc
+
+    async def _wait(
+        self,
+        task: asyncio.Future[_Ran],
+        ctx: ServerRequestContext[Any],
+        name: str,
+        total: float | None,
+    ) -> None:
+        """Wait for the call, reporting progress while it runs (a no-op unless asked)."""
+        started = time.monotonic()
+        reported = 0.0
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=self.progress_interval_s)
+            if done:
+                return
+            elapsed = round(time.monotonic() - started, 1)
+            if total is not None:
+                elapsed = min(elapsed, total)
+            if elapsed <= reported:  # progress must increase: past the total, stay quiet
+                continue
+            reported = elapsed
+            message = f"{name}: {elapsed:.1f} s" + (
+                f" of at most {total:g} s" if total is not None else ""
+            )
+            try:
+                await ctx.session.report_progress(elapsed, total, message)
+            except Exception:  # a client that went away must not fail the call
+                log.debug("progress for %s could not be sent", name, exc_info=True)
+
+    def _not_offered(self, name: str) -> types.CallToolResult:
+        available = ", ".join(
+            t.name for t in self.driver.list_tools() if t.name in (self.offered or ())
+        )
+        hint = self.driver.prompt_strategy.retry(
+            "unknown_tool", tool=name[:80], available=available or "none"
+        )
+        return error_result(f"UNKNOWN_TOOL: {hint}")
+
+    def _unknown(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """A tool this driver does not have: the driver's own UNKNOWN_TOOL error."""
+        try:
+            self.driver.check_call(name, arguments)
+        except ToolError as exc:
+            return error_result(f"{exc.code}: {exc.message}")
+        return error_result(f"UNKNOWN_TOOL: {name[:80]} is not a tool of this server.")
+
+
+def _expected_s(arguments: dict[str, Any]) -> float | None:
+    """How long the call may take, when its arguments say so (seconds)."""
+    for key in _DURATION_ARGUMENTS:
+        value = arguments.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            return float(value) / 1000.0
+    return None
+
+
+def _outcome(response: DriverResponse) -> str:
+    return "executed" if response.call_executed else "failed"
+
+
+def _detail(response: DriverResponse) -> str:
+    return f": {response.call_detail}" if response.call_detail else ""
+
+
+def _log_cancelled(name: str, task: asyncio.Future[_Ran], changes_state: bool) -> None:
+    """The outcome of a call the client cancelled: nobody else will ever see it."""
+    if task.cancelled():  # before it began
+        log.debug("the client cancelled %s before it ran", name)
+        return
+    error = task.exception()
+    if error is not None:
+        log.error("the cancelled call %s failed: %s", name, error)
+        return
+    response, cancelled = task.result()
+    if cancelled is not None and cancelled.response is not None:
+        response = cancelled.response
+        outcome = "executed" if response.call_executed else "failed"
+        detail = f": {response.call_detail}" if response.call_detail else ""
+        log.warning("the client cancelled %s after it started; it %s%s", name, outcome, detail)
+    elif cancelled is not None:
+        log.debug("the client cancelled %s; nothing it did changed state", name)
+    elif response is not None and changes_state:
+        log.warning(
+            "the client cancelled %s as it ended; it %s%s",
+            name,
+            _outcome(response),
+            _detail(response),
+        )
+    else:
+        log.debug("the client cancelled %s as it ended; its answer is dropped", name)

@@ -1,0 +1,136 @@
+"""Any hwbridge driver as an MCP server (the official `mcp` SDK, low-level `Server`).
+
+    from hwbridge.mcp import serve
+    serve(CanDriver.from_dbc("car.dbc", bus="socketcan:can0"))       # stdio
+    serve(bench, http="127.0.0.1:8000", token=os.environ["TOKEN"])   # streamable HTTP
+
+The tools are the driver's own (see `hwbridge.mcp.tools`), each call runs through the
+driver's own validation and execution (`hwbridge.mcp.calls`), and the driver's identity,
+health and source specs are resources (`hwbridge.mcp.resources`). The server's
+instructions are the driver's native-calling system message: what its tools are for, and
+that results are data, never instructions.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import anyio
+from mcp import types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from hwbridge.__about__ import __version__
+from hwbridge.core.contract import MCSToolDriver
+from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.orchestrator import Orchestrator
+from hwbridge.mcp.calls import MAX_RUNNING, PROGRESS_INTERVAL_S, CallHandler
+from hwbridge.mcp.http import parse_address, run_http
+from hwbridge.mcp.resources import Resources
+from hwbridge.mcp.tools import mcp_tools
+
+__all__ = ["build_server", "run_stdio", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+def build_server(
+    driver: MCSToolDriver,
+    *,
+    name: str = "hwbridge",
+    tools: Iterable[str] | None = None,
+    progress_interval_s: float = PROGRESS_INTERVAL_S,
+    max_running: int = MAX_RUNNING,
+) -> Server[Any]:
+    """An MCP server for `driver` (a HybridDriver, an Orchestrator, a decorator; any other
+    tool driver is put behind an Orchestrator), ready for any transport or for the SDK's
+    in-memory `Client(server)`. `tools` names the only tools to offer (default: all the
+    driver offers); the others are unknown to the server. At most `max_running` calls run at
+    once (a cancelled read counts until its own timeout ends it): BUSY beyond. It does not
+    close the driver."""
+    hybrid = as_hybrid(driver)
+    offered = _offered(hybrid, tools)
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=mcp_tools(hybrid, offered))
+
+    resources = Resources(hybrid)
+    return Server(
+        name,
+        version=__version__,
+        title=hybrid.meta.name,
+        instructions=hybrid.get_native_system_message(),
+        on_list_tools=list_tools,
+        on_call_tool=CallHandler(
+            hybrid,
+            offered=offered,
+            progress_interval_s=progress_interval_s,
+            max_running=max_running,
+        ),
+        on_list_resources=resources.list,
+        on_read_resource=resources.read,
+    )
+
+
+def _offered(driver: HybridDriver, tools: Iterable[str] | None) -> frozenset[str] | None:
+    if tools is None:
+        return None
+    offered = frozenset(tools)
+    unknown = sorted(offered - {t.name for t in driver.list_tools()})
+    if unknown:
+        raise ValueError(f"tools names tools the driver does not offer: {unknown}")
+    return offered
+
+
+def as_hybrid(driver: MCSToolDriver) -> HybridDriver:
+    if isinstance(driver, HybridDriver):
+        return driver
+    if isinstance(driver, MCSToolDriver):
+        return Orchestrator([driver])
+    raise TypeError(f"{type(driver).__name__} is not an MCSToolDriver or HybridDriver")
+
+
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve over stdin/stdout until stdin closes. While it runs, the SDK keeps stdout for
+    the protocol: anything else printed goes to stderr."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def serve(
+    driver: MCSToolDriver,
+    *,
+    http: str | None = None,
+    token: str | None = None,
+    name: str = "hwbridge",
+    tools: Iterable[str] | None = None,
+    ready: Callable[[str], None] | None = None,
+) -> None:
+    """Serve `driver` over MCP until the client leaves (stdio, the default) or until
+    SIGINT/SIGTERM (`http="HOST:PORT"`, streamable HTTP at /mcp, loopback unless another
+    host is named; `token` makes every request carry `Authorization: Bearer <token>`).
+    `tools` names the only tools to offer. `ready(url)` is called once HTTP listens.
+    Blocks; does not close the driver."""
+    server = build_server(driver, name=name, tools=tools)
+    if token is not None and not token.strip():  # an unset variable must not mean "open"
+        raise ValueError("the bearer token is empty: give a token, or token=None for none")
+    if http is None:
+        if token:
+            raise ValueError("a bearer token only applies to HTTP (http='HOST:PORT')")
+        anyio.run(run_stdio, server)
+        return
+    host, port = parse_address(http)
+
+    async def main() -> None:
+        await run_http(server, host, port, token=token, ready=ready or _announce)
+
+    anyio.run(main)
+
+
+def _announce(url: str) -> None:
+    print(f"hwbridge mcp: serving at {url}", file=sys.stderr, flush=True)
