@@ -151,3 +151,15 @@ def test_diagnostics_session_runs_as_written() -> None:
     assert "  P0217 Engine coolant over temperature condition (engine)\n" in over_can
     assert "  freeze frame of P0217: coolant 12" in over_can
     assert "  clear: SEND_NOT_ALLOWED: Clearing trouble codes" in over_can
+
+
+def test_discovery_example_runs_as_written() -> None:
+    section = README.split("## A bus without a DBC", 1)[1].split("\n## ", 1)[0]
+    printed = re.search(r"prints\n\n```\n(.*?)```", section, re.S)
+    assert printed is not None
+    assert _run_section("## A bus without a DBC") == printed.group(1)
+    for name in ("survey_bus(duration_ms)", "snapshot_bus(name, duration_ms)",
+                 "diff_snapshots(a, b)", "correlate_signal(signal, duration_ms)",
+                 "define_signal(name, id, start_bit, length, byte_order, signed, scale, offset, unit)",
+                 "draft_dbc()", "examples/discover_demo.py", "--gnss-can"):  # fmt: skip
+        assert name in section or name in README, name

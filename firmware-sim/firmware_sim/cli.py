@@ -40,6 +40,8 @@ Printed once ready, one line per transport:
   psu: /dev/pts/N        (--psu: a SCPI bench power supply)
   gnss: /dev/pts/N       (--gnss: a GNSS receiver streaming NMEA 0183)
 Faults: overheat, error_frames, silence:MESSAGE, out_of_range:SIGNAL.
+A client may connect with no database at all (CanDriver.from_bus) to discover the signals;
+--gnss-can adds a GNSS module whose database (gnss_module.dbc) is the reference for that.
 Runs until SIGINT or SIGTERM.
 """
 
@@ -97,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--gnss", action="store_true", help="a GNSS receiver streaming NMEA on a pty"
+    )
+    parser.add_argument(
+        "--gnss-can",
+        action="store_true",
+        help="a GNSS module on the vehicle's bus too (GnssSpeed, dbc/gnss_module.dbc): the "
+        "reference for discovering the vehicle's signals without its database",
     )
     parser.add_argument(
         "--gnss-rate",
@@ -215,10 +223,35 @@ def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = No
             print(f"{_PROG}: error: no --dbc given and {exc}; reinstall hwbridge", file=sys.stderr)
             return 1
         print(f"{_PROG}: {default_dbc_notice(args.dbc)}", file=sys.stderr)
+    args.gnss_can_dbc = None
+    if args.gnss_can:
+        from hwbridge.resources import bundled_dbc
+
+        try:
+            args.gnss_can_dbc = str(bundled_dbc("gnss_module.dbc"))
+        except FileNotFoundError as exc:
+            print(f"{_PROG}: error: --gnss-can and {exc}; reinstall hwbridge", file=sys.stderr)
+            return 1
+        print(
+            f"{_PROG}: a GNSS module sends GnssSpeed (0x650) too; its database is"
+            f" {args.gnss_can_dbc}",
+            file=sys.stderr,
+        )
     _setup_logging(args.verbose)
     stop = stop if stop is not None else threading.Event()
     with _signals_set(stop):
         return _serve(args, faults, endpoint, stop)
+
+
+def _load_dbc(path: str) -> Any:
+    """The vehicle's database, loaded by cantools itself (never by hwbridge's codec: the
+    simulator is an independent witness of hwbridge's decoding)."""
+    import cantools
+
+    try:
+        return cantools.database.load_file(path, strict=False)
+    except cantools.database.errors.UnsupportedDatabaseFormatError as exc:
+        raise ValueError(str(exc).splitlines()[0] if str(exc) else "not a database") from None
 
 
 def _serve(
@@ -230,13 +263,14 @@ def _serve(
     from firmware_sim.obd import DEFAULT_VIN
     from firmware_sim.socketcand import SocketcandServer
     from firmware_sim.vehicle import VirtualVehicle
-    from hwbridge.can.database.database import CanDatabase, DatabaseError
 
     try:
-        db = CanDatabase.load(args.dbc)
-    except (DatabaseError, OSError, ValueError) as exc:
+        db: Any = _load_dbc(args.dbc)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
         print(f"{_PROG}: error: cannot load {args.dbc}: {exc}", file=sys.stderr)
         return 2
+    if args.gnss_can_dbc:
+        db = [db, _load_dbc(args.gnss_can_dbc)]
     try:
         vehicle = VirtualVehicle(
             db,

@@ -5,8 +5,10 @@
 message of any database into frames: mapped signals get the model's value (clamped into the
 signal's range, labels only where the database defines them), the others keep their DBC
 initial value, a multiplexed message cycles through its multiplexer values, and a rolling
-counter and an XOR checksum are kept correct through hwbridge's own `counter_and_checksum`.
-All encoding goes through `CanDatabase.encode`.
+counter and an XOR checksum are kept correct (`firmware_sim.e2e`).
+
+Frames are encoded by cantools itself, never by hwbridge's codec: the simulator is an
+independent witness of what hwbridge decodes (and of what its discovery finds).
 """
 
 from __future__ import annotations
@@ -18,17 +20,16 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import can
+from firmware_sim.e2e import RollingE2E, write_raw
 from firmware_sim.model import CELLS, ClimateRequest, VehicleState
-from hwbridge.can.database.bits import insert
-from hwbridge.can.database.database import CanDatabase, EncodedFrame, JsonValue, SignalSpec
-from hwbridge.can.tools.sending import FrameHook, counter_and_checksum
-from hwbridge.core.models import ToolError
 
 __all__ = [
     "SIGNALS",
     "MessagePlan",
     "SignalValue",
     "climate_request",
+    "find_message",
+    "find_signal",
     "out_of_range_raw",
 ]
 
@@ -119,6 +120,10 @@ def _build_signals() -> dict[str, Callable[[VehicleState], SignalValue]]:
         "RoadCurvature": lambda s: (
             math.radians(s.yaw_rate_dps) / (s.vehicle_speed_kmh / 3.6) if _moving(s) else 0.0
         ),
+        # GnssSpeed (dbc/gnss_module.dbc, with --gnss-can): a GNSS module on the bus
+        "GnssSpeedKmh": lambda s: s.vehicle_speed_kmh,
+        "GnssSatellites": lambda s: 12,
+        "GnssFix": lambda s: "3D",
         # EEC1 (J1939)
         "EngSpeed": lambda s: s.engine_speed_rpm,
         "ActualEngPercentTorque": lambda s: s.engine_torque_pct,
@@ -133,17 +138,20 @@ def _build_signals() -> dict[str, Callable[[VehicleState], SignalValue]]:
 SIGNALS: Final[Mapping[str, Callable[[VehicleState], SignalValue]]] = _build_signals()
 
 
-def _plain(value: JsonValue) -> JsonValue:
-    """A decoded value without its label (`{"value": 8, "label": "Auto"}` -> 8)."""
-    return value.get("value") if isinstance(value, dict) else value
+def _number(value: Any) -> float | None:
+    """A decoded value as a number (cantools gives labelled values as NamedSignalValue)."""
+    value = getattr(value, "value", value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
 
 
-def climate_request(signals: Mapping[str, JsonValue], current: ClimateRequest) -> ClimateRequest:
+def climate_request(signals: Mapping[str, Any], current: ClimateRequest) -> ClimateRequest:
     """The request a decoded ClimateCommand makes; signals it lacks keep `current`."""
 
     def number(name: str, default: float) -> float:
-        value = _plain(signals.get(name))
-        return float(value) if isinstance(value, int | float) else default
+        value = _number(signals.get(name))
+        return default if value is None else value
 
     return ClimateRequest(
         setpoint_c=number("CabinSetpoint", current.setpoint_c),
@@ -155,35 +163,104 @@ def climate_request(signals: Mapping[str, JsonValue], current: ClimateRequest) -
     )
 
 
-def out_of_range_raw(spec: SignalSpec) -> int | float | None:
+def find_message(db: Any, name: str) -> Any:
+    """A message of a cantools database by name (any case); ValueError if there is none."""
+    text = name.strip()
+    exact = [m for m in db.messages if m.name == text]
+    if exact:
+        return exact[0]
+    folded = [m for m in db.messages if m.name.lower() == text.lower()]
+    if len(folded) == 1:
+        return folded[0]
+    raise ValueError(f"no message named {name!r}")
+
+
+def find_signal(db: Any, name: str) -> tuple[Any, Any]:
+    """(message, signal) by `Signal` or `Message.Signal`; ValueError when unknown or in
+    several messages (naming them)."""
+    text = name.strip()
+    if "." in text:
+        message_name, _, signal_name = text.rpartition(".")
+        message = find_message(db, message_name)
+        for signal in message.signals:
+            if signal.name == signal_name:
+                return message, signal
+        raise ValueError(f"{message.name} has no signal {signal_name!r}")
+    pairs = [(m, s) for m in db.messages for s in m.signals if s.name == text]
+    if not pairs:
+        raise ValueError(f"no signal named {name!r}")
+    if len(pairs) > 1:
+        listed = ", ".join(f"{m.name}.{s.name}" for m, s in pairs)
+        raise ValueError(f"{text} is in {len(pairs)} messages; name one of {listed}")
+    return pairs[0]
+
+
+def _raw_bounds(signal: Any) -> tuple[int, int]:
+    n = int(signal.length)
+    if signal.is_signed:
+        return -(1 << (n - 1)), (1 << (n - 1)) - 1
+    return 0, (1 << n) - 1
+
+
+def _physical(signal: Any, raw: float) -> float:
+    return raw * float(signal.scale) + float(signal.offset)
+
+
+def _range(signal: Any) -> tuple[float, float]:
+    """The physical values a frame may carry: the DBC range within what the bits fit."""
+    lo, hi = (_physical(signal, r) for r in _raw_bounds(signal))
+    lo, hi = min(lo, hi), max(lo, hi)
+    if (
+        signal.minimum is not None
+        and signal.maximum is not None
+        and signal.minimum < signal.maximum
+    ):
+        return max(lo, float(signal.minimum)), min(hi, float(signal.maximum))
+    return lo, hi
+
+
+def out_of_range_raw(signal: Any) -> int | None:
     """A raw value the signal's bits can carry but its DBC range forbids, or None."""
-    if spec.minimum is None or spec.maximum is None:
+    if signal.minimum is None or signal.maximum is None or signal.minimum >= signal.maximum:
         return None
-    span = spec.maximum - spec.minimum
-    for physical in (spec.maximum + span, spec.minimum - span):
-        wanted = min(max(physical, spec.fit_low), spec.fit_high)
-        raw: int | float = (wanted - spec.offset) / spec.scale
-        if not spec.is_float:
-            raw = min(max(round(raw), int(spec.raw_min)), int(spec.raw_max))
-        value = spec.physical(raw)
-        if value > spec.maximum or value < spec.minimum:
+    lo, hi = _raw_bounds(signal)
+    span = float(signal.maximum) - float(signal.minimum)
+    for physical in (float(signal.maximum) + span, float(signal.minimum) - span):
+        raw = min(max(round((physical - float(signal.offset)) / float(signal.scale)), lo), hi)
+        value = _physical(signal, raw)
+        if value > float(signal.maximum) or value < float(signal.minimum):
             return raw
     return None
 
 
-def _coerce(spec: SignalSpec, value: SignalValue) -> SignalValue | None:
+def _coerce(signal: Any, value: SignalValue) -> SignalValue | None:
     """`value` made acceptable to the signal: a known label, or a number in range."""
     if isinstance(value, str):
-        return value if value.lower() in spec.labels else None
+        labels = {str(v).lower(): str(v) for v in (signal.choices or {}).values()}
+        return labels.get(value.lower())
     if not math.isfinite(value):
         return None
-    value = min(max(value, spec.low), spec.high)
-    if spec.is_float:
+    lo, hi = _range(signal)
+    value = min(max(value, lo), hi)
+    if signal.is_float:
         return value
-    # on the signal's resolution already, so encoding has nothing to round or report
-    return spec.physical(
-        min(max(round((value - spec.offset) / spec.scale), spec.raw_min), spec.raw_max)
-    )
+    raw_lo, raw_hi = _raw_bounds(signal)
+    raw = min(max(round((value - float(signal.offset)) / float(signal.scale)), raw_lo), raw_hi)
+    # on the signal's resolution already, so cantools has nothing to round
+    physical = _physical(signal, raw)
+    if not lo <= physical <= hi:  # rounding stepped outside: step back in
+        raw += 1 if physical < lo else -1
+        physical = _physical(signal, raw)
+    return int(physical) if float(physical).is_integer() else physical
+
+
+def _initial(signal: Any) -> SignalValue:
+    """What a signal no source fills is sent as: its DBC initial value, else 0, else the
+    low end of its range."""
+    if signal.raw_initial is not None:
+        return _physical(signal, float(signal.raw_initial))
+    lo, hi = _range(signal)
+    return 0 if lo <= 0 <= hi else lo
 
 
 class MessagePlan:
@@ -191,7 +268,7 @@ class MessagePlan:
 
     def __init__(
         self,
-        db: CanDatabase,
+        db: Any,
         message: Any,
         signals: Mapping[str, Callable[[VehicleState], SignalValue]] = SIGNALS,
     ) -> None:
@@ -199,29 +276,44 @@ class MessagePlan:
         self.message = message
         self.name: str = message.name
         self.period_s = float(message.cycle_time) / 1000.0
-        specs = db.signals(message)
-        self.specs: dict[str, SignalSpec] = {s.name: s for s in specs}
-        counter = next((s.name for s in specs if _COUNTER.search(s.name)), None)
-        checksum = next((s.name for s in specs if _CHECKSUM.search(s.name)), None)
-        self._hook: FrameHook | None = None
-        self._sent = 0  # frames built so far: the hook's sequence number
+        self.by_name: dict[str, Any] = {s.name: s for s in message.signals}
+        names = list(self.by_name)
+        counter = next((n for n in names if _COUNTER.search(n)), None)
+        checksum = next((n for n in names if _CHECKSUM.search(n)), None)
+        self._e2e: RollingE2E | None = None
+        self._sent = 0  # frames built so far: the counter's sequence number
         if counter or checksum:
-            self._hook = counter_and_checksum(counter, checksum)(db, message)
+            self._e2e = RollingE2E(
+                self.by_name.get(counter) if counter else None,
+                self.by_name.get(checksum) if checksum else None,
+            )
         self._mux = next(
-            (s.name for s in specs if s.is_multiplexer and s.multiplexer_signal is None), None
+            (s.name for s in message.signals if s.is_multiplexer and not s.multiplexer_ids),
+            None,
         )
-        mux_ids = {i for s in specs if s.multiplexer_signal == self._mux for i in s.multiplexer_ids}
+        mux_ids = {
+            i
+            for s in message.signals
+            if s.multiplexer_signal == self._mux and s.multiplexer_ids
+            for i in s.multiplexer_ids
+        }
         self._mux_values = tuple(sorted(mux_ids)) if self._mux else ()
         self._mux_index = 0
         skip = {counter, checksum, self._mux}
-        self._sources: list[tuple[SignalSpec, Callable[[VehicleState], SignalValue]]] = []
-        for spec in specs:
-            source = signals.get(spec.qualified) or signals.get(spec.name)
-            if source is not None and spec.name not in skip:
-                self._sources.append((spec, source))
+        self._sources: list[tuple[Any, Callable[[VehicleState], SignalValue]]] = []
+        for signal in message.signals:
+            source = signals.get(f"{self.name}.{signal.name}") or signals.get(signal.name)
+            if source is not None and signal.name not in skip:
+                self._sources.append((signal, source))
         self._warned = False
         self._last_key: tuple[tuple[str, object], ...] | None = None
-        self._last: EncodedFrame | None = None
+        self._last: bytes | None = None
+
+    def _present(self, signal: Any, mux_value: int | None) -> bool:
+        """Whether the signal is in a frame with this multiplexer value."""
+        if not signal.multiplexer_ids or signal.multiplexer_signal is None:
+            return True
+        return signal.multiplexer_signal == self._mux and mux_value in signal.multiplexer_ids
 
     def frame(
         self, state: VehicleState, out_of_range: Mapping[str, int | float] | None = None
@@ -233,41 +325,53 @@ class MessagePlan:
             mux_value = self._mux_values[self._mux_index]
             self._mux_index = (self._mux_index + 1) % len(self._mux_values)
             values[self._mux] = mux_value
-        for spec, source in self._sources:
-            if spec.multiplexer_signal is not None and (
-                spec.multiplexer_signal != self._mux or mux_value not in spec.multiplexer_ids
-            ):
+        for signal, source in self._sources:
+            if not self._present(signal, mux_value):
                 continue
-            value = _coerce(spec, source(state))
+            value = _coerce(signal, source(state))
             if value is not None:
-                values[spec.name] = value
+                values[signal.name] = value
         key = tuple(values.items())
-        encoded = self._last
-        if encoded is None or key != self._last_key:  # slow-changing messages skip encoding
-            encoded = self._last = self._encode(values, mux_value)
+        payload = self._last
+        if payload is None or key != self._last_key:  # slow-changing messages skip encoding
+            payload = self._last = self._encode(values, mux_value)
             self._last_key = key
-        payload = bytearray(encoded.data)
+        data = bytearray(payload)
         for name, raw in (out_of_range or {}).items():
-            if name in encoded.signals:  # present in this frame (its mux branch)
-                insert(self.specs[name].signal, raw, payload)
-        msg = can.Message(
-            arbitration_id=encoded.arbitration_id,
-            is_extended_id=encoded.is_extended,
-            is_fd=encoded.is_fd,
-            bitrate_switch=encoded.is_fd,
-            data=payload,
-        )
-        if self._hook is not None:
-            msg.data = bytearray(self._hook.apply(bytes(msg.data), self._sent))
+            signal = self.by_name.get(name)
+            if signal is not None and self._present(signal, mux_value):
+                write_raw(data, signal, int(raw))
+        if self._e2e is not None:
+            data = bytearray(self._e2e.apply(bytes(data), self._sent))
             self._sent += 1
-        return msg
+        is_fd = bool(self.message.is_fd) or len(data) > 8
+        return can.Message(
+            arbitration_id=int(self.message.frame_id),
+            is_extended_id=bool(self.message.is_extended_frame),
+            is_fd=is_fd,
+            bitrate_switch=is_fd,
+            data=data,
+        )
 
-    def _encode(self, values: dict[str, object], mux_value: int | None) -> EncodedFrame:
+    def _encode(self, values: dict[str, object], mux_value: int | None) -> bytes:
+        """cantools' encoding of the frame: every signal of the active branch, those no
+        source gave at their initial value."""
+        full = {
+            s.name: values.get(s.name, _initial(s))
+            for s in self.message.signals
+            if self._present(s, mux_value)
+        }
+        if self._mux is not None and mux_value is not None:
+            full[self._mux] = mux_value
         try:
-            return self.db.encode(self.message, values)
-        except ToolError as exc:
+            return bytes(self.message.encode(full, padding=False, strict=True))
+        except Exception as exc:  # a value cantools refuses: send the initial values
             if not self._warned:
                 log.warning("%s: sent with its initial values (%s)", self.name, exc)
                 self._warned = True
-            fallback = {self._mux: mux_value} if self._mux and mux_value is not None else {}
-            return self.db.encode(self.message, fallback)
+            fallback = {
+                s.name: _initial(s) for s in self.message.signals if self._present(s, mux_value)
+            }
+            if self._mux is not None and mux_value is not None:
+                fallback[self._mux] = mux_value
+            return bytes(self.message.encode(fallback, padding=False, strict=False))

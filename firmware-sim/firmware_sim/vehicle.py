@@ -22,9 +22,13 @@ from typing import Any, Final, Self
 import can
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
-from firmware_sim.signals import MessagePlan, climate_request, out_of_range_raw
-from hwbridge.can.database.database import CanDatabase
-from hwbridge.core.models import ToolError
+from firmware_sim.signals import (
+    MessagePlan,
+    climate_request,
+    find_message,
+    find_signal,
+    out_of_range_raw,
+)
 
 __all__ = ["FAULTS", "VirtualVehicle"]
 
@@ -40,8 +44,39 @@ _ERROR_ID = 0x088
 _ERROR_DATA = bytes([0, 0, 0x04, 0, 0, 0, 0, 0])
 
 
+def _cantools_db(dbc: str | Path | Any) -> Any:
+    """A cantools database: loaded by cantools from a path, or the one a loaded database
+    holds (a cantools `Database`, or anything with a `.cantools` one, as hwbridge's). A
+    list or tuple of them is one bus: their messages together (the first of two with the
+    same frame id wins)."""
+    if isinstance(dbc, list | tuple):
+        from cantools.database.can import Database
+
+        if not dbc:
+            raise ValueError("a vehicle needs at least one database")
+        parts = [_cantools_db(one) for one in dbc]
+        seen: set[tuple[int, bool]] = set()
+        messages = []
+        for part in parts:
+            for message in part.messages:
+                key = (int(message.frame_id), bool(message.is_extended_frame))
+                if key not in seen:
+                    seen.add(key)
+                    messages.append(message)
+        return Database(messages=messages, strict=False)
+    if isinstance(dbc, str | Path):
+        import cantools
+
+        return cantools.database.load_file(str(dbc), strict=False)
+    return getattr(dbc, "cantools", dbc)
+
+
 class VirtualVehicle:
     """A simulated vehicle sending the periodic messages of `dbc` on virtual `channel`.
+
+    `dbc` is a path or a loaded database, or a list of them sharing the bus (e.g. the demo
+    vehicle and `dbc/gnss_module.dbc`, a GNSS module whose speed is a reference for
+    discovering the others: the client needs only that one).
 
     `seed` makes the model reproducible; `drive=False` keeps it parked at idle instead of
     running the drive cycle; `model` replaces the default `VehicleModel(seed)` (e.g. to
@@ -50,7 +85,7 @@ class VirtualVehicle:
 
     def __init__(
         self,
-        dbc: str | Path | CanDatabase,
+        dbc: str | Path | Any | list[str | Path | Any],
         *,
         channel: str = "sim",
         seed: int = 0,
@@ -59,7 +94,7 @@ class VirtualVehicle:
         obd: bool = True,
         vin: str = DEFAULT_VIN,
     ) -> None:
-        self.db = dbc if isinstance(dbc, CanDatabase) else CanDatabase.load(dbc)
+        self.db = _cantools_db(dbc)
         self.channel = channel
         self.vin = check_vin(vin)
         self._model = model if model is not None else VehicleModel(seed)
@@ -72,7 +107,8 @@ class VirtualVehicle:
         for message in self.db.messages:
             if message.cycle_time and not getattr(message, "is_container", False):
                 self._plans.append(MessagePlan(self.db, message))
-        climate = self.db.message(_CLIMATE_COMMAND) if _CLIMATE_COMMAND in self.db else None
+        climate = next((m for m in self.db.messages if m.name == _CLIMATE_COMMAND), None)
+        self._climate = climate
         self._climate_key = (
             (int(climate.frame_id), bool(climate.is_extended_frame)) if climate else None
         )
@@ -275,10 +311,7 @@ class VirtualVehicle:
     def _plan_of(self, message: str | None, missing: str) -> MessagePlan:
         if not message:
             raise ValueError(missing)
-        try:
-            found = self.db.message(message)
-        except ToolError as exc:
-            raise ValueError(exc.message) from None
+        found = find_message(self.db, message)
         for plan in self._plans:
             if plan.message is found:
                 return plan
@@ -287,17 +320,14 @@ class VirtualVehicle:
     def _inject_out_of_range(self, signal: str | None) -> None:
         if not signal:
             raise ValueError("out_of_range needs signal=NAME")
-        try:
-            spec = self.db.resolve_signal(signal)
-        except ToolError as exc:
-            raise ValueError(exc.message) from None
-        plan = self._plan_of(spec.message, "")
-        raw = out_of_range_raw(spec)
+        message, found = find_signal(self.db, signal)
+        plan = self._plan_of(message.name, "")
+        raw = out_of_range_raw(found)
         if raw is None:
-            raise ValueError(f"every value {spec.name} can carry is within its range")
+            raise ValueError(f"every value {found.name} can carry is within its range")
         with self._lock:
             faults = {k: dict(v) for k, v in self._out_of_range.items()}
-            faults.setdefault(plan.name, {})[spec.name] = raw
+            faults.setdefault(plan.name, {})[found.name] = raw
             self._out_of_range = MappingProxyType(faults)
 
     def clear_faults(self) -> None:
@@ -367,7 +397,7 @@ class VirtualVehicle:
         try:
             msg = plan.frame(state, self._out_of_range.get(plan.name))
             bus.send(msg)
-        except (can.CanError, ToolError) as exc:
+        except can.CanError as exc:
             log.warning("%s not sent: %s", plan.name, exc)
             return
         except Exception:  # keep the other messages going
@@ -389,14 +419,15 @@ class VirtualVehicle:
 
     def _on_frame(self, msg: can.Message) -> None:
         """Frames from other nodes (a notifier callback): climate commands."""
-        if msg.is_error_frame or msg.is_remote_frame or self._climate_key is None:
+        climate = self._climate
+        if msg.is_error_frame or msg.is_remote_frame or climate is None:
             return
         if (msg.arbitration_id, msg.is_extended_id) != self._climate_key:
             return
         try:
-            decoded = self.db.decode(_CLIMATE_COMMAND, bytes(msg.data))
+            decoded = climate.decode(bytes(msg.data), decode_choices=False)
             with self._lock:
-                self._model.set_climate(climate_request(decoded.signals, self._model.climate))
+                self._model.set_climate(climate_request(decoded, self._model.climate))
                 self._commands += 1
         except Exception:  # an exception would end the notifier thread, and OBD with it
             log.exception("climate command not applied: %s", msg)

@@ -1,5 +1,7 @@
 """The CAN bridge: python-can transports, cantools databases, tools an LLM can call."""
 
+from typing import TYPE_CHECKING, Any
+
 from hwbridge.can.database import (
     CanDatabase,
     DatabaseError,
@@ -9,6 +11,9 @@ from hwbridge.can.database import (
 from hwbridge.can.driver import CanDriver
 from hwbridge.can.tools import CanToolDriver, FrameHook, counter_and_checksum, xor_checksum
 from hwbridge.policy import SendPolicy, SendRequest
+
+if TYPE_CHECKING:
+    from hwbridge.can.discovery.api import discover
 
 __all__ = [
     "CanDatabase",
@@ -21,5 +26,15 @@ __all__ = [
     "SendPolicy",
     "SendRequest",
     "counter_and_checksum",
+    "discover",
     "xor_checksum",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # discover needs numpy (the `discovery` extra): imported on first use only
+    if name == "discover":
+        from hwbridge.can.discovery.api import discover
+
+        return discover
+    raise AttributeError(f"module 'hwbridge.can' has no attribute {name!r}")

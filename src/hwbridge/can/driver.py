@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.discovery._deps import require_numpy
 from hwbridge.can.health import SILENT_AFTER_S, database_raw_spec, networks_health
 from hwbridge.can.network import Network
 from hwbridge.can.tools.sending import HookFactory
@@ -27,6 +28,9 @@ from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
 from hwbridge.policy import SendPolicy
+
+if TYPE_CHECKING:
+    from hwbridge.can.discovery.tools import DiscoveryTools
 
 __all__ = ["CanDriver"]
 
@@ -61,6 +65,23 @@ def _check_limits_exist(policy: SendPolicy, networks: Sequence[Network]) -> None
         )
 
 
+def _discovery_tools(tool_driver: CanToolDriver) -> DiscoveryTools:
+    """The discovery tools over a tool driver's one network; defining a signal swaps that
+    network for one reading the grown database (`CanToolDriver.replace_network`)."""
+    from hwbridge.can.discovery.session import DiscoverySession
+    from hwbridge.can.discovery.tools import DiscoveryTools
+
+    if len(tool_driver.networks) != 1:
+        raise ValueError("discovery works on a driver with one network")
+    name = next(iter(tool_driver.networks))
+
+    def grow(db: CanDatabase) -> None:
+        tool_driver.replace_network(tool_driver.networks[name].with_database(db))
+
+    session = DiscoverySession(tool_driver.networks[name].db, on_grow=grow)
+    return DiscoveryTools(lambda: tool_driver.networks[name], session)
+
+
 class CanDriver(HybridDriver, Closing):
     """An LLM-ready CAN driver: tools generated from the database, gated by a SendPolicy."""
 
@@ -80,15 +101,19 @@ class CanDriver(HybridDriver, Closing):
         exposure: Exposure = "auto",
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
+        discovery: bool = False,
     ) -> None:
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         self.policy = policy or SendPolicy()
         self._networks = tuple(networks)
+        self.discovery: DiscoveryTools | None = None
         try:
             _check_limits_exist(self.policy, self._networks)
             self.tool_driver = CanToolDriver(
                 self._networks, self.policy, exposure=exposure, fits=self._fits
             )
+            if discovery:
+                self.discovery = _discovery_tools(self.tool_driver)
         except BaseException:
             for network in self._networks:
                 network.close()
@@ -109,14 +134,19 @@ class CanDriver(HybridDriver, Closing):
         exposure: Exposure = "auto",
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
+        discovery: bool = False,
     ) -> CanDriver:
         """A driver for one database on one bus (None: offline, catalog and decoding only).
 
         `bus` is a bus string (`virtual:CH`, `socketcand://HOST:PORT/CH`, `slcan://PORT@BAUD`,
         `socketcan:CH`, `INTERFACE:CH`), python-can keyword arguments, an open `can.BusABC`
-        or a CanAdapter.
+        or a CanAdapter. `discovery=True` adds the discovery tools (see `from_bus`) for the
+        part of the bus the database does not cover; the bits it explains are never offered
+        again as new fields.
         """
         policy = policy or SendPolicy()
+        if discovery:
+            require_numpy()
         net = Network.open(
             network, path, bus, policy, history_s=history_s, bitrate=bitrate, hooks=hooks
         )
@@ -126,6 +156,47 @@ class CanDriver(HybridDriver, Closing):
             exposure=exposure,
             prompt_strategy=prompt_strategy,
             prompt_overrides=prompt_overrides,
+            discovery=discovery,
+        )
+
+    @classmethod
+    def from_bus(
+        cls,
+        bus: BusSpec | CanAdapter,
+        reference: str | Path | CanDatabase | None = None,
+        policy: SendPolicy | None = None,
+        *,
+        network: str = "can",
+        bitrate: float | None = None,
+        history_s: float = 30.0,
+        exposure: Exposure = "auto",
+        prompt_strategy: str | Path | PromptStrategy = "json",
+        prompt_overrides: dict[str, Any] | str | Path | None = None,
+    ) -> CanDriver:
+        """A driver for a bus with no database, or one that covers only part of it
+        (`reference`, e.g. a GNSS module's DBC).
+
+        Beside the reading tools it offers the discovery tools, which only listen:
+        `survey_bus`, `snapshot_bus`, `diff_snapshots`, `correlate_signal`,
+        `define_signal` (read_signals, wait_for_signal and capture read a defined signal at
+        once) and `draft_dbc`. Needs numpy: pip install 'mcs-hwbridge[discovery]'.
+        """
+        require_numpy()
+        policy = policy or SendPolicy()
+        if reference is None:
+            db = CanDatabase.empty()
+        elif isinstance(reference, CanDatabase):
+            db = reference
+        else:
+            db = CanDatabase.load(reference)
+        net = Network.open(network, db, bus, policy, history_s=history_s, bitrate=bitrate)
+        return cls(
+            [net],
+            policy,
+            exposure=exposure,
+            prompt_strategy=prompt_strategy,
+            prompt_overrides=prompt_overrides,
+            discovery=True,
         )
 
     @classmethod
@@ -169,19 +240,24 @@ class CanDriver(HybridDriver, Closing):
 
     @property
     def database(self) -> CanDatabase:
-        """The database of the first (usually only) network."""
-        return self._networks[0].db
+        """The database of the first (usually only) network (with the signals defined so
+        far, on a discovery driver)."""
+        return next(iter(self.tool_driver.networks.values())).db
 
     # -- MCSToolDriver (delegated) ---------------------------------------------------------
 
     def list_tools(self) -> list[Tool]:
-        return self.tool_driver.list_tools()
+        tools = self.tool_driver.list_tools()
+        return tools + self.discovery.list_tools() if self.discovery else tools
 
     def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        if self.discovery is not None and self.discovery.owns(tool_name):
+            return self.discovery.execute_tool(tool_name, arguments)
         return self.tool_driver.execute_tool(tool_name, arguments)
 
     def essential_tools(self) -> list[Tool]:
-        return self.tool_driver.essential_tools()
+        tools = self.tool_driver.essential_tools()
+        return tools + self.discovery.list_tools() if self.discovery else tools
 
     def refused_tools(self) -> Mapping[str, ToolError]:
         """Send tools the policy keeps closed: a call fails with SEND_NOT_ALLOWED (it never
@@ -227,11 +303,15 @@ class CanDriver(HybridDriver, Closing):
     def driver_guidance(self, model_name: str | None = None) -> str:
         guidance = can_texts().guidance
         if all(n.adapter is None for n in self._networks):
-            return guidance.offline.strip()
-        if not self.policy.allows_sending:
-            return guidance.read_only.strip()
-        allowed = ", ".join(self.policy.describe()["allow_messages"]) or "raw frames"
-        return guidance.can_send.format(allowed=allowed).strip()
+            text = guidance.offline.strip()
+        elif not self.policy.allows_sending:
+            text = guidance.read_only.strip()
+        else:
+            allowed = ", ".join(self.policy.describe()["allow_messages"]) or "raw frames"
+            text = guidance.can_send.format(allowed=allowed).strip()
+        if self.discovery is not None:
+            text += "\n" + self.discovery.texts.guidance.discovery.strip()
+        return text
 
     def _fits(self, tools: list[Tool]) -> bool:
         strategy = self.prompt_strategy

@@ -8,7 +8,7 @@ no bus the network is offline and only the catalog and decoding work.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,11 @@ class Network:
                 adapter.close()
             raise
         return cls(name, db, adapter, monitor, Reader(db, monitor, adapter), sender)
+
+    def with_database(self, db: CanDatabase) -> Network:
+        """The same bus, monitor and sender, read through another database (one that grew
+        at run time: discovery's defined signals). What is sent stays the sender's."""
+        return replace(self, db=db, reader=Reader(db, self.monitor, self.adapter))
 
     def close(self) -> None:
         self.sender.stop_all()

@@ -19,6 +19,7 @@ from hwbridge.cli import (
     chat,
     decode,
     demo,
+    discover,
     drivers,
     inspector,
     mcp_server,
@@ -51,6 +52,7 @@ examples:
   hwbridge inspect --bus socketcand://127.0.0.1:29536/vcan0
   hwbridge ports                     serial ports and CAN interfaces on this machine
   hwbridge inspect --spec bench_psu --port /dev/ttyUSB0
+  hwbridge discover drive.blf --reference gnss.dbc --out draft.dbc
   hwbridge sim --help
 """
 
@@ -88,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         sim,
         schema,
         decode,
+        discover,
         demo,
         ports,
     ):

@@ -165,6 +165,38 @@ class CanDatabase:
         """Wrap a cantools `Database` that is already loaded (it must not change afterwards)."""
         return cls(db, path=path)
 
+    @classmethod
+    def empty(cls) -> CanDatabase:
+        """A database with no message: a bus nothing is known about yet (discovery)."""
+        from cantools.database.can import Database
+
+        return cls(Database())
+
+    def with_messages(self, messages: Sequence[Any]) -> CanDatabase:
+        """A new database: this one's messages, each replaced by the given message with the
+        same frame id (11/29 bits kept apart), and the others added at the end.
+
+        This database is not changed (copy on write): signals defined at run time
+        (discovery's `define_signal`) grow a driver's database by swapping in the new one,
+        so every call sees one whole database. File, repairs and renamed names carry over.
+        """
+        from cantools.database.can import Database
+
+        def key(m: Any) -> int:
+            return int(m.frame_id) | _EXTENDED if m.is_extended_frame else int(m.frame_id)
+
+        given = {key(m): m for m in messages}
+        kept = [given.pop(key(m), m) for m in self._messages]
+        db = Database(
+            messages=[*kept, *given.values()],
+            nodes=list(self._db.nodes),
+            buses=list(self._db.buses),
+            version=self._db.version,
+            dbc_specifics=self._db.dbc,
+            strict=False,
+        )
+        return type(self)(db, path=self._path, repairs=self._repairs, renamed=self._renamed)
+
     # -- what it holds -------------------------------------------------------------------
 
     @property

@@ -96,6 +96,14 @@ class CanToolDriver(MCSToolDriver):
         self._typed = {t.name: k for t, k in typed}
         self.exposure = "messages" if typed else "catalog"
 
+    def replace_network(self, network: Network) -> None:
+        """Read a network through a database that grew at run time (see
+        `Network.with_database`). The tool list does not change; the network is swapped
+        whole (one atomic assignment), so every call sees one database."""
+        if network.name not in self.networks:
+            raise ValueError(f"no network {network.name!r}")
+        self.networks[network.name] = network
+
     # -- MCSToolDriver ---------------------------------------------------------------------
 
     def list_tools(self) -> list[Tool]:

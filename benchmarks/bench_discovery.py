@@ -1,0 +1,282 @@
+"""Signal discovery: what it costs, what it gets right, and how it holds up, in one run.
+
+- cost: `discover()` on a capture against iterating the same file with python-can's
+  `LogReader` (goal: at most 5x), a generated 2-minute drive as BLF and the real truck log
+  (MF4);
+- recovery on 2-minute drives generated from opendbc files (`benchmarks/drives.py`) and on
+  the real truck log with its two DBCs as the truth and one GNSS signal as the reference:
+  the share of observable signals exactly recovered (bits, order, signedness; goal 90%),
+  the precision (fields inside one true signal; goal 90%), counters and checksums found
+  (goal: all), speed-like fields scaled within 2% through the GNSS reference (goal: all);
+- a hostile capture: 1,000,000 distinct 29-bit ids, 64 bytes of zeros each, discovered in a
+  child process: time, peak memory, and what it says it dropped.
+
+Captures are generated into a temporary folder, never kept.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import cantools
+import numpy as np
+
+import can
+from benchmarks.drives import GNSS_DBC, Drive, Score, capture_truth, generate, score
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+OPENDBC = DATA / "opendbc"
+TRUCK = DATA / "css" / "truck_j1939_gps.MF4"
+SECONDS = 120.0
+REPEATS = 3
+HOSTILE_IDS = 1_000_000
+
+# (file, how the car computes its checksums: benchmarks/car_checksums.py; None: no checksum)
+CARS: list[tuple[str, str | None]] = [
+    ("toyota_prius_2010_pt.dbc", "toyota"),
+    ("toyota_tss2_adas.dbc", "toyota"),
+    ("vw_mqb.dbc", "vw_mqb"),
+    ("vw_mqbevo.dbc", "vw_mqb"),
+    ("vw_pq.dbc", "xor"),
+    ("tesla_can.dbc", "tesla"),
+    ("tesla_model3_party.dbc", "tesla"),
+    ("chrysler_cusw.dbc", "chrysler"),
+    ("fca_giorgio.dbc", "fca_giorgio"),
+    ("comma_body.dbc", "comma_body"),
+    ("psa_aee2010_r3.dbc", "psa"),
+    ("acura_ilx_2016_nidec.dbc", "honda"),
+    ("hongqi_hs5.dbc", None),
+    ("gwm_haval_h6_phev_2024.dbc", None),
+    ("mercedes_benz_e350_2010.dbc", None),
+    ("cadillac_ct6_powertrain.dbc", None),
+    ("volvo_v60_2015_pt.dbc", None),
+    ("mazda_2017.dbc", None),
+    ("bmw_e9x_e8x.dbc", None),
+    ("ford_lincoln_base_pt.dbc", None),
+]
+
+
+def _best(run: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _python_can(path: Path) -> int:
+    return sum(1 for _ in can.LogReader(str(path)))
+
+
+def _cost(path: Path, label: str) -> float:
+    from hwbridge.can.discovery.api import discover
+
+    frames = _python_can(path)  # also warms both up
+    discover([path])
+    theirs = _best(lambda: _python_can(path))
+    ours = _best(lambda: discover([path]))
+    ratio = ours / theirs
+    verdict = "ok" if ratio <= 5.0 else "MISSED"
+    print(
+        f"  {label:<34} {frames:>8,} frames  python-can {theirs:6.2f} s  discover {ours:6.2f} s"
+        f"  {ratio:4.2f}x  (goal <= 5x: {verdict})"
+    )
+    return ratio
+
+
+def _line(name: str, s: Score) -> str:
+    def pct(a: int, b: int) -> str:
+        return f"{a / b:6.1%}" if b else "     -"
+
+    return (
+        f"  {name:<34} exact {s.exact:>4}/{s.observable:<4} {pct(s.exact, s.observable)}"
+        f"  precision {s.inside:>4}/{s.fields:<4} {pct(s.inside, s.fields)}"
+        f"  counters {s.counters_found}/{s.counters}  checksums {s.checksums_found}/{s.checksums}"
+        f"  speeds {s.speeds_scaled}/{s.speeds}"
+    )
+
+
+def _drives(folder: Path) -> Score:
+    from hwbridge.can.discovery.api import discover
+
+    total = Score()
+    gnss = folder / "gnss.dbc"
+    gnss.write_text(GNSS_DBC)
+    for name, car in CARS:
+        path = OPENDBC / name
+        if not path.exists():
+            print(f"  {name}: not here, skipped")
+            continue
+        drive = generate(path, SECONDS, car=car, seed=1)
+        capture = drive.write(folder / f"{path.stem}.blf")
+        report = discover([capture], reference=gnss)
+        s = score(report.to_dict(), drive)
+        total.add(s)
+        print(_line(name, s))
+    return total
+
+
+def _truck() -> Score | None:
+    """The real truck log; truth: canmod-gps.dbc and the J1939 demo DBC; reference: the GNSS
+    module's speed alone (its other signals are to be found like the rest)."""
+    from cantools.database.can import Database, Message
+
+    from hwbridge.can.discovery.api import discover
+    from hwbridge.can.discovery.frames import Collector
+    from hwbridge.captures.readers import open_capture
+
+    if not TRUCK.exists():
+        print("  truck_j1939_gps.MF4: not here, skipped")
+        return None
+    gps = cantools.database.load_file(DATA / "css" / "canmod-gps.dbc")
+    j1939 = cantools.database.load_file(DATA / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc")
+    assert isinstance(gps, Database)
+    assert isinstance(j1939, Database)
+    speed = gps.get_message_by_name("gnss_speed")
+    reference = Database(
+        messages=[
+            Message(
+                frame_id=speed.frame_id,
+                name=speed.name,
+                length=speed.length,
+                signals=[speed.get_signal_by_name("Speed")],
+            )
+        ]
+    )
+    collector = Collector()
+    reader = open_capture(TRUCK)
+    for chunk in reader.chunks():
+        collector.add(
+            chunk.timestamp_us / 1e6, chunk.arbitration_id, chunk.extended, chunk.length, chunk.data
+        )
+    reader.close()
+    payloads = {key: fs.data for key, fs in collector.framesets().items()}
+    truth = [
+        t
+        for t in capture_truth(payloads, [gps, j1939])
+        if not (t.message == "gnss_speed" and t.name == "Speed")
+    ]
+    report = discover([TRUCK], reference=reference)
+    empty = np.zeros(0)
+    drive = Drive(
+        "truck",
+        empty,
+        empty.astype(np.int64),
+        empty.astype(np.bool_),
+        empty.astype(np.int64),
+        np.zeros((0, 8), np.uint8),
+        truth,
+    )
+    s = score(report.to_dict(), drive, skip=())
+    print(_line("truck_j1939_gps.MF4 (real)", s))
+    for miss in s.misses:
+        print(f"    not exact: {miss}")
+    return s
+
+
+_HOSTILE = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from hwbridge.can.discovery.api import discover
+    start = time.perf_counter()
+    report = discover([sys.argv[1]])
+    took = time.perf_counter() - start
+    peak = Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0]
+    print(took, peak, len(report.messages), report.dropped.get('ids', 0),
+          report.dropped.get('frames_of_dropped_ids', 0), len(report.to_json()))
+    """
+)
+_IDLE = (
+    "from pathlib import Path; from hwbridge.can.discovery.api import discover; "
+    "import hwbridge.can.discovery.survey, hwbridge.captures.readers, numpy, can, cantools; "
+    "print(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0])"
+)
+
+
+def _hostile(folder: Path) -> None:
+    path = folder / "hostile.blf"
+    zeros = bytes(64)
+    start = time.perf_counter()
+    with can.BLFWriter(str(path)) as writer:
+        for i in range(HOSTILE_IDS):
+            writer.on_message_received(
+                can.Message(
+                    timestamp=i * 1e-4,
+                    arbitration_id=i,
+                    is_extended_id=True,
+                    is_fd=True,
+                    data=zeros,
+                )
+            )
+    written = time.perf_counter() - start
+    theirs = _best(lambda: _python_can(path))
+    done = subprocess.run(
+        [sys.executable, "-c", _HOSTILE, str(path)], capture_output=True, text=True, check=True
+    )
+    took, peak_kb, messages, ids, frames, chars = done.stdout.split()
+    idle = subprocess.run([sys.executable, "-c", _IDLE], capture_output=True, text=True, check=True)
+    print(
+        f"  {HOSTILE_IDS:,} distinct 29-bit ids, 64 zero bytes each ({path.stat().st_size:,} bytes"
+        f" of BLF, written in {written:.1f} s)"
+    )
+    print(
+        f"  discover: {float(took):.2f} s (python-can reading the file: {theirs:.2f} s,"
+        f" {float(took) / theirs:.2f}x); peak {int(peak_kb) / 1024:.0f} MB in its process,"
+        f" {int(idle.stdout) / 1024:.0f} MB of which are the imported libraries"
+    )
+    print(
+        f"  answered: {int(messages):,} ids kept (listed without fields), about {int(ids):,}"
+        f" more dropped ({int(frames):,} frames, true: {HOSTILE_IDS - int(messages):,}),"
+        f" a {int(chars):,}-character report"
+    )
+
+
+def main() -> None:
+    from hwbridge.can.discovery._deps import require_numpy
+
+    require_numpy()
+    with tempfile.TemporaryDirectory(prefix="hwbridge-bench-") as tmp:
+        folder = Path(tmp)
+        print("cost: discover against iterating the same file with python-can's LogReader")
+        mqb = OPENDBC / "vw_mqb.dbc"
+        if mqb.exists():
+            drive = generate(mqb, SECONDS, car="vw_mqb", seed=1)
+            _cost(drive.write(folder / "cost.blf"), "vw_mqb drive, 2 min (BLF)")
+            _cost(drive.write(folder / "cost.asc"), "the same drive (ASC, text)")
+        if TRUCK.exists():
+            _cost(TRUCK, "truck_j1939_gps.MF4 (real, 127 s)")
+        print(f"\nrecovery: {SECONDS / 60:.0f}-minute drives from opendbc files, GNSS reference")
+        total = _drives(folder)
+        print(_line("all drives", total))
+        exact = total.exact / max(total.observable, 1)
+        precision = total.inside / max(total.fields, 1)
+        goals = [
+            ("exact >= 90%", exact >= 0.9),
+            ("precision >= 90%", precision >= 0.9),
+            ("all counters", total.counters_found == total.counters),
+            ("all checksums", total.checksums_found == total.checksums),
+            ("all speeds within 2%", total.speeds_scaled == total.speeds),
+        ]
+        print("  goals: " + ", ".join(f"{g}: {'ok' if ok else 'MISSED'}" for g, ok in goals))
+        print(
+            f"  ({total.gapped} signals whose moving bits are not one run, and"
+            f" {total.checksums_alone} checksums over frames in which only a counter moved,"
+            " cannot be told and are left out of the shares)"
+        )
+        print("\nrecovery: the real truck log (reference: gnss_speed.Speed alone)")
+        _truck()
+        print("\nhostile capture")
+        _hostile(folder)
+
+
+if __name__ == "__main__":
+    main()

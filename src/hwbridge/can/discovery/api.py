@@ -1,0 +1,132 @@
+"""`discover`: captures in, a report (and a draft DBC) out.
+
+    from hwbridge.can import discover
+    report = discover(["drive.blf"], reference="gnss.dbc")
+    print(report.to_json())
+    Path("draft.dbc").write_text(report.to_dbc())
+
+Captures are read in chunks with the capture readers (BLF and MF4 as arrays, every other
+format python-can reads through python-can), so memory stays bounded whatever their size.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from hwbridge.can.discovery._deps import require_numpy
+from hwbridge.can.discovery.reference import ReferenceSpec
+from hwbridge.can.discovery.report import DiscoveryReport, Note
+
+__all__ = ["TIME_BUDGET_S", "discover"]
+
+TIME_BUDGET_S = 300.0
+"""Analysis stops after this long; ids not analysed by then are reported as dropped."""
+
+
+def discover(
+    captures: str | Path | Sequence[str | Path],
+    reference: ReferenceSpec | Sequence[ReferenceSpec] | None = None,
+    *,
+    min_r: float | None = None,
+    time_budget_s: float = TIME_BUDGET_S,
+    max_ids: int | None = None,
+    max_bytes: int | None = None,
+    progress: Callable[[str, float], None] | None = None,
+) -> DiscoveryReport:
+    """Find the signals of the frames in `captures` (any format python-can reads, and MF4).
+
+    `reference` (a DBC path or a database, or several) describes the part of the bus that
+    is known: its messages are decoded, not rediscovered, and every value field is
+    correlated with its signals; a field with |r| >= `min_r` (0.9) takes the signal's unit
+    and a least-squares scale and offset. `progress(capture, fraction)` is called as
+    captures are read. A truncated capture keeps the frames read before the break (a note
+    says so). Raises FileNotFoundError / ValueError for a capture that cannot be opened.
+    """
+    require_numpy()
+    from hwbridge.can.discovery import frames as frames_module
+    from hwbridge.can.discovery.reference import load_reference
+    from hwbridge.can.discovery.survey import MIN_R, analyse_frames, build_report
+    from hwbridge.captures.frames import CaptureError
+    from hwbridge.captures.readers import check_capture, open_capture
+
+    paths = [captures] if isinstance(captures, str | Path) else list(captures)
+    if not paths:
+        raise ValueError("discover needs at least one capture")
+    checked = [check_capture(p) for p in paths]
+    ref = load_reference(reference)
+    collector = frames_module.Collector(
+        max_ids=max_ids or frames_module.MAX_IDS,
+        max_bytes=max_bytes or frames_module.MAX_BYTES,
+    )
+    notes: list[Note] = []
+    for path in checked:
+        reader = open_capture(path)
+        try:
+            for chunk in reader.chunks():
+                collector.add(
+                    chunk.timestamp_us / 1e6,
+                    chunk.arbitration_id,
+                    chunk.extended,
+                    chunk.length,
+                    chunk.data,
+                )
+                if progress is not None:
+                    progress(path.name, reader.progress)
+        except CaptureError as exc:
+            notes.append(
+                Note(
+                    message=path.name,
+                    text=f"{exc.reason} at {exc.position}; the frames before it were used",
+                )
+            )
+        finally:
+            reader.close()
+        collector.end_segment()
+    deadline = time.monotonic() + time_budget_s
+    found, left_out = analyse_frames(collector.framesets(), ref, deadline=deadline)
+    report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
+    report.captures = [p.name for p in checked]
+    report.dropped = collector.report_dropped().to_dict()
+    if left_out:
+        report.dropped["ids_not_analysed"] = left_out
+        notes.append(
+            Note(
+                message="*",
+                text=f"{left_out} id(s) with the fewest frames were not analysed within the"
+                f" time budget of {time_budget_s:g} s",
+            )
+        )
+    _explain_dropped(report, notes)
+    report.notes = notes + report.notes
+    return report
+
+
+def _explain_dropped(report: DiscoveryReport, notes: list[Note]) -> None:
+    d = report.dropped
+    if d.get("ids"):
+        notes.append(
+            Note(
+                message="*",
+                text=f"about {d['ids']} more distinct id(s) ({d['frames_of_dropped_ids']}"
+                " frames) came after the first ids analysed filled the bound; they were"
+                " counted, not analysed",
+            )
+        )
+    if d.get("frames_not_stored"):
+        notes.append(
+            Note(
+                message="*",
+                text=f"{d['frames_not_stored']} frame(s) of busy ids were counted but not"
+                " kept, to stay within memory; the rest are spread over the whole capture",
+            )
+        )
+    if d.get("frames_of_other_lengths"):
+        notes.append(
+            Note(
+                message="*",
+                text=f"{d['frames_of_other_lengths']} frame(s) whose length differed from"
+                " their id's usual length were left out",
+            )
+        )

@@ -1,0 +1,134 @@
+"""What discovery found, as data: the report a user reads and the draft DBC it writes.
+
+The JSON document (`DiscoveryReport.to_json()`) is the issue's contract:
+
+    {"messages": [{"id": 416, "extended": false, "dlc": 8, "frames": 6000, "period_ms": 20.0,
+      "signals": [{"name": ..., "start_bit": 7, "length": 16, "byte_order": "big_endian",
+                   "signed": false, "kind": "value", "scale": 0.01, "offset": 0.0,
+                   "unit": "km/h", "reference": {"message": ..., "signal": ..., "r": 0.998}}]}]}
+
+`start_bit` and `byte_order` are as cantools writes them, and the names are the names in the
+draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`frames`,
+`captures`), which messages the reference decoded instead (`reference_messages`), what was
+dropped to stay within bounds (`dropped`) and what could not be told (`notes`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+
+__all__ = [
+    "DiscoveryReport",
+    "FieldReport",
+    "Kind",
+    "MessageReport",
+    "Note",
+    "ReferenceMatch",
+    "field_name",
+    "message_name",
+]
+
+Kind = Literal["value", "flag", "counter", "checksum", "constant"]
+ByteOrderName = Literal["little_endian", "big_endian"]
+
+_PREFIX = {
+    "value": "SIG",
+    "flag": "FLAG",
+    "counter": "COUNTER",
+    "checksum": "CHECKSUM",
+    "constant": "CONST",
+}
+
+
+def id_text(frame_id: int, extended: bool) -> str:
+    return f"{frame_id:08X}" if extended else f"{frame_id:03X}"
+
+
+def message_name(frame_id: int, extended: bool) -> str:
+    """MSG_1A0 for 11-bit 0x1A0, MSG_18FEF100 for a 29-bit id."""
+    return f"MSG_{id_text(frame_id, extended)}"
+
+
+def field_name(kind: str, frame_id: int, extended: bool, start_bit: int) -> str:
+    """A name unique on the bus: SIG_1A0_7 (kind, id, start bit)."""
+    return f"{_PREFIX.get(kind, 'SIG')}_{id_text(frame_id, extended)}_{start_bit}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ReferenceMatch(_Model):
+    """The reference signal a field moves with, and how closely (Pearson's r)."""
+
+    message: str
+    signal: str
+    r: float
+
+
+class FieldReport(_Model):
+    """One field: where it is, what kind, and what it means when a reference said so."""
+
+    name: str
+    start_bit: int
+    length: int
+    byte_order: ByteOrderName
+    signed: bool
+    kind: Kind
+    scale: float = 1.0
+    offset: float = 0.0
+    unit: str | None = None
+    reference: ReferenceMatch | None = None
+
+
+class MessageReport(_Model):
+    """One frame id: how often it came, how long it is, and the fields found in it."""
+
+    id: int
+    extended: bool
+    dlc: int = Field(description="payload length in bytes")
+    frames: int
+    period_ms: float | None
+    signals: list[FieldReport]
+
+
+class Note(_Model):
+    """Something the data could not tell, or did not say, in a sentence."""
+
+    message: str
+    signal: str | None = None
+    text: str
+
+
+class DiscoveryReport(_Model):
+    """The result of `discover` (and of the `survey_bus` tool)."""
+
+    messages: list[MessageReport]
+    frames: int = 0
+    captures: list[str] = Field(default_factory=list)
+    reference_messages: list[str] = Field(default_factory=list)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    notes: list[Note] = Field(default_factory=list)
+    _comments: dict[tuple[str, str | None], str] = PrivateAttr(default_factory=dict)
+
+    def comment(self, message: str, signal: str | None, text: str) -> None:
+        """Keep a sentence for the draft DBC's comment of a message or signal."""
+        self._comments[message, signal] = text
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def to_json(self, *, indent: bool = False) -> str:
+        """The report as JSON text (the document of the module's docstring)."""
+        option = orjson.OPT_INDENT_2 if indent else 0
+        return orjson.dumps(self.to_dict(), option=option).decode()
+
+    def to_dbc(self) -> str:
+        """The draft DBC: every message and field of the report, with comments saying how
+        each was found. Plain cantools loads it strictly (no overlapping signals)."""
+        from hwbridge.can.discovery.draft import draft_dbc
+
+        return draft_dbc(self.messages, self._comments)

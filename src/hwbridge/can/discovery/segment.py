@@ -1,0 +1,318 @@
+"""Where one field ends and the next begins, from how the bits flip between frames.
+
+The published method (READ, TANG and the bit-flip heat maps of cabana and the CSS
+Electronics skills): a bit that never flips is constant; within a numeric field the flip
+rate falls from its least to its most significant bit, so a rate that rises again marks a
+new field. Rates alone cannot tell a field's quiet top bit from a neighbour's quiet bottom
+bit, so each step up is also checked for carry: when a bit of a field flips, the bits below
+it in the same field have just wrapped (the value moved by a little, not by the bit's
+weight), while a neighbour's bit flips whatever the bits below are doing.
+
+Bits are segmented inside each byte first (both byte orders agree there); the segments at
+the edges of bytes are then joined across byte edges where the carry runs: up into the next
+byte (little endian) or into the byte before (big endian). Each field keeps one order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hwbridge.can.discovery.bits import ByteOrder
+
+__all__ = ["BitStats", "Segment", "bit_stats", "carries_on", "segment"]
+
+U8 = npt.NDArray[np.uint8]
+B = npt.NDArray[np.bool_]
+
+CARRY = 0.62
+"""Share of a bit's flips that must look like a carry from the bits below to join them."""
+SURE_CARRY = 0.9
+SURE_FLIPS = 8
+NOISE_RATE = 0.35
+"""Bits flipping at least this often on every transition are treated as noise of one field
+when their rates are alike (carry cannot be seen through noise)."""
+NOISE_SPREAD = 0.12
+RATE_SLACK = 1.15
+"""A bit may flip up to this factor more often than the one below it and still continue."""
+FAST = 0.08
+"""Bits flipping this often move by about their weight between frames: carries are hidden,
+and a field's rate falls by about half a bit, never by much more than STEEPEST."""
+STEEPEST = 0.2
+HIDDEN_CARRY = 0.2
+"""Even hidden, carries show in some flips; none at all says the bit is a neighbour's."""
+TOGETHER_P = 0.01
+CARRIES_ON = 0.75
+_WINDOW = 16  # bits below a candidate looked at for carry
+
+
+@dataclass(frozen=True, slots=True)
+class BitStats:
+    """Per bit position: how often it flipped over the transitions, and on which."""
+
+    bits: U8  # (frames, positions) 0/1
+    flips: B  # (transitions, positions): the bit changed between frame i and i+1
+    before: npt.NDArray[np.intp]  # frame index of each transition's first frame
+    count: npt.NDArray[np.int64]  # flips per position
+    rate: npt.NDArray[np.float64]  # flips per transition
+    transitions: int
+    active: int  # transitions on which some bit other than a counter's lowest changed
+
+
+def bit_stats(bits: U8, cont: B) -> BitStats:
+    """Transitions are the pairs of consecutive frames that `cont` marks as such."""
+    before = np.flatnonzero(cont[1:])
+    flips = (bits[before + 1] ^ bits[before]).astype(np.bool_)
+    count = flips.sum(axis=0).astype(np.int64)
+    n = max(len(before), 1)
+    rate = count / n
+    quiet = rate < 0.95  # leave out bits that flip on (nearly) every frame
+    active = int(np.count_nonzero(flips[:, quiet].any(axis=1))) if quiet.any() else 0
+    return BitStats(bits, flips, before, count, rate, len(before), active)
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """Bits of one field, least significant first, with the order they run in."""
+
+    bits: tuple[int, ...]
+    order: ByteOrder | None  # None: within one byte, either order reads it
+
+
+def _carry(stats: BitStats, below: list[int], hi: int) -> float:
+    """Share of `hi`'s flips that are carries from `below`: the value of `below` + `hi`
+    (modulo its range, so a signed value crossing zero counts too) moved by at most half
+    `below`'s range. A value moving by more than that between frames (a wheel speed while
+    accelerating, a timestamp) still moves by about the same amount each time, so the
+    change of its change is looked at too, and the better of the two counts."""
+    rows = np.flatnonzero(stats.flips[:, hi])
+    if not len(rows):
+        return 0.0
+    window = below[-_WINDOW:]
+    positions = [*window, hi]
+    w = len(window)
+    weights = np.left_shift(np.int64(1), np.arange(w + 1, dtype=np.int64))
+    span = np.int64(1) << np.int64(w + 1)
+    limit = np.int64(1) << np.int64(max(w - 1, 0))
+
+    def value(frames: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = stats.bits[frames][:, positions].astype(np.int64) @ weights
+        return out
+
+    def small(d: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        d = d % span
+        return np.abs(np.where(d >= span // 2, d - span, d)) <= limit
+
+    first = stats.before[rows]
+    v1, v2 = value(first), value(first + 1)
+    share = float(np.mean(small(v2 - v1)))
+    prev = rows - 1
+    ok = prev >= 0
+    ok[ok] &= (stats.before[prev[ok]] + 1 == first[ok]) & ~stats.flips[prev[ok], hi]
+    if int(ok.sum()) >= 3:
+        v0 = value(stats.before[prev[ok]])
+        share = max(share, float(np.mean(small(v2[ok] - 2 * v1[ok] + v0))))
+    return share
+
+
+def _noise_pair(stats: BitStats, lo: int, hi: int) -> bool:
+    r_lo, r_hi = stats.rate[lo], stats.rate[hi]
+    return bool(r_lo >= NOISE_RATE and r_hi >= NOISE_RATE and abs(r_hi - r_lo) <= NOISE_SPREAD)
+
+
+def _rate_ok(stats: BitStats, lo: int, hi: int) -> bool:
+    return bool(stats.rate[hi] <= stats.rate[lo] * RATE_SLACK + 0.005)
+
+
+def _poisson_tail(k: int, lam: float) -> float:
+    """P(X >= k) for X ~ Poisson(lam)."""
+    if lam <= 0:
+        return 0.0 if k > 0 else 1.0
+    term = math.exp(-lam)
+    below = 0.0
+    for i in range(k):
+        below += term
+        term *= lam / (i + 1)
+    return max(0.0, 1.0 - below)
+
+
+def _coflip(stats: BitStats, lo: int, hi: int) -> float:
+    """P(lo flips | hi flips)."""
+    n_hi = stats.count[hi]
+    if not n_hi:
+        return 0.0
+    both = np.count_nonzero(stats.flips[:, lo] & stats.flips[:, hi])
+    return float(both) / float(n_hi)
+
+
+def _joins(stats: BitStats, below: list[int], hi: int) -> float:
+    """How well `hi` continues the field whose top bits are `below` (0: it does not).
+
+    Either the two bits are noise alike; or `hi` flips no more often than the bit below
+    and its flips are carries (the value moved by little); or the bits below move by more
+    than their weight between frames (carries cannot be seen) and the rate falls smoothly;
+    or the two bits are quiet and change together (a state taking a new value).
+    """
+    lo = below[-1]
+    r_lo, r_hi = float(stats.rate[lo]), float(stats.rate[hi])
+    if _noise_pair(stats, lo, hi):
+        return max(CARRY, _carry(stats, below, hi))
+    falling = r_hi <= r_lo * RATE_SLACK + 0.005
+    score = _carry(stats, below, hi)
+    if score >= SURE_CARRY and stats.count[hi] >= SURE_FLIPS:
+        return score  # carries so regular that rates do not matter (a timestamp's bits)
+    if falling:
+        if score >= CARRY:
+            return score
+        if r_lo >= FAST and r_hi >= r_lo * STEEPEST and score >= HIDDEN_CARRY:
+            return score  # the better of two such links is the one with more carries
+    if r_lo < FAST and _together(stats, lo, hi):
+        return CARRY
+    return 0.0
+
+
+def _together(stats: BitStats, lo: int, hi: int) -> bool:
+    """Quiet bits that change at the same transitions far more often than chance would
+    have them (a state taking a new value): a Poisson tail below 1%. Chance is reckoned
+    over the transitions on which anything changed, so a message whose values are all
+    refreshed together now and then does not make its fields look joined."""
+    n_hi = int(stats.count[hi])
+    both = int(np.count_nonzero(stats.flips[:, lo] & stats.flips[:, hi]))
+    if not n_hi or not both:
+        return False
+    expected = n_hi * float(stats.count[lo]) / max(stats.active, 1)
+    return _poisson_tail(both, expected) < TOGETHER_P
+
+
+def carries_on(stats: BitStats, length: int) -> Callable[[int], bool]:
+    """`carries(byte)`: the byte's value carries into the bottom bit of a neighbouring byte
+    (the next one, little endian, or the one before, big endian) in most of that bit's
+    flips, as the low byte of a multi-byte value does and a checksum never does."""
+
+    def carries(byte: int) -> bool:
+        below = list(range(byte * 8, byte * 8 + 8))
+        for other in (byte + 1, byte - 1):
+            if not 0 <= other < length:
+                continue
+            hi = other * 8
+            if (
+                stats.count[hi]
+                and _rate_ok(stats, below[-1], hi)
+                and _carry(stats, below, hi) >= CARRIES_ON
+            ):
+                return True
+        return False
+
+    return carries
+
+
+def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
+    """Fields of the `usable` bits (varying, not explained elsewhere) of a `length`-byte
+    payload, each bit in exactly one field."""
+    varying = usable & (stats.count > 0)
+    pieces: list[list[int]] = []
+    bottom: dict[int, int] = {}  # byte -> piece holding its bit 0
+    top: dict[int, int] = {}  # byte -> piece holding its bit 7
+    for byte in range(length):
+        current: list[int] = []
+        for j in range(8):
+            pos = byte * 8 + j
+            if not varying[pos]:
+                if current:
+                    pieces.append(current)
+                current = []
+                continue
+            if current and _joins(stats, current, pos) > 0:
+                current.append(pos)
+                continue
+            if current:
+                pieces.append(current)
+            current = [pos]
+        if current:
+            pieces.append(current)
+    for index, piece in enumerate(pieces):
+        if piece[0] % 8 == 0:
+            bottom[piece[0] // 8] = index
+        if piece[-1] % 8 == 7:
+            top[piece[-1] // 8] = index
+    links = _cross_links(stats, pieces, bottom, top, length)
+    return _chains(pieces, links)
+
+
+def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
+    """Wilson's lower bound of a share seen over `n` trials (about 95% one-sided)."""
+    if n <= 0:
+        return 0.0
+    centre = share + z * z / (2 * n)
+    spread = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    return (centre - spread) / (1 + z * z / n)
+
+
+def _cross_links(
+    stats: BitStats,
+    pieces: list[list[int]],
+    bottom: dict[int, int],
+    top: dict[int, int],
+    length: int,
+) -> dict[int, tuple[int, ByteOrder]]:
+    """piece -> (the piece it continues into, order), decided best evidence first."""
+    candidates: list[tuple[float, int, int, ByteOrder]] = []
+    for byte, lower in top.items():
+        for other, order in ((byte + 1, "little_endian"), (byte - 1, "big_endian")):
+            upper = bottom.get(other)
+            if upper is None or upper == lower or not 0 <= other < length:
+                continue
+            score = _joins(stats, pieces[lower], pieces[upper][0])
+            if score > 0:
+                # one flip that looks like a carry proves little: rank by how sure the
+                # share is (its lower bound), so the link seen more often wins
+                sure = _lower_bound(score, int(stats.count[pieces[upper][0]]))
+                candidates.append((sure, lower, upper, order))  # type: ignore[arg-type]
+    candidates.sort(key=lambda c: -c[0])
+    links: dict[int, tuple[int, ByteOrder]] = {}
+    linked_into: set[int] = set()
+    group = list(range(len(pieces)))
+    orders: dict[int, ByteOrder] = {}
+
+    def root(i: int) -> int:
+        while group[i] != i:
+            group[i] = group[group[i]]
+            i = group[i]
+        return i
+
+    for _, lower, upper, order in candidates:
+        if lower in links or upper in linked_into:
+            continue
+        a, b = root(lower), root(upper)
+        if a == b:
+            continue  # a loop
+        if orders.get(a, order) != order or orders.get(b, order) != order:
+            continue  # one field keeps one byte order
+        links[lower] = (upper, order)
+        linked_into.add(upper)
+        group[b] = a
+        orders[a] = order
+    return links
+
+
+def _chains(pieces: list[list[int]], links: dict[int, tuple[int, ByteOrder]]) -> list[Segment]:
+    targets = {upper for upper, _ in links.values()}
+    out: list[Segment] = []
+    for index, piece in enumerate(pieces):
+        if index in targets:
+            continue
+        bits = list(piece)
+        order: ByteOrder | None = None
+        at = index
+        while at in links:
+            at, order = links[at]
+            bits.extend(pieces[at])
+        while len(bits) > 63:  # wider than a number we read: cut from the bottom
+            out.append(Segment(tuple(bits[:63]), order))
+            bits = bits[63:]
+        out.append(Segment(tuple(bits), order))
+    return out

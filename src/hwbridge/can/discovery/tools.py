@@ -1,0 +1,478 @@
+"""The discovery tools an LLM calls on a live bus: survey, snapshots, correlation, define.
+
+All of them listen only (`Tool.read_only`): they record the bus through the monitor that
+already feeds the read tools and send nothing. Every result is bounded: the busiest ids
+first, at most a few dozen, constant fields counted rather than listed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hwbridge.__about__ import __version__
+from hwbridge.can.discovery.bits import bit_matrix, values
+from hwbridge.can.discovery.correlate import Series, correlate, line_fit
+from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
+from hwbridge.can.discovery.reference import Reference
+from hwbridge.can.discovery.report import message_name
+from hwbridge.can.discovery.segment import bit_stats, segment
+from hwbridge.can.discovery.session import DefinedSignal, DiscoverySession, Snapshot
+from hwbridge.can.discovery.survey import (
+    MIN_R,
+    MIN_SAMPLES,
+    analyse_frames,
+    build_report,
+    significant,
+)
+from hwbridge.can.discovery.texts import DiscoveryTexts, discovery_texts
+from hwbridge.can.tools.capture import _watch as watch_bus
+from hwbridge.can.tools.reading import parse_frame_id
+from hwbridge.core.contract import MCSToolDriver
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
+
+if TYPE_CHECKING:
+    from hwbridge.can.network import Network
+
+__all__ = ["DiscoveryTools"]
+
+MAX_RECORD_MS = 60_000
+MIN_RECORD_MS = 100
+MAX_MESSAGES = 40  # ids listed by survey_bus (busiest first)
+MAX_FIELDS = 32  # fields listed per id
+MAX_CANDIDATES = 10
+MAX_CHANGES = 20
+MAX_NOTES = 20
+ANALYSIS_BUDGET_S = 5.0
+_NAME_CHARS = 200
+_UNIT_CHARS = 32
+
+
+class DiscoveryTools(MCSToolDriver):
+    """survey_bus, snapshot_bus, diff_snapshots, correlate_signal, define_signal, draft_dbc
+    over one network, whose database grows as signals are defined (`session`)."""
+
+    meta = DriverMeta(
+        id="5b2e8f41-7c3a-4d9e-b6a1-2f8c0d4e7a19",
+        name="hwbridge CAN discovery tools",
+        version=__version__,
+        bindings=[DriverBinding(capability="can-bus", adapter="python-can", spec_format="DBC")],
+        capabilities=["orchestratable"],
+    )
+
+    def __init__(
+        self,
+        network: Callable[[], Network],
+        session: DiscoverySession,
+        *,
+        texts: DiscoveryTexts | None = None,
+    ) -> None:
+        self._network = network
+        self.session = session
+        self.texts = texts or discovery_texts()
+        self._tools = tuple(self._definitions())
+        self._names = frozenset(t.name for t in self._tools)
+
+    # -- MCSToolDriver ---------------------------------------------------------------------
+
+    def list_tools(self) -> list[Tool]:
+        return list(self._tools)
+
+    def owns(self, name: str) -> bool:
+        return name in self._names
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        if tool_name not in self._names:
+            raise ToolError("UNKNOWN_TOOL", f"{tool_name} is not a tool of this driver")
+        handler: Callable[[Mapping[str, Any]], Any] = getattr(self, f"_tool_{tool_name}")
+        return handler(dict(arguments))
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def _param(
+        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
+    ) -> ToolParameter:
+        return ToolParameter(
+            name=name, description=self.texts.param(tool, name), required=required, schema=schema
+        )
+
+    def _tool(self, name: str, *params: ToolParameter) -> Tool:
+        return Tool(
+            name=name, description=self.texts.tool(name), parameters=list(params), read_only=True
+        )
+
+    def _definitions(self) -> list[Tool]:
+        p = self._param
+        duration = {"type": "integer", "minimum": MIN_RECORD_MS, "maximum": MAX_RECORD_MS}
+        snap = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[\w.\-]+$"}
+        return [
+            self._tool("survey_bus", p("survey_bus", "duration_ms", duration, True)),
+            self._tool(
+                "snapshot_bus",
+                p("snapshot_bus", "name", snap, True),
+                p("snapshot_bus", "duration_ms", duration, True),
+            ),
+            self._tool(
+                "diff_snapshots",
+                p("diff_snapshots", "a", snap, True),
+                p("diff_snapshots", "b", snap, True),
+            ),
+            self._tool(
+                "correlate_signal",
+                p(
+                    "correlate_signal",
+                    "signal",
+                    {"type": "string", "minLength": 1, "maxLength": _NAME_CHARS},
+                    True,
+                ),
+                p("correlate_signal", "duration_ms", duration, True),
+            ),
+            self._tool(
+                "define_signal",
+                p(
+                    "define_signal",
+                    "name",
+                    {"type": "string", "minLength": 1, "maxLength": 64},
+                    True,
+                ),
+                p("define_signal", "id", {"type": ["integer", "string"], "maxLength": 32}, True),
+                p(
+                    "define_signal",
+                    "start_bit",
+                    {"type": "integer", "minimum": 0, "maximum": 511},
+                    True,
+                ),
+                p(
+                    "define_signal",
+                    "length",
+                    {"type": "integer", "minimum": 1, "maximum": 64},
+                    True,
+                ),
+                p(
+                    "define_signal",
+                    "byte_order",
+                    {"type": "string", "enum": ["little_endian", "big_endian"]},
+                    True,
+                ),
+                p("define_signal", "signed", {"type": "boolean"}),
+                p("define_signal", "scale", {"type": "number"}),
+                p("define_signal", "offset", {"type": "number"}),
+                p("define_signal", "unit", {"type": "string", "maxLength": _UNIT_CHARS}),
+            ),
+            self._tool("draft_dbc"),
+        ]
+
+    # -- recording -------------------------------------------------------------------------
+
+    def _record(self, duration_ms: int) -> tuple[dict[FrameKey, FrameSet], int, int, Collector]:
+        """Listen for `duration_ms`; the frames of every id seen, frames, real duration."""
+        net = self._network()
+        monitor = net.reader.require_bus()
+        duration_s = min(max(duration_ms, MIN_RECORD_MS), MAX_RECORD_MS) / 1000.0
+        if duration_s > monitor.history_s:
+            raise ToolError(
+                "INVALID_VALUE",
+                f"the monitor keeps {monitor.history_s:g} s of history; record at most that",
+            )
+        start = monitor.now()
+        lost = watch_bus(net.adapter, duration_s)
+        end = monitor.now()
+        records = monitor.history(start=start, end=end)
+        if lost is not None and not records:
+            raise ToolError(
+                "BUS_DOWN",
+                f"The bus went down during the recording ({lost}) before any frame was"
+                " received; it is being reopened, try again in a few seconds.",
+                retryable=True,
+            )
+        collector = Collector()
+        collector.add_frames(
+            (r.timestamp, r.arbitration_id, r.is_extended_id, r.data)
+            for r in records
+            if not (r.is_error_frame or r.is_remote_frame)
+        )
+        return collector.framesets(), len(records), round((end - start) * 1000), collector
+
+    def _reference(self) -> Reference:
+        return Reference((self.session.database,))
+
+    # -- tools -----------------------------------------------------------------------------
+
+    def _tool_survey_bus(self, args: Mapping[str, Any]) -> Any:
+        framesets, frames, duration, collector = self._record(int(args["duration_ms"]))
+        if not framesets:
+            raise ToolError(
+                "NOT_RECEIVED", f"no frame was received in {duration} ms", retryable=True
+            )
+        reference = self._reference()
+        found, left_out = analyse_frames(
+            framesets, reference, deadline=time.monotonic() + ANALYSIS_BUDGET_S
+        )
+        report = build_report(found, reference, frames=frames)
+        messages = sorted(report.messages, key=lambda m: -m.frames)
+        out: dict[str, Any] = {"messages": []}
+        constants = 0
+        for m in messages[:MAX_MESSAGES]:
+            entry = m.model_dump(mode="json")
+            kept = [s for s in entry["signals"] if s["kind"] != "constant"]
+            constants += len(entry["signals"]) - len(kept)
+            entry["signals"] = kept[:MAX_FIELDS]
+            out["messages"].append(entry)
+        listed = {message_name(m["id"], m["extended"]) for m in out["messages"]}
+        notes = [
+            n.model_dump(exclude_none=True)
+            for n in report.notes
+            if n.message in listed or n.message == "*"
+        ]
+        if notes:
+            out["notes"] = notes[:MAX_NOTES]
+        out["duration_ms"] = duration
+        out["frames"] = frames
+        if report.reference_messages:
+            out["known_messages"] = report.reference_messages[:MAX_MESSAGES]
+        omitted: dict[str, int] = {}
+        if constants:
+            omitted["constant_fields"] = constants
+        if len(messages) > MAX_MESSAGES:
+            omitted["messages"] = len(messages) - MAX_MESSAGES
+        if left_out:
+            omitted["ids_not_analysed"] = left_out
+        dropped = collector.report_dropped().to_dict()
+        if dropped.get("ids"):
+            omitted["ids_past_bound"] = dropped["ids"]
+        if omitted:
+            out["omitted"] = omitted
+        return out
+
+    def _tool_snapshot_bus(self, args: Mapping[str, Any]) -> Any:
+        name = str(args["name"])
+        framesets, frames, duration, _ = self._record(int(args["duration_ms"]))
+        dropped = self.session.keep(Snapshot(name, framesets, frames, duration))
+        out: dict[str, Any] = {
+            "snapshot": name,
+            "duration_ms": duration,
+            "frames": frames,
+            "ids": len(framesets),
+        }
+        if dropped is not None:
+            out["dropped_snapshot"] = dropped
+        return out
+
+    def _tool_diff_snapshots(self, args: Mapping[str, Any]) -> Any:
+        a, b = self.session.snapshot(str(args["a"])), self.session.snapshot(str(args["b"]))
+        reference = self._reference()
+        changes: list[dict[str, Any]] = []
+        for key in sorted(set(a.framesets) & set(b.framesets)):
+            changes += _diff(a.framesets[key], b.framesets[key], reference)
+        changes.sort(key=lambda c: -c["score"])
+        out: dict[str, Any] = {"changes": changes[:MAX_CHANGES]}
+        if len(changes) > MAX_CHANGES:
+            out["more_changes"] = len(changes) - MAX_CHANGES
+        only_a = sorted(set(a.framesets) - set(b.framesets))
+        only_b = sorted(set(b.framesets) - set(a.framesets))
+        if only_a:
+            out["ids_only_in_a"] = [frame_key_text(k) for k in only_a[:MAX_MESSAGES]]
+        if only_b:
+            out["ids_only_in_b"] = [frame_key_text(k) for k in only_b[:MAX_MESSAGES]]
+        return out
+
+    def _tool_correlate_signal(self, args: Mapping[str, Any]) -> Any:
+        db = self.session.database
+        spec = db.resolve_signal(str(args["signal"]))
+        message = db.message(spec.message)
+        framesets, _, duration, _ = self._record(int(args["duration_ms"]))
+        reference = Reference((db,))
+        target: list[Series] = []
+        name = str(message.name)
+        for key, fs in framesets.items():
+            if reference.message(key) is message:
+                target += [
+                    r.series
+                    for r in reference.signals(fs)
+                    if r.signal == spec.name and r.message == name
+                ]
+        if not target:
+            raise ToolError(
+                "NOT_RECEIVED",
+                f"{spec.qualified} was not received in {duration} ms",
+                retryable=True,
+            )
+        series = max(target, key=lambda s: len(s.t))
+        if not len(series.v) or float(np.nanmax(series.v)) == float(np.nanmin(series.v)):
+            raise ToolError(
+                "NO_VARIATION",
+                f"{spec.qualified} did not change during the {duration} ms recorded; make it"
+                " change (drive, press, turn) and try again",
+                retryable=True,
+            )
+        found, _ = analyse_frames(
+            framesets, reference, deadline=time.monotonic() + ANALYSIS_BUDGET_S
+        )
+        fields: list[tuple[FrameKey, Any, Series]] = []
+        for item in found:
+            bits = None
+            for f in item.fields:
+                if f.kind == "value" and f.distinct >= 3 and len(item.frames) >= MIN_SAMPLES:
+                    if bits is None:
+                        bits = bit_matrix(item.frames.data)
+                    raw = f.raw(bits).astype(np.float64)
+                    fields.append((item.frames.key, f, Series(item.frames.t, raw)))
+        c = correlate([s for _, _, s in fields], [series])
+        ranked = sorted(range(len(fields)), key=lambda i: -abs(float(c.r[i, 0])))
+        candidates = []
+        for i in ranked[:MAX_CANDIDATES]:
+            key, f, field_series = fields[i]
+            scale, offset = line_fit(field_series, series)
+            if not (np.isfinite(scale) and np.isfinite(offset)):
+                scale, offset = float(c.scale[i, 0]), float(c.offset[i, 0])
+            candidates.append(
+                {
+                    "id": key[0],
+                    "extended": key[1],
+                    "start_bit": f.start_bit,
+                    "length": f.length,
+                    "byte_order": f.byte_order,
+                    "signed": f.signed,
+                    "r": round(float(c.r[i, 0]), 3),
+                    "scale": significant(scale),
+                    "offset": significant(offset),
+                }
+            )
+        out: dict[str, Any] = {"signal": spec.qualified, "candidates": candidates}
+        if spec.unit:
+            out["unit"] = spec.unit
+        if candidates and abs(candidates[0]["r"]) < MIN_R:
+            out["note"] = f"no field moved with {spec.qualified} closely (|r| >= {MIN_R})"
+        return out
+
+    def _tool_define_signal(self, args: Mapping[str, Any]) -> Any:
+        aid, extended = parse_frame_id(args["id"])
+        key = (aid, extended)
+        net = self._network()
+        seen = None if net.monitor is None else net.monitor.latest(key)
+        length = self.session.frame_length(key)
+        if length is None:
+            length = len(seen.data) if seen is not None else 8
+        signal = DefinedSignal(
+            name=str(args["name"]).strip(),
+            frame_id=aid,
+            extended=extended,
+            start_bit=int(args["start_bit"]),
+            length=int(args["length"]),
+            byte_order=args["byte_order"],
+            signed=bool(args.get("signed", False)),
+            scale=float(args.get("scale", 1.0)),
+            offset=float(args.get("offset", 0.0)),
+            unit=str(args.get("unit", "") or ""),
+        )
+        grown = self.session.define(signal, length)
+        message = grown.message_for_frame(aid, extended)
+        out: dict[str, Any] = {
+            "defined": signal.name,
+            "message": str(message.name) if message is not None else None,
+            "id": frame_key_text(key),
+            "signals_defined": len(self.session.defined),
+        }
+        if seen is not None and message is not None:
+            decoded = grown.decode(message, seen.data).signals
+            if signal.name in decoded:
+                out["value"] = decoded[signal.name]
+                if signal.unit:
+                    out["unit"] = signal.unit
+        else:
+            out["note"] = f"{frame_key_text(key)} has not been received yet"
+        return out
+
+    def _tool_draft_dbc(self, args: Mapping[str, Any]) -> Any:
+        defined = self.session.defined
+        if not defined:
+            return {"signals": 0, "dbc": "", "note": "no signal defined yet (define_signal)"}
+        return {"signals": len(defined), "dbc": self.session.draft()}
+
+
+def _window(fs: FrameSet, raw: np.ndarray) -> Any:
+    """A field's values in one window: the value when constant, else min, max, mean."""
+    lo, hi = int(raw.min()), int(raw.max())
+    if lo == hi:
+        return lo
+    return {"min": lo, "max": hi, "mean": round(float(raw.mean()), 2)}
+
+
+def _diff(a: FrameSet, b: FrameSet, reference: Reference) -> list[dict[str, Any]]:
+    """The fields of one id whose values differ between two recordings, scored: constant
+    in both with different values scores 1 and more; a shifted distribution below 1."""
+    length = min(a.length, b.length)
+    if length == 0 or a.length != b.length:
+        return []
+    explained = reference.explained(a.key, length)
+    usable = np.ones(length * 8, np.bool_) if explained is None else ~explained[: length * 8]
+    bits_a, bits_b = bit_matrix(a.data), bit_matrix(b.data)
+    joined = np.concatenate([a.data, b.data])
+    cont = np.concatenate([a.cont, np.r_[False, b.cont[1:]]])
+    stats = bit_stats(bit_matrix(joined), cont)
+    varying_a = (bits_a.max(axis=0) != bits_a.min(axis=0)) if len(a) else usable * False
+    varying_b = (bits_b.max(axis=0) != bits_b.min(axis=0)) if len(b) else usable * False
+    out: list[dict[str, Any]] = []
+    taken = np.zeros(length * 8, np.bool_)
+    for seg in segment(stats, length, usable):  # fields moving inside the windows
+        taken[list(seg.bits)] = True
+        ra, rb = values(bits_a, seg.bits), values(bits_b, seg.bits)
+        before, after = _window(a, ra), _window(b, rb)
+        if before == after:
+            continue
+        spread = float(np.sqrt((ra.var() + rb.var()) / 2)) + 1e-9
+        effect = abs(float(rb.mean() - ra.mean())) / spread
+        if isinstance(before, int) and isinstance(after, int):
+            score = 1.0 + 1.0 / len(seg.bits)
+        else:
+            score = min(0.99, effect / 10.0)
+        if score < 0.01:
+            continue
+        out.append(
+            _change(a.key, seg.bits, order=seg.order, before=before, after=after, score=score)
+        )
+    # bits constant in each window but different between them: within a byte, from the
+    # lowest to the highest such bit, over bits constant in both (one value that changed,
+    # say a throttle from 40% to 0, not one change per bit); one bit scores highest
+    steady = usable & ~taken & ~varying_a & ~varying_b
+    flipped = steady & (bits_a[0] != bits_b[0])
+    for byte in range(length):
+        positions = [p for p in range(byte * 8, byte * 8 + 8) if flipped[p]]
+        while positions:
+            lo = positions[0]
+            hi = lo
+            for p in positions[1:]:
+                if all(steady[lo : p + 1]):
+                    hi = p
+            chain = tuple(range(lo, hi + 1))
+            positions = [p for p in positions if p > hi]
+            before, after = int(values(bits_a[:1], chain)[0]), int(values(bits_b[:1], chain)[0])
+            score = 1.0 + 1.0 / len(chain)
+            out.append(_change(a.key, chain, order=None, before=before, after=after, score=score))
+    return out
+
+
+def _change(
+    key: FrameKey,
+    bits: tuple[int, ...],
+    *,
+    order: str | None,
+    before: Any,
+    after: Any,
+    score: float,
+) -> dict[str, Any]:
+    byte_order = order or "little_endian"
+    start = bits[0] if byte_order == "little_endian" else bits[-1]
+    return {
+        "id": key[0],
+        "extended": key[1],
+        "start_bit": start,
+        "length": len(bits),
+        "byte_order": byte_order,
+        "before": before,
+        "after": after,
+        "score": round(score, 3),
+    }

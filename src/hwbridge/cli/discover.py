@@ -1,0 +1,155 @@
+"""`hwbridge discover`: the signals of a capture with no database, and a draft DBC.
+
+    hwbridge discover drive.blf --reference gnss.dbc --out draft.dbc
+    hwbridge discover drive.blf --json > report.json
+
+Prints, per frame id, its rate, length and the fields found (kind, bits, order, sign, and
+what a reference says they mean); `--json` prints the report instead; `--out` writes the
+draft DBC. Exit 0, or 1 when a capture could not be read to its end (the frames before the
+break are used); 2 for bad options, a capture that cannot be opened, a bad reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.text import Text
+
+from hwbridge.cli.console import make_console
+from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
+
+if TYPE_CHECKING:
+    from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
+
+__all__ = ["register", "run", "show_report"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = sub.add_parser(
+        "discover",
+        help="find the signals of a capture with no database, and write a draft DBC",
+        description="Split each frame id of the captures into fields from how their bits "
+        "flip (values, flags, counters, checksums, constants, byte order and sign), give "
+        "them a meaning by correlating them with a reference database's signals (unit, "
+        "scale and offset by least squares), and write the result as a draft DBC.",
+    )
+    parser.add_argument(
+        "captures", nargs="+", metavar="CAPTURE", help="captures (.blf, .mf4, .asc, .log, ...)"
+    )
+    parser.add_argument(
+        "--reference",
+        action="append",
+        metavar="DB",
+        help="a database of the known part of the bus (e.g. a GNSS module's DBC); its "
+        "messages are decoded, and every field is correlated with its signals; repeatable",
+    )
+    parser.add_argument("--out", metavar="DBC", help="write the draft DBC here")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument(
+        "--min-r",
+        type=float,
+        default=0.9,
+        metavar="R",
+        help="|r| a field needs to take a reference signal's meaning (default 0.9)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from hwbridge.can.database.loader import DatabaseError
+
+    try:
+        from hwbridge.can.discovery.api import discover
+    except ImportError as exc:  # pragma: no cover - numpy missing
+        raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
+    if not 0.0 < args.min_r <= 1.0:
+        raise CliError("--min-r must be above 0 and at most 1", EXIT_USAGE)
+    try:
+        report = discover(args.captures, reference=args.reference, min_r=args.min_r)
+    except ImportError as exc:
+        raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
+    except (DatabaseError, ValueError, OSError) as exc:
+        raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
+    if args.out:
+        out = Path(args.out)
+        try:
+            out.write_text(report.to_dbc(), encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {out}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
+    if args.json:
+        print(report.to_json(indent=True))
+    else:
+        show_report(make_console(), report, wrote=args.out)
+    broken = [n for n in report.notes if n.message in report.captures]
+    errors = make_console(sys.stderr)
+    for note in broken:
+        errors.print(Text(f"hwbridge: {note.message}: {note.text}", style="red"), soft_wrap=True)
+    return EXIT_RUNTIME if broken else EXIT_OK
+
+
+def _field_line(f: FieldReport) -> Text:
+    order = "intel" if f.byte_order == "little_endian" else "motorola"
+    where = f"{f.start_bit}|{f.length}@{order}{'-' if f.signed else '+'}"
+    line = Text(f"  {f.name:<24} {where:<18} {f.kind:<9}")
+    if f.reference is not None:
+        unit = f" {f.unit}" if f.unit else ""
+        line.append(
+            f" x{f.scale:g} {f.offset:+g}{unit}  ~ {f.reference.message}.{f.reference.signal}"
+            f" r={f.reference.r:.3f}",
+            style="green",
+        )
+    return line
+
+
+def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None = None) -> None:
+    """Per id: rate, length, frames, then one line per field; notes and a summary."""
+    for m in report.messages:
+        bits = "29-bit" if m.extended else "11-bit"
+        ident = f"0x{m.id:08X}" if m.extended else f"0x{m.id:03X}"
+        rate = f"{1000.0 / m.period_ms:.1f} Hz ({m.period_ms:g} ms)" if m.period_ms else "once"
+        console.print(
+            Text.assemble((ident, "bold"), f"  {bits}  {m.dlc} bytes  {rate}  {m.frames:,} frames")
+        )
+        constant = [f for f in m.signals if f.kind == "constant"]
+        for f in m.signals:
+            if f.kind != "constant":
+                console.print(_field_line(f), soft_wrap=True)
+        if constant:
+            quiet = sum(f.length for f in constant)
+            console.print(f"  + {len(constant)} constant field(s), {quiet} bits that never changed")
+    kinds: dict[str, int] = {}
+    for m in report.messages:
+        for f in m.signals:
+            kinds[f.kind] = kinds.get(f.kind, 0) + 1
+    matched = sum(1 for m in report.messages for f in m.signals if f.reference is not None)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    console.print(
+        f"{len(report.messages)} id(s) from {report.frames:,} frames: {counts or 'no fields'};"
+        f" {matched} matched to a reference signal",
+        soft_wrap=True,
+    )
+    if report.reference_messages:
+        shown = ", ".join(report.reference_messages[:10])
+        console.print(f"decoded with the reference, not rediscovered: {shown}", soft_wrap=True)
+    wider = [n for n in report.notes if n.signal is not None and "never changed" in n.text]
+    if wider:
+        console.print(
+            Text(
+                f"note: {len(wider)} field(s) have bits right above them that never changed;"
+                " nothing tells whether those belong to them, so only the bits that moved are"
+                " given (each is named in the draft's comments and in --json)",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+    for note in report.notes:
+        if note in wider:
+            continue
+        where = note.signal or note.message
+        console.print(Text(f"note: {where}: {note.text}", style="yellow"), soft_wrap=True)
+    if wrote:
+        console.print(f"draft DBC written to {wrote}", soft_wrap=True)

@@ -1,0 +1,50 @@
+"""`hwbridge discover`: the table, the JSON report, the draft DBC, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import cantools
+import pytest
+from benchmarks.drives import Drive
+
+from tests.can.discovery.test_discover import make_drive
+from tests.cli.conftest import Run
+
+
+@pytest.fixture(scope="module")
+def drive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Drive, Path, Path]:
+    return make_drive(tmp_path_factory.mktemp("cli-drive"))
+
+
+def test_the_command_prints_writes_and_answers_json(
+    run: Run, drive: tuple[Drive, Path, Path], tmp_path: Path
+) -> None:
+    _, capture, gnss = drive
+    out = tmp_path / "draft.dbc"
+    result = run("discover", str(capture), "--reference", str(gnss), "--out", str(out))
+    assert result.code == 0, result.err
+    assert "11-bit  8 bytes" in result.out
+    assert "~ gnss_speed.Speed r=" in result.out
+    assert "decoded with the reference, not rediscovered: gnss_speed" in result.out
+    assert f"draft DBC written to {out}" in result.out
+    cantools.database.load_file(out, strict=True)
+    as_json = run("discover", str(capture), "--json")
+    assert as_json.code == 0
+    assert json.loads(as_json.out)["messages"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["discover", "missing.blf"], "capture not found"),
+        (["discover", "README.md"], "unknown capture format"),
+        (["discover", "x.blf", "--min-r", "2"], "--min-r must be above 0 and at most 1"),
+    ],
+)
+def test_the_command_refuses_bad_input_in_one_line(run: Run, argv: list[str], words: str) -> None:
+    result = run(*argv)
+    assert result.code == 2
+    assert result.err.startswith("hwbridge: ") and words in result.err
+    assert len(result.err.strip().splitlines()) == 1
