@@ -78,20 +78,11 @@ class CaptureDriver(HybridDriver, Closing):
 
     # -- tools -----------------------------------------------------------------------------
 
-    def _param(
-        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
-    ) -> ToolParameter:
-        return ToolParameter(
-            name=name, description=self.texts.param(tool, name), required=required, schema=schema
-        )
-
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
-        return Tool(
-            name=name, description=self.texts.tool(name), parameters=list(params), read_only=True
-        )
+        return self.texts.read_tool(name, *params)
 
     def _build_tools(self) -> list[Tool]:
-        p = self._param
+        p = self.texts.parameter
         sql = {"type": "string", "minLength": 1, "maxLength": self.engine.limits.max_sql_chars}
         condition = {"type": "string", "minLength": 3, "maxLength": 300}
         duration = {"type": "number", "minimum": 0, "maximum": 30 * _DAY_MS}

@@ -7,10 +7,11 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from hwbridge.core.models import Tool, ToolParameter
 from hwbridge.core.prompts import PromptPackError, packs_dir
 
 __all__ = ["StrictTexts", "ToolTexts", "load_tool_texts"]
@@ -32,6 +33,18 @@ class ToolTexts(StrictTexts):
 
     def param(self, tool: str, name: str) -> str | None:
         return self.tools[tool].get(name)
+
+    def parameter(
+        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
+    ) -> ToolParameter:
+        """A tool's parameter, described by this file."""
+        return ToolParameter(
+            name=name, description=self.param(tool, name), required=required, schema=schema
+        )
+
+    def read_tool(self, name: str, *params: ToolParameter) -> Tool:
+        """A tool that changes nothing, described by this file."""
+        return Tool(name=name, description=self.tool(name), parameters=list(params), read_only=True)
 
 
 T = TypeVar("T", bound=ToolTexts)

@@ -92,20 +92,11 @@ class DiscoveryTools(MCSToolDriver):
 
     # -- definitions -----------------------------------------------------------------------
 
-    def _param(
-        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
-    ) -> ToolParameter:
-        return ToolParameter(
-            name=name, description=self.texts.param(tool, name), required=required, schema=schema
-        )
-
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
-        return Tool(
-            name=name, description=self.texts.tool(name), parameters=list(params), read_only=True
-        )
+        return self.texts.read_tool(name, *params)
 
     def _definitions(self) -> list[Tool]:
-        p = self._param
+        p = self.texts.parameter
         duration = {"type": "integer", "minimum": MIN_RECORD_MS, "maximum": MAX_RECORD_MS}
         snap = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[\w.\-]+$"}
         return [

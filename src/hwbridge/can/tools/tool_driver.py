@@ -126,13 +126,6 @@ class CanToolDriver(MCSToolDriver):
 
     # -- tool definitions ------------------------------------------------------------------
 
-    def _param(
-        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
-    ) -> ToolParameter:
-        return ToolParameter(
-            name=name, description=self.texts.param(tool, name), required=required, schema=schema
-        )
-
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
         all_params = list(params)
         if self._multi:
@@ -153,7 +146,7 @@ class CanToolDriver(MCSToolDriver):
         )
 
     def _generic_tools(self) -> list[Tool]:
-        p = self._param
+        p = self.texts.parameter
         text = {"type": "string", "minLength": 1, "maxLength": NAME_CHARS}
         names = {"type": "array", "items": text, "minItems": 1, "maxItems": 50}
         frame_id = {"type": ["integer", "string"], "maxLength": ID_CHARS}

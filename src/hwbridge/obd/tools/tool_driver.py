@@ -59,13 +59,6 @@ class ObdToolDriver(MCSToolDriver):
         self.uds = UdsService(adapter, policy)
         self._tools = tuple(self._build())
 
-    def _param(
-        self, tool: str, name: str, schema: dict[str, Any], required: bool = False
-    ) -> ToolParameter:
-        return ToolParameter(
-            name=name, description=self.texts.param(tool, name), required=required, schema=schema
-        )
-
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
         return Tool(
             name=name,
@@ -75,7 +68,7 @@ class ObdToolDriver(MCSToolDriver):
         )
 
     def _build(self) -> list[Tool]:
-        p = self._param
+        p = self.texts.parameter
         kind = {"type": "string", "enum": ["stored", "pending", "permanent"]}
         dtc = {"type": "string", "pattern": DTC_PATTERN}
         did = {"type": "string", "minLength": 1, "maxLength": 64}
