@@ -173,6 +173,8 @@ def test_define_signal_refuses_what_cannot_be(driver: CanDriver) -> None:
         "outside": {"name": "Wide", "id": "0x110", "start_bit": 60, "length": 8, "byte_order": "little_endian"},
         "name": {"name": "1bad name", "id": "0x110", "start_bit": 40, "length": 4, "byte_order": "little_endian"},
         "scale": {"name": "Zero", "id": "0x110", "start_bit": 40, "length": 4, "byte_order": "little_endian", "scale": 0},
+        "unit": {"name": "Quoted", "id": "0x110", "start_bit": 40, "length": 4, "byte_order": "little_endian", "unit": 'km" BO_ 1 X: 8 Y'},
+        "unit_text": {"name": "Umlaut", "id": "0x110", "start_bit": 40, "length": 4, "byte_order": "little_endian", "unit": "Ü\x1c"},
     }  # fmt: skip
     for label, args in cases.items():
         r = call(driver, "define_signal", **args)

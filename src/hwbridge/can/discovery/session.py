@@ -9,6 +9,7 @@ several threads at once are applied one after the other.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 from collections import OrderedDict
@@ -28,6 +29,9 @@ __all__ = ["MAX_DEFINED", "MAX_SNAPSHOTS", "DefinedSignal", "DiscoverySession", 
 MAX_DEFINED = 256
 MAX_SNAPSHOTS = 8
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+UNIT = re.compile(
+    r"^[ -!#-\[\]-~]*$"
+)  # what a DBC unit string carries: ASCII, no quote or backslash
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,13 @@ class DiscoverySession:
             )
         if signal.scale == 0:
             raise ToolError("INVALID_VALUE", "scale must not be 0")
+        if not (math.isfinite(signal.scale) and math.isfinite(signal.offset)):
+            raise ToolError("INVALID_VALUE", "scale and offset must be finite numbers")
+        if not UNIT.match(signal.unit):
+            raise ToolError(
+                "INVALID_VALUE",
+                "a unit is printable ASCII without quotes or backslashes (km/h, degC, %)",
+            )
         bits = self._check_bits(signal, frame_length)
         with self._lock:
             self._check_name(signal)

@@ -20,7 +20,7 @@ from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_k
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import message_name
 from hwbridge.can.discovery.segment import bit_stats, segment
-from hwbridge.can.discovery.session import DefinedSignal, DiscoverySession, Snapshot
+from hwbridge.can.discovery.session import UNIT, DefinedSignal, DiscoverySession, Snapshot
 from hwbridge.can.discovery.survey import (
     MIN_R,
     MIN_SAMPLES,
@@ -151,7 +151,11 @@ class DiscoveryTools(MCSToolDriver):
                 p("define_signal", "signed", {"type": "boolean"}),
                 p("define_signal", "scale", {"type": "number"}),
                 p("define_signal", "offset", {"type": "number"}),
-                p("define_signal", "unit", {"type": "string", "maxLength": _UNIT_CHARS}),
+                p(
+                    "define_signal",
+                    "unit",
+                    {"type": "string", "maxLength": _UNIT_CHARS, "pattern": UNIT.pattern},
+                ),
             ),
             self._tool("draft_dbc"),
         ]
