@@ -88,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     errors = make_console(sys.stderr)
     for note in broken:
         errors.print(Text(f"hwbridge: {note.message}: {note.text}", style="red"), soft_wrap=True)
+    if not broken and not report.messages and not report.dropped:  # nothing found: fail
+        errors.print(Text("hwbridge: no CAN frame was found in the capture(s)", style="red"))
+        return EXIT_RUNTIME
     return EXIT_RUNTIME if broken else EXIT_OK
 
 

@@ -108,7 +108,10 @@ def test_every_discovery_tool_is_read_only_and_bounded(driver: CanDriver) -> Non
                 assert "maxLength" in schema or "enum" in schema, (name, p.name)
             if "integer" in kinds and p.name != "id":
                 assert "maximum" in schema and "minimum" in schema, (name, p.name)
-    assert (tools["survey_bus"].parameters[0].schema or {})["maximum"] == 60_000
+    # what the schema promises is what the driver takes: the monitor's history (30 s here)
+    assert (tools["survey_bus"].parameters[0].schema or {})["maximum"] == 30_000
+    r = call(driver, "snapshot_bus", name="long", duration_ms=45_000)
+    assert r.call_detail.startswith("INVALID_ARGUMENTS") and "at most 30000" in r.call_detail
 
 
 def call(driver: CanDriver, tool: str, **arguments: Any) -> Any:

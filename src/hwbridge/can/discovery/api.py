@@ -62,7 +62,10 @@ def discover(
     )
     notes: list[Note] = []
     for path in checked:
-        reader = open_capture(path)
+        try:
+            reader = open_capture(path)
+        except CaptureError as exc:  # not a capture at all: the caller's mistake, one line
+            raise ValueError(f"{path.name}: {exc.reason}") from None
         try:
             for chunk in reader.chunks():
                 collector.add(
@@ -98,6 +101,8 @@ def discover(
                 f" time budget of {time_budget_s:g} s",
             )
         )
+    if collector.frames == 0:
+        notes.append(Note(message="*", text="no CAN frame was found in the capture(s)"))
     _explain_dropped(report, notes)
     report.notes = notes + report.notes
     return report
@@ -120,6 +125,14 @@ def _explain_dropped(report: DiscoveryReport, notes: list[Note]) -> None:
                 message="*",
                 text=f"{d['frames_not_stored']} frame(s) of busy ids were counted but not"
                 " kept, to stay within memory; the rest are spread over the whole capture",
+            )
+        )
+    if d.get("frames_of_impossible_ids"):
+        notes.append(
+            Note(
+                message="*",
+                text=f"{d['frames_of_impossible_ids']} frame(s) had an id no CAN bus carries"
+                " (11-bit above 0x7FF, 29-bit above 0x1FFFFFFF); they were left out",
             )
         )
     if d.get("frames_of_other_lengths"):

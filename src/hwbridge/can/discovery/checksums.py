@@ -40,6 +40,7 @@ B = npt.NDArray[np.bool_]
 AGREE = 0.98
 MIN_DISTINCT = 8
 MAX_ROWS = 4096  # distinct payloads a hypothesis is tried on
+MAX_KEYS = 4  # counter nibbles tried as a CRC's key
 COUNTING = 0.98
 """A byte or nibble stepping by one amount this often holds a counter."""
 PERFECT_COUNT = 0.999
@@ -265,11 +266,19 @@ class _Search:
             )
             for b in range(self.length)
         ]
-        self.keys = [
-            _Key(b, high)
+        # the nibbles a CRC may be keyed by (AUTOSAR E2E: a data id per counter value):
+        # the best counting few, never every moving nibble (random bytes would make the
+        # search cost seconds per id)
+        counting = [
+            (_count_share(_Key(b, high).of(data), 16), _Key(b, high))
             for b in range(self.length)
             for high in (False, True)
             if self.nibble_rate(b, high) >= 0.5
+        ]
+        self.keys = [
+            key
+            for share, key in sorted(counting, key=lambda c: -c[0])[:MAX_KEYS]
+            if share >= COUNTING
         ]
         self.distinct = distinct
         self.masked = distinct.copy()

@@ -115,6 +115,7 @@ class Dropped:
     frames_not_stored: int = 0  # frames of kept ids that were counted but not stored
     frames_of_other_lengths: int = 0  # frames shorter or longer than their id's usual length
     payload_bytes_cut: int = 0  # frames longer than 64 bytes (cut to 64)
+    frames_of_impossible_ids: int = 0  # 11-bit ids above 0x7FF, 29-bit ids above 0x1FFFFFFF
 
     def to_dict(self) -> dict[str, int]:
         return {k: v for k, v in self.__dict__.items() if v}
@@ -171,6 +172,12 @@ class Collector:
         data: U8,
     ) -> None:
         """Take a chunk of frames in time order (columns of equal length)."""
+        impossible = np.where(extended, arbitration_id > 0x1FFFFFFF, arbitration_id > 0x7FF)
+        if impossible.any():  # no bus carries them: counted, never analysed or drafted
+            self.dropped.frames_of_impossible_ids += int(impossible.sum())
+            keep = ~impossible
+            t_s, arbitration_id, extended = t_s[keep], arbitration_id[keep], extended[keep]
+            length, data = length[keep], data[keep]
         n = len(t_s)
         if n == 0:
             return
@@ -384,6 +391,7 @@ def _period_ms(t: F64, cont: B) -> float | None:
     if len(t) < 2:
         return None
     gaps = np.diff(t)[cont[1:]]
+    gaps = gaps[gaps > 0]  # time that goes backwards (merged or broken logs) is no period
     if not len(gaps):
         return None
     return float(np.median(gaps) * 1000.0)

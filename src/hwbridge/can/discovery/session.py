@@ -29,6 +29,7 @@ __all__ = ["MAX_DEFINED", "MAX_SNAPSHOTS", "DefinedSignal", "DiscoverySession", 
 MAX_DEFINED = 256
 MAX_SNAPSHOTS = 8
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_MAX_PHYSICAL = 1e300
 UNIT = re.compile(
     r"^[ -!#-\[\]-~]*$"
 )  # what a DBC unit string carries: ASCII, no quote or backslash
@@ -121,8 +122,12 @@ class DiscoverySession:
             )
         if signal.scale == 0:
             raise ToolError("INVALID_VALUE", "scale must not be 0")
-        if not (math.isfinite(signal.scale) and math.isfinite(signal.offset)):
-            raise ToolError("INVALID_VALUE", "scale and offset must be finite numbers")
+        span = abs(signal.scale) * 2.0 ** min(signal.length, 1024) + abs(signal.offset)
+        if not math.isfinite(span) or span > _MAX_PHYSICAL:
+            raise ToolError(
+                "INVALID_VALUE",
+                "scale and offset must be finite and keep the signal's values below 1e300",
+            )
         if not UNIT.match(signal.unit):
             raise ToolError(
                 "INVALID_VALUE",
@@ -139,6 +144,7 @@ class DiscoverySession:
             defined = dict(self._defined)
             defined[signal.name] = signal
             grown = self._grow(defined, frame_length, signal.key)
+            _check_decodes(grown, signal, frame_length)  # before anyone reads with it
             self._defined = defined
             self._db = grown
             if self._on_grow is not None:
@@ -172,7 +178,16 @@ class DiscoverySession:
 
     def _check_overlap(self, signal: DefinedSignal, bits: set[int]) -> None:
         base = self.base.message_for_frame(*signal.key)
-        if base is not None and _own_key(base) == signal.key:
+        if base is not None and _own_key(base) != signal.key:
+            # the database reads these frames as another id's message (a J1939 PGN from
+            # another sender): a message of their own would hide it
+            raise ToolError(
+                "INVALID_VALUE",
+                f"frames of {frame_key_text(signal.key)} are {base.name} in the database (as "
+                f"{frame_key_text(_own_key(base))}); define the signal on "
+                f"{frame_key_text(_own_key(base))} so that both are read",
+            )
+        if base is not None:
             for s in base.signals:
                 chain = cantools_chain(int(s.start), int(s.length), s.byte_order)
                 if bits & set(chain):
@@ -273,6 +288,23 @@ class DiscoverySession:
             known = ", ".join(names) or "none yet (take one with snapshot_bus)"
             raise ToolError("UNKNOWN_SNAPSHOT", f"no snapshot named {name!r}; snapshots: {known}")
         return found
+
+
+def _check_decodes(grown: CanDatabase, signal: DefinedSignal, frame_length: int) -> None:
+    """INVALID_VALUE unless the grown database decodes a frame of the signal's message: a
+    signal that cannot be read must never replace a database that could."""
+    try:
+        message = grown.message_for_frame(*signal.key)
+        if message is None:
+            raise LookupError("no message")
+        grown.decode(message, bytes(frame_length))
+        grown.resolve_signal(signal.name)
+    except ToolError:
+        raise
+    except Exception as exc:
+        raise ToolError(
+            "INVALID_VALUE", f"the signal cannot be read with these numbers ({exc})"
+        ) from None
 
 
 def _own_key(message: Any) -> FrameKey:

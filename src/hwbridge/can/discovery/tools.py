@@ -95,9 +95,19 @@ class DiscoveryTools(MCSToolDriver):
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
         return self.texts.read_tool(name, *params)
 
+    def _max_record_ms(self) -> int:
+        """What the schema promises: at most what the bus monitor keeps of history."""
+        try:
+            monitor = self._network().monitor
+        except Exception:  # no network yet: the bound itself
+            monitor = None
+        if monitor is None:
+            return MAX_RECORD_MS
+        return max(MIN_RECORD_MS, min(MAX_RECORD_MS, int(monitor.history_s * 1000)))
+
     def _definitions(self) -> list[Tool]:
         p = self.texts.parameter
-        duration = {"type": "integer", "minimum": MIN_RECORD_MS, "maximum": MAX_RECORD_MS}
+        duration = {"type": "integer", "minimum": MIN_RECORD_MS, "maximum": self._max_record_ms()}
         snap = {"type": "string", "minLength": 1, "maxLength": 64, "pattern": r"^[\w.\-]+$"}
         return [
             self._tool("survey_bus", p("survey_bus", "duration_ms", duration, True)),
