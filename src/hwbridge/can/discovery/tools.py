@@ -270,12 +270,26 @@ class DiscoveryTools(MCSToolDriver):
         a, b = self.session.snapshot(str(args["a"])), self.session.snapshot(str(args["b"]))
         reference = self._reference()
         changes: list[dict[str, Any]] = []
-        for key in sorted(set(a.framesets) & set(b.framesets)):
+        common = set(a.framesets) & set(b.framesets)
+        # the busiest ids first, within the same budget as a survey: a flood of ids cannot
+        # hold the call, and what was not compared is said
+        order = sorted(
+            common,
+            key=lambda k: (-(len(a.framesets[k].t) + len(b.framesets[k].t)), k),
+        )
+        deadline = time.monotonic() + ANALYSIS_BUDGET_S
+        compared = 0
+        for key in order:
+            if time.monotonic() > deadline:
+                break
             changes += _diff(a.framesets[key], b.framesets[key], reference)
+            compared += 1
         changes.sort(key=lambda c: -c["score"])
         out: dict[str, Any] = {"changes": changes[:MAX_CHANGES]}
         if len(changes) > MAX_CHANGES:
             out["more_changes"] = len(changes) - MAX_CHANGES
+        if compared < len(order):
+            out["ids_not_compared"] = len(order) - compared
         only_a = sorted(set(a.framesets) - set(b.framesets))
         only_b = sorted(set(b.framesets) - set(a.framesets))
         if only_a:
