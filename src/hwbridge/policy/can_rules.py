@@ -10,6 +10,7 @@ from typing import Any
 
 from hwbridge.core.limits import TokenBucket
 from hwbridge.core.models import ToolError
+from hwbridge.policy.bounds import check_bounds, parse_bounds
 from hwbridge.policy.requests import SendRequest
 
 __all__ = ["CanRules"]
@@ -37,14 +38,7 @@ class CanRules:
         if isinstance(allow_messages, str):
             raise TypeError("allow_messages takes a list of names, e.g. ['ClimateCommand']")
         self.allow = tuple(allow_messages)
-        limits = dict(signal_limits or {})
-        for key, bounds in limits.items():
-            lo, hi = bounds
-            if "." not in key or lo > hi:
-                raise ValueError(
-                    f"signal_limits[{key!r}] must be 'Message.Signal': (min, max) with min <= max"
-                )
-        self.limits = {k: (float(v[0]), float(v[1])) for k, v in limits.items()}
+        self.limits = parse_bounds("signal_limits", "Message.Signal", signal_limits)
         self.raw = allow_raw_frames
         self.ids = frozenset(_id_key(i) for i in allow_ids) if allow_ids is not None else None
         self.rate = float(max_frames_per_second)
@@ -137,24 +131,7 @@ class CanRules:
         `signals` are the values on the wire by physical value (`SendRequest.physical`); a
         decoded labelled value is checked by its "value", which is physical too.
         """
-        for name, given in signals.items():
-            bounds = self.limits.get(f"{message}.{name}")
-            if bounds is None:
-                continue
-            value = given.get("value") if isinstance(given, Mapping) else given
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ToolError(
-                    "OUT_OF_RANGE",
-                    f"{message}.{name} is limited by the send policy and needs a number; "
-                    f"got {value!r}.",
-                )
-            lo, hi = bounds
-            if not lo <= value <= hi:
-                raise ToolError(
-                    "OUT_OF_RANGE",
-                    f"{message}.{name} must be between {lo:g} and {hi:g} under the send "
-                    f"policy; got {value:g}.",
-                )
+        check_bounds(self.limits, message, signals, labelled=True)
 
     def _periodic_budget(self, request: SendRequest) -> float:
         """The rate a periodic send would add; RATE_LIMITED if it does not fit (caller locks)."""

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hwbridge.core.models import ToolError
+from hwbridge.policy.bounds import check_bounds, parse_bounds
 from hwbridge.policy.requests import CommandRequest
 
 __all__ = ["CommandRules"]
@@ -36,15 +37,7 @@ class CommandRules:
             if isinstance(value, str):
                 raise TypeError(f"{name} takes a list, e.g. [{value!r}]")
         self.allow = tuple(allow_commands)
-        limits = dict(command_limits or {})
-        for key, bounds in limits.items():
-            lo, hi = bounds
-            if "." not in key or lo > hi:
-                raise ValueError(
-                    f"command_limits[{key!r}] must be 'command.parameter': (min, max) "
-                    "with min <= max"
-                )
-        self.limits = {k: (float(v[0]), float(v[1])) for k, v in limits.items()}
+        self.limits = parse_bounds("command_limits", "command.parameter", command_limits)
         self.allow_lines = tuple(_compile("allow_raw_lines", p) for p in allow_raw_lines)
         self.deny_lines = tuple(_compile("deny_raw_lines", p) for p in deny_raw_lines)
 
@@ -92,23 +85,7 @@ class CommandRules:
         self.check_limits(request.command, request.arguments)
 
     def check_limits(self, command: str, arguments: Mapping[str, Any]) -> None:
-        for name, value in arguments.items():
-            bounds = self.limits.get(f"{command}.{name}")
-            if bounds is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ToolError(
-                    "OUT_OF_RANGE",
-                    f"{command}.{name} is limited by the send policy and needs a number; "
-                    f"got {value!r}.",
-                )
-            lo, hi = bounds
-            if not lo <= value <= hi:
-                raise ToolError(
-                    "OUT_OF_RANGE",
-                    f"{command}.{name} must be between {lo:g} and {hi:g} under the send "
-                    f"policy; got {value:g}.",
-                )
+        check_bounds(self.limits, command, arguments)
 
     def _check_raw(self, line: str) -> None:
         if not self.allow_lines:
