@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal
 
@@ -13,6 +15,7 @@ from hwbridge.core.runner import ChatSetup, ProviderError, ProviderErrorKind, Us
 __all__ = [
     "MissingExtraError",
     "Mode",
+    "PerLoop",
     "check_mode",
     "env_key",
     "provider_error",
@@ -136,3 +139,18 @@ def usage_of(input_tokens: Any, output_tokens: Any) -> Usage | None:
     if input_tokens is None and output_tokens is None:
         return None
     return Usage(input_tokens=int(input_tokens or 0), output_tokens=int(output_tokens or 0))
+
+
+class PerLoop:
+    """An SDK's async client, one per event loop: its connection pool belongs to the loop
+    that made it, so a client used from another loop (a second `asyncio.run`) is made anew."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._held: tuple[asyncio.AbstractEventLoop, Any] | None = None
+
+    def get(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._held is None or self._held[0] is not loop:
+            self._held = (loop, self._make())
+        return self._held[1]

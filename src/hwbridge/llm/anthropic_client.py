@@ -6,7 +6,6 @@ blocks by the driver); the answer streams, text reaching `on_delta` as it comes.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +13,7 @@ from hwbridge.core.contract import MCSDriver
 from hwbridge.core.runner import ChatSetup, ChatTurn, ProviderError, TextSink
 from hwbridge.llm._base import (
     Mode,
+    PerLoop,
     check_mode,
     env_key,
     provider_error,
@@ -71,7 +71,7 @@ class AnthropicClient:
             "max_retries": max_retries,
         }
         self._client = anthropic.Anthropic(**self._options)
-        self._async: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._async = PerLoop(lambda: anthropic.AsyncAnthropic(**self._options))
 
     @property
     def where(self) -> str:
@@ -114,10 +114,7 @@ class AnthropicClient:
     async def achat(
         self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
     ) -> ChatTurn:
-        loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
-            self._async = (loop, anthropic.AsyncAnthropic(**self._options))
-        client = self._async[1]
+        client = self._async.get()
         try:
             async with client.messages.stream(**self._request(setup, messages)) as stream:
                 async for text in stream.text_stream:

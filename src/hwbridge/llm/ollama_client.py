@@ -7,14 +7,21 @@ driver's compact prompt picked by model name.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from hwbridge.core.contract import MCSDriver
 from hwbridge.core.runner import ChatSetup, ChatTurn, ProviderError, TextSink, Usage
-from hwbridge.llm._base import Mode, check_mode, provider_error, require, setup_for, usage_of
+from hwbridge.llm._base import (
+    Mode,
+    PerLoop,
+    check_mode,
+    provider_error,
+    require,
+    setup_for,
+    usage_of,
+)
 
 ollama: Any = require("ollama", "ollama", "OllamaClient")
 
@@ -46,7 +53,7 @@ class OllamaClient:
         self.keep_alive = keep_alive
         self._timeout = timeout_s
         self._client = ollama.Client(host=self.host, timeout=timeout_s)
-        self._async: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._async = PerLoop(lambda: ollama.AsyncClient(host=self.host, timeout=self._timeout))
 
     def setup(self, driver: MCSDriver) -> ChatSetup:
         return setup_for(driver, self.mode, "openai", self.model)  # Ollama takes OpenAI tools
@@ -86,12 +93,9 @@ class OllamaClient:
     async def achat(
         self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
     ) -> ChatTurn:
-        loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
-            self._async = (loop, ollama.AsyncClient(host=self.host, timeout=self._timeout))
         answer = _Answer()
         try:
-            async for chunk in await self._async[1].chat(**self._request(setup, messages)):
+            async for chunk in await self._async.get().chat(**self._request(setup, messages)):
                 answer.add(chunk, on_delta)
         except Exception as exc:
             raise self._error(exc) from exc

@@ -7,7 +7,6 @@ LM Studio, Ollama's `/v1`. Answers stream: text reaches `on_delta` as it comes, 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from hwbridge.core.contract import MCSDriver
 from hwbridge.core.runner import ChatSetup, ChatTurn, ProviderError, TextSink, Usage
 from hwbridge.llm._base import (
     Mode,
+    PerLoop,
     check_mode,
     env_key,
     provider_error,
@@ -76,7 +76,7 @@ class OpenAIClient:
             "max_retries": max_retries,
         }
         self._client = openai.OpenAI(**self._options)
-        self._async: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._async = PerLoop(lambda: openai.AsyncOpenAI(**self._options))
 
     @property
     def where(self) -> str:
@@ -129,7 +129,7 @@ class OpenAIClient:
     async def achat(
         self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
     ) -> ChatTurn:
-        client = self._async_client()
+        client = self._async.get()
         request = self._request(setup, messages)
         try:
             if not self.stream:
@@ -141,13 +141,6 @@ class OpenAIClient:
             return answer.turn(self.mode)
         except openai.OpenAIError as exc:
             raise provider_error(self.provider, exc, self.where) from exc
-
-    def _async_client(self) -> Any:
-        """One AsyncOpenAI per event loop: its connection pool belongs to the loop."""
-        loop = asyncio.get_running_loop()
-        if self._async is None or self._async[0] is not loop:
-            self._async = (loop, openai.AsyncOpenAI(**self._options))
-        return self._async[1]
 
     def _turn_of(self, completion: Any) -> ChatTurn:
         """A whole (not streamed) completion."""
