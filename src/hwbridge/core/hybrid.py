@@ -264,7 +264,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                 calls = self._detect(llm_response)
                 if not calls:
                     return _EMPTY
-                if not job.begin(self._changes_state(calls)):
+                if not job.begin(self.changes_state(calls)):
                     return _EMPTY  # cancelled before anything ran
                 return self.execute_tool_call(calls)
             except Exception:
@@ -277,14 +277,15 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         `aprocess_llm_response`."""
 
         def work(job: CallJob) -> DriverResponse:
-            if not job.begin(self._changes_state(calls)):
+            if not job.begin(self.changes_state(calls)):
                 return _EMPTY
             return self.execute_tool_call(calls)
 
         return await run_in_worker(work, name=f"hwbridge-call[{type(self).__name__}]")
 
-    def _changes_state(self, calls: Sequence[CallView]) -> bool:
-        """True unless every call that could run is a read-only tool."""
+    def changes_state(self, calls: Sequence[CallView]) -> bool:
+        """True unless every call that could run is a read-only tool (cancellation, consent
+        and a server's log treat the two apart)."""
         by_name = self._catalog().by_name
         for call in calls:
             tool = by_name.get(call.tool)

@@ -83,7 +83,7 @@ class CallHandler:
         slot = WorkerSlot(self._release)
         task = asyncio.ensure_future(self._execute(calls[:1], slot))
         task.add_done_callback(lambda _done: slot.call_ended())
-        changes_state = self._changes_state(name)
+        changes_state = self.driver.changes_state(calls[:1])
         try:
             await self._wait(task, ctx, name, _expected_s(arguments))
         except asyncio.CancelledError:
@@ -104,9 +104,6 @@ class CallHandler:
     def _release(self) -> None:
         with self._count:
             self._running -= 1
-
-    def _changes_state(self, name: str) -> bool:
-        return any(t.name == name and not t.read_only for t in self.driver.list_tools())
 
     async def _execute(self, calls: list[ToolCall], slot: WorkerSlot) -> _Ran:
         """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
