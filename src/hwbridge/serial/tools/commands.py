@@ -296,10 +296,11 @@ class CommandRunner:
                 port=self.port_name,
             )
         )
+        pattern = self._error_reply
         reply = port.query(
             errors.query,
             timeout_s=max(0.05, deadline - time.monotonic()),
-            expect=self._error_reply,
+            expect=None if pattern is None else (lambda line: pattern.search(line) is not None),
         )
         return self._error_code(reply)
 

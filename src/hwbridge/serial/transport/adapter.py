@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import serial
 
@@ -65,13 +65,6 @@ class SerialStatus:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@runtime_checkable
-class Searcher(Protocol):
-    """Anything with a regex-like `search` (a spec's time-limited DevicePattern)."""
-
-    def search(self, text: str, /) -> object | None: ...
 
 
 def describe_url(url: str) -> str:
@@ -549,7 +542,7 @@ class PySerialAdapter(Closing):
         line: str,
         *,
         timeout_s: float | None = None,
-        expect: Callable[[str], bool] | str | re.Pattern[str] | Searcher | None = None,
+        expect: Callable[[str], bool] | str | re.Pattern[str] | None = None,
         flush: bool = True,
     ) -> str:
         """Write `line` and return the first reply line that `expect` accepts (any line when
@@ -671,14 +664,11 @@ def _reason(exc: BaseException) -> str:
 
 
 def _acceptor(
-    expect: Callable[[str], bool] | str | re.Pattern[str] | Searcher | None,
+    expect: Callable[[str], bool] | str | re.Pattern[str] | None,
 ) -> Callable[[str], bool] | None:
     if expect is None:
         return None
     if isinstance(expect, str | re.Pattern):
         pattern = re.compile(expect)
         return lambda line: pattern.search(line) is not None
-    if isinstance(expect, Searcher):
-        searcher = expect
-        return lambda line: searcher.search(line) is not None
     return expect
