@@ -138,21 +138,30 @@ def test_every_attack_is_refused_and_the_tool_keeps_serving(
     assert sorted(p.name for p in dataset.iterdir()) == before  # nothing written
 
 
-def test_settings_are_locked(driver: CaptureDriver) -> None:
-    code, result = _query(
-        driver,
-        "SELECT current_setting('enable_external_access') AS access, "
-        "current_setting('lock_configuration') AS locked, "
-        "current_setting('autoload_known_extensions') AS autoload, "
-        "current_setting('allowed_directories') AS dirs",
+def test_settings_are_locked_and_unreadable(driver: CaptureDriver) -> None:
+    # the model cannot read them (current_setting is not an analyst's function) ...
+    code, detail = _query(driver, "SELECT current_setting('lock_configuration')")
+    assert code == "QUERY_REFUSED" and "current_setting" in str(detail)
+    # ... and the worker's connection has them locked
+    from hwbridge.captures.sql_worker import Worker
+
+    settings = {"max_rows": 10, "max_chars": 1000, "max_columns": 10}
+    worker = Worker(
+        list(driver.dataset.tables.values()), {**settings, "memory_limit": "256MB", "threads": 1}
     )
-    assert code is None
-    assert result["rows"] == [[False, True, False, []]]
+    rows = worker.con.sql(
+        "SELECT current_setting('enable_external_access'), current_setting('lock_configuration'), "
+        "current_setting('autoload_known_extensions'), current_setting('allowed_directories')"
+    ).fetchall()
+    assert rows == [(False, True, False, [])]
+    answer = worker.answer({"kind": "run", "sql": "SET lock_configuration = false"})
+    assert answer["ok"] is False and answer["code"] == "QUERY_REFUSED"
+    worker.con.close()
 
 
-def test_getenv_does_not_exist(driver: CaptureDriver) -> None:
+def test_getenv_is_refused(driver: CaptureDriver) -> None:
     code, detail = _query(driver, "SELECT getenv('HOME')")
-    assert code == "QUERY_FAILED" and "getenv" in str(detail)
+    assert code == "QUERY_REFUSED" and "getenv" in str(detail)
 
 
 def test_a_runaway_query_is_interrupted_and_the_next_one_runs(driver: CaptureDriver) -> None:
@@ -177,7 +186,7 @@ def test_results_are_bounded_in_rows_and_characters(dataset: Path) -> None:
         assert len(json.dumps(result["rows"], separators=(",", ":"))) <= 2000
         code, result = _query(driver, "SELECT range FROM range(1000)")
         assert result["row_count"] == 50 and result["truncated"] is True
-        code, result = _query(driver, "SELECT repeat('x', 100000) AS big")
+        code, result = _query(driver, "SELECT string_agg('x', '') AS big FROM range(100000)")
         assert result["rows"] == [] and result["truncated"] is True
 
 

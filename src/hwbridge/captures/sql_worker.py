@@ -1,0 +1,232 @@
+"""The query worker: a child process that holds the locked DuckDB and answers one query at a time.
+
+It exists so that a query can be stopped for certain. Some DuckDB functions never look at an
+interrupt and some allocate outside DuckDB's `memory_limit`; only the operating system can stop
+those. So the parent (`sql_sandbox.QuerySandbox`) kills this process at the timeout or when its
+resident memory passes the limit, and the worker itself runs under an address-space limit
+(`RLIMIT_AS`) set once DuckDB and the tables are loaded, so an allocation past it fails at once.
+
+The connection is locked as before: the tables are pyarrow datasets registered on it, DuckDB's
+own file system is shut (`enable_external_access` false), no extension loads, no temporary
+directory, Python objects are not scanned by name, and `lock_configuration` makes every setting
+final. Model SQL passes `sql_checks` first. Results are sized in Arrow and cut before they
+become Python values (`sql_results`).
+
+Protocol on stdin/stdout: frames of a 4-byte big-endian length and a payload. The parent sends
+pickles (it is the trusted side); the worker answers in JSON only, so that nothing a query
+produces is ever unpickled by the parent.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import IO, Any
+
+import duckdb
+import orjson
+import pyarrow as pa  # type: ignore[import-untyped]
+
+from hwbridge.captures.dataset import Table
+from hwbridge.captures.sql_checks import CheckFailed, Refused, check_plan, check_tree, one_select
+from hwbridge.captures.sql_results import bounded_rows
+
+__all__ = ["main", "read_frame", "write_frame"]
+
+_HEADER = struct.Struct(">I")
+MAX_REQUEST_BYTES = 64 * 1024 * 1024
+
+
+def read_frame(stream: IO[bytes]) -> bytes | None:
+    """One frame's payload, or None at the end of the stream."""
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(header)
+    if size > MAX_REQUEST_BYTES:
+        return None
+    payload = stream.read(size)
+    return payload if len(payload) == size else None
+
+
+def write_frame(stream: IO[bytes], payload: bytes) -> None:
+    stream.write(_HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _vm_bytes() -> int | None:
+    """This process's virtual size (Linux), the base of its address-space limit."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmSize:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _limit_address_space(extra: int) -> None:
+    try:
+        import resource
+    except ImportError:  # not POSIX: the parent's wall-time kill is the bound
+        return
+    base = _vm_bytes()
+    if base is None:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = base + extra
+    if hard != resource.RLIM_INFINITY:
+        wanted = min(wanted, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+
+
+def _exit_with_parent() -> None:
+    """End when the parent has gone (its pipe closes only once a query is done)."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != parent:
+                os._exit(0)
+
+    threading.Thread(target=watch, name="hwbridge-sql-parent", daemon=True).start()
+
+
+class Worker:
+    """The locked connection and the answers to requests."""
+
+    def __init__(self, tables: Sequence[Table], settings: dict[str, Any]) -> None:
+        self.max_rows = int(settings["max_rows"])
+        self.max_chars = int(settings["max_chars"])
+        self.max_columns = int(settings["max_columns"])
+        self.memory_limit = str(settings["memory_limit"])
+        self.names = frozenset(t.name.lower() for t in tables)
+        config: dict[str, Any] = {
+            "enable_external_access": False,
+            "autoinstall_known_extensions": False,
+            "autoload_known_extensions": False,
+            "allow_community_extensions": False,
+            "allow_unsigned_extensions": False,
+            "python_enable_replacements": False,
+            "temp_directory": "",
+            "threads": int(settings["threads"]),
+            "memory_limit": self.memory_limit,
+        }
+        self.con = duckdb.connect(":memory:", config=config)
+        for table in tables:
+            self.con.register(table.name, table.arrow_dataset())
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.con.execute("SET lock_configuration = true")
+
+    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        """The response to one request; never raises for anything a query does."""
+        try:
+            return self._answer(request)
+        except Refused as exc:
+            return _error("QUERY_REFUSED", str(exc))
+        except CheckFailed as exc:
+            return _error("QUERY_FAILED", str(exc))
+        except duckdb.PermissionException as exc:
+            return _error("QUERY_REFUSED", f"The query tried to reach outside the dataset: {exc}")
+        except (duckdb.OutOfMemoryException, MemoryError, pa.ArrowMemoryError):
+            return _error(
+                "QUERY_FAILED",
+                f"The query needs more than {self.memory_limit} of memory; ask for less.",
+            )
+        except duckdb.InvalidInputException as exc:
+            if "configuration has been locked" in str(exc):
+                return _error("QUERY_REFUSED", f"Settings are locked: {exc}")
+            return _error("QUERY_FAILED", str(exc), restart="unfinished result" in str(exc))
+        except duckdb.Error as exc:
+            broken = isinstance(exc, duckdb.FatalException | duckdb.InternalException)
+            return _error("QUERY_FAILED", str(exc), restart=broken)
+        except (OverflowError, ValueError) as exc:
+            return _error(
+                "QUERY_FAILED",
+                f"A value of the result cannot be shown ({exc}): an infinite or out-of-range "
+                "date or number; cast it to VARCHAR or filter it out.",
+            )
+        except RecursionError:
+            return _error("QUERY_FAILED", "The query or its result is nested too deeply.")
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        sql = str(request["sql"])
+        params = request.get("params")
+        if request.get("kind") == "query":
+            sql = one_select(sql)
+            check_tree(self.con, sql, self.names)
+            check_plan(self.con, sql)
+            params = None
+        relation = self.con.sql(sql, params=list(params) if params is not None else None)
+        if relation is None:  # not a query after all
+            raise Refused("Only SELECT queries are answered.")
+        columns = [str(c) for c in relation.columns]
+        types = [str(t).upper() for t in relation.types]
+        shown = min(len(columns), self.max_columns)
+        exact_ints = frozenset(i for i in range(shown) if types[i] in ("HUGEINT", "UHUGEINT"))
+        wide = any("HUGEINT" in t for t in types[:shown])
+        if shown < len(columns) or wide:
+            # HUGEINT travels as text (Arrow would wrap it); extra columns are never fetched
+            relation = relation.project(
+                ", ".join(
+                    f"CAST(#{i + 1} AS VARCHAR) AS {_quote(columns[i])}"
+                    if "HUGEINT" in types[i]
+                    else f"#{i + 1} AS {_quote(columns[i])}"
+                    for i in range(shown)
+                )
+            )
+        table = relation.limit(self.max_rows + 1).to_arrow_table()
+        rows, truncated = bounded_rows(table, self.max_rows, self.max_chars, exact_ints)
+        return {
+            "ok": True,
+            "columns": columns[:shown],
+            "column_count": len(columns),
+            "rows": rows,
+            "truncated": truncated or shown < len(columns),
+        }
+
+
+def _error(code: str, message: str, *, restart: bool = False) -> dict[str, Any]:
+    return {"ok": False, "code": code, "message": message[:2000], "restart": restart}
+
+
+def main() -> int:
+    """Serve requests on stdin/stdout until the parent closes the pipe."""
+    out = os.fdopen(os.dup(sys.stdout.fileno()), "wb", buffering=0)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print cannot break a frame
+    source = sys.stdin.buffer
+    _exit_with_parent()
+    first = read_frame(source)
+    if first is None:
+        return 1
+    init = pickle.loads(first)
+    worker = Worker(init["tables"], init["settings"])
+    address_space = init["settings"].get("address_space")
+    if address_space:
+        _limit_address_space(int(address_space))
+    write_frame(out, orjson.dumps({"ready": True, "pid": os.getpid()}))
+    while True:
+        payload = read_frame(source)
+        if payload is None:
+            return 0
+        response = worker.answer(pickle.loads(payload))
+        try:
+            data = orjson.dumps(response)
+        except (TypeError, orjson.JSONEncodeError) as exc:
+            data = orjson.dumps(_error("QUERY_FAILED", f"The result cannot be sent: {exc}"))
+        write_frame(out, data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
