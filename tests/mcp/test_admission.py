@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from hwbridge.mcp import HttpLimits
 from hwbridge.mcp.admission import Admission
 
 
@@ -88,6 +89,15 @@ def test_proving_a_closed_connection_does_not_hold_it() -> None:
     assert len(admission) == 0 and not admission.is_proven(conn)
 
 
-def test_caps_that_cannot_work_are_refused() -> None:
-    with pytest.raises(ValueError, match="1 <= max_unproven_per_client <= max_connections"):
-        Admission(max_connections=8, max_unproven_per_client=9)
+@pytest.mark.parametrize(
+    ("limits", "words"),
+    [
+        ({"read_timeout_s": 0}, "read_timeout_s must be above 0"),
+        ({"read_timeout_s": float("nan")}, "read_timeout_s must be above 0"),
+        ({"max_connections": 8, "max_unproven_per_client": 9}, "max_unproven_per_client <="),
+        ({"max_unproven_per_client": 0}, "1 <= max_unproven_per_client"),
+    ],
+)
+def test_limits_that_cannot_work_are_refused(limits: dict[str, float], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        HttpLimits(**limits)  # type: ignore[arg-type]
