@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -123,6 +125,53 @@ def stop(process: subprocess.Popen[str]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(5)
+
+
+HALF_HEAD = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+
+def connect_raw(url: str, data: bytes = b"") -> socket.socket:
+    """A plain socket to the server at `url` (loopback only) that has sent `data`."""
+    where = urlsplit(url)
+    assert where.hostname == "127.0.0.1" and where.port is not None
+    sock = socket.create_connection(("127.0.0.1", where.port), timeout=5)
+    try:
+        sock.sendall(data)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def half_heads(url: str, count: int) -> list[socket.socket]:
+    """`count` connections to the server at `url`, each having sent half a request head and
+    nothing more."""
+    held: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            held.append(connect_raw(url, HALF_HEAD))
+    except BaseException:
+        for sock in held:
+            sock.close()
+        raise
+    return held
+
+
+def read_until_closed(sock: socket.socket, timeout_s: float = 5.0) -> bytes:
+    """All the server sends until it closes the connection (within `timeout_s`)."""
+    deadline = time.monotonic() + timeout_s
+    data = b""
+    while True:
+        sock.settimeout(max(deadline - time.monotonic(), 0.001))
+        try:
+            chunk = sock.recv(65536)
+        except ConnectionResetError:
+            return data
+        except TimeoutError:
+            raise AssertionError(f"the server did not close the connection: {data!r}") from None
+        if not chunk:
+            return data
+        data += chunk
 
 
 def elapsed(since: float) -> float:

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from hwbridge.cli.main import build_parser
 from hwbridge.cli.mcp_server import OFFLINE_TOOLS, is_serial_port
+from hwbridge.mcp import HttpLimits
 from tests.cli.conftest import DEMO, REPO, Run
 from tests.mcp.conftest import Session
 
@@ -67,10 +69,24 @@ def test_stdout_holds_only_the_protocol() -> None:
     assert "bundled demo vehicle" in done.stderr
 
 
+def test_the_help_states_the_http_limits_the_server_applies(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["mcp", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    limits = HttpLimits()
+    assert f"(default {limits.read_timeout_s:g})" in text
+    assert f"at most {limits.max_connections} connections" in text
+    assert f"at most {limits.max_unproven_per_client} per client address" in text
+
+
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
         (["--token-env", "X"], "--token-env applies to --http only"),
+        (["--read-timeout", "5"], "--read-timeout applies to --http only"),
+        (["--http", ":0", "--read-timeout", "0"], "--read-timeout: read_timeout_s must be above 0"),
         (["--http", "127.0.0.1:http"], "--http: '127.0.0.1:http' is not HOST:PORT"),
         (["--http", "127.0.0.1:70000"], "--http: port 70000 is outside 0-65535"),
         (["--http", ":8000", "--token-env", "HWB_UNSET_VARIABLE"], "HWB_UNSET_VARIABLE"),

@@ -3,6 +3,7 @@ token, the SDK's own client."""
 
 from __future__ import annotations
 
+import select
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,9 +16,31 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from tests.mcp.conftest import Session, elapsed, start_http, stop, text_of
+from tests.mcp.conftest import (
+    HALF_HEAD,
+    Session,
+    connect_raw,
+    elapsed,
+    half_heads,
+    read_until_closed,
+    start_http,
+    stop,
+    text_of,
+)
 
 TOKEN = "correct-horse-battery-staple"
+QUICK_S = 1.0
+"""The read timeout of the `quick_url` server."""
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "hwbridge-test", "version": "0"},
+    },
+}
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +50,21 @@ def url() -> Iterator[str]:
         f"virtual:mcp-http-{uuid.uuid4().hex[:8]}",
         "--token-env",
         "HWB_TEST_TOKEN",
+        env={"HWB_TEST_TOKEN": TOKEN},
+    )
+    yield address
+    stop(process)
+
+
+@pytest.fixture(scope="module")
+def quick_url() -> Iterator[str]:
+    process, address = start_http(
+        "--bus",
+        f"virtual:mcp-quick-{uuid.uuid4().hex[:8]}",
+        "--token-env",
+        "HWB_TEST_TOKEN",
+        "--read-timeout",
+        str(QUICK_S),
         env={"HWB_TEST_TOKEN": TOKEN},
     )
     yield address
@@ -98,6 +136,88 @@ def test_a_cancelled_wait_over_http(server: Session) -> None:
     took, progress = server.run(cancelled)
     assert took < 1.0 and progress[0] == 0.5
     assert not call(server, "bus_status").is_error  # and the server serves on
+
+
+def test_half_heads_without_the_token_cannot_crowd_out_the_token_holder(url: str) -> None:
+    # more connections than the server holds at once, each stuck halfway through its head
+    held = half_heads(url, 80)
+    try:
+        started = time.monotonic()
+        answer = httpx2.post(
+            url,
+            json=INITIALIZE,
+            headers={
+                "Authorization": f"Bearer {TOKEN}",
+                "Accept": "application/json, text/event-stream",
+            },
+            timeout=5,
+        )
+        assert answer.status_code == 200, answer.text
+        assert elapsed(started) < 2.0
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_wrong_token_is_refused_before_the_body_is_sent(url: str) -> None:
+    head = (
+        b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer guess\r\n"
+        b"Content-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
+    )
+    with connect_raw(url, head) as sock:
+        started = time.monotonic()
+        answer = read_until_closed(sock, 3)
+    assert answer.startswith(b"HTTP/1.1 401 "), answer
+    assert elapsed(started) < 2.0  # refused on its head: neither the body nor 10 s awaited
+
+
+def test_one_client_holds_at_most_16_connections_without_the_token(url: str) -> None:
+    held = half_heads(url, 17)
+    try:
+        # the oldest makes room for the newest; the 16 newer ones are still held
+        assert read_until_closed(held[0], 3).startswith(b"HTTP/1.1 503 ")
+        readable, _, _ = select.select(held[1:], [], [], 0.3)
+        assert readable == []
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_a_half_head_is_closed_after_the_read_timeout(quick_url: str) -> None:
+    with connect_raw(quick_url, HALF_HEAD) as sock:
+        started = time.monotonic()
+        answer = read_until_closed(sock, QUICK_S + 3)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert QUICK_S * 0.8 <= elapsed(started) < QUICK_S + 2
+
+
+def test_a_missing_body_is_closed_after_the_read_timeout(quick_url: str) -> None:
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n"
+        "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+        "Content-Length: 100\r\n\r\n{"
+    ).encode()
+    with connect_raw(quick_url, head) as sock:
+        started = time.monotonic()
+        answer = read_until_closed(sock, QUICK_S + 3)
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert QUICK_S * 0.8 <= elapsed(started) < QUICK_S + 2
+
+
+def test_a_trickled_second_request_is_closed_too(quick_url: str) -> None:
+    first = f"GET /elsewhere HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+    with connect_raw(quick_url, first.encode()) as sock:
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            chunk = sock.recv(65536)
+            assert chunk, answer
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 404 ") and b"connection: close" not in answer.lower()
+        sock.sendall(b"G")  # a keep-alive connection that starts its next head, and stops
+        started = time.monotonic()
+        rest = read_until_closed(sock, QUICK_S + 3)
+    assert b"HTTP/1.1 408 " in rest, rest
+    assert QUICK_S * 0.8 <= elapsed(started) < QUICK_S + 2
 
 
 def test_every_loopback_spelling_keeps_the_rebinding_protection() -> None:

@@ -4,7 +4,8 @@ vehicle diagnostics (--obd), alone or together behind one Orchestrator.
 
 stdio by default: stdout carries the protocol and nothing else (notices and logs go to
 stderr). `--http HOST:PORT` serves streamable HTTP at /mcp instead, on loopback unless
-another host is named, with `--token-env VAR` requiring `Authorization: Bearer <$VAR>`.
+another host is named, with `--token-env VAR` requiring `Authorization: Bearer <$VAR>`
+and `--read-timeout SECONDS` bounding how long a request may take to arrive.
 `--print-config` prints the client configuration for the same arguments and exits.
 """
 
@@ -33,6 +34,7 @@ from hwbridge.cli.serial_cli import resolve_spec
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
+    from hwbridge.mcp import HttpLimits
 
 __all__ = ["OFFLINE_TOOLS", "is_serial_port", "register"]
 
@@ -79,6 +81,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "would be visible to other users)",
     )
     parser.add_argument(
+        "--read-timeout",
+        type=float,
+        metavar="SECONDS",
+        help="with --http: close (408) a connection that has not sent a whole request head "
+        "within SECONDS of its first byte, or its body within SECONDS after the head "
+        "(default 10). The server also holds at most 64 connections, and at most 16 per "
+        "client address that have not shown the token: beyond, the oldest without the "
+        "token is closed to make room",
+    )
+    parser.add_argument(
         "--name",
         default="hwbridge",
         metavar="NAME",
@@ -102,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         return _print_config(args, address)
     token = _token(args)
+    limits = _limits(args)
     calls_log = logging.getLogger("hwbridge.mcp.calls")
     if calls_log.getEffectiveLevel() > logging.INFO:  # what changed state, on stderr
         calls_log.setLevel(logging.INFO)
@@ -113,7 +126,14 @@ def run(args: argparse.Namespace) -> int:
         offline = "can" in parts and args.bus is None
         offered = _offered(driver, parts, offline=offline)
         try:
-            serve(driver, http=args.http, token=token, name=args.name, tools=offered)
+            serve(
+                driver,
+                http=args.http,
+                token=token,
+                name=args.name,
+                tools=offered,
+                http_limits=limits,
+            )
         except OSError as exc:
             if address is None:
                 raise
@@ -136,6 +156,8 @@ def _address(args: argparse.Namespace) -> tuple[str, int] | None:
     if args.http is None:
         if args.token_env:
             raise CliError("--token-env applies to --http only (stdio needs no token)")
+        if args.read_timeout is not None:
+            raise CliError("--read-timeout applies to --http only")
         return None
     from hwbridge.mcp.http import parse_address
 
@@ -152,6 +174,17 @@ def _token(args: argparse.Namespace) -> str | None:
     if not token.strip():
         raise CliError(f"--token-env {args.token_env}: that environment variable is not set")
     return token.strip()
+
+
+def _limits(args: argparse.Namespace) -> HttpLimits | None:
+    if args.read_timeout is None:
+        return None
+    from hwbridge.mcp import HttpLimits
+
+    try:
+        return HttpLimits(read_timeout_s=args.read_timeout)
+    except ValueError as exc:
+        raise CliError(f"--read-timeout: {exc}") from exc
 
 
 def _print_config(args: argparse.Namespace, address: tuple[str, int] | None) -> int:

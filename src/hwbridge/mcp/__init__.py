@@ -3,6 +3,7 @@
     from hwbridge.mcp import serve
     serve(driver)                                  # stdio: Claude Desktop, Claude Code, ...
     serve(driver, http="127.0.0.1:8000")           # streamable HTTP at /mcp
+    serve(driver, http=":8000", http_limits=HttpLimits(read_timeout_s=5))
 
 `build_server(driver)` gives the SDK `Server` itself (for your own transport, or the SDK's
 in-memory `Client(server)` in tests). The `hwbridge mcp` command does the same from a DBC.
@@ -18,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 
 from hwbridge.mcp.calls import PROGRESS_INTERVAL_S
-from hwbridge.mcp.http import MCP_PATH
+from hwbridge.mcp.http import MCP_PATH, HttpLimits
 from hwbridge.mcp.resources import DRIVER_URI, HEALTH_URI, SPEC_PREFIX
 from hwbridge.mcp.server import build_server, run_stdio, serve
 
@@ -28,6 +29,7 @@ __all__ = [
     "MCP_PATH",
     "PROGRESS_INTERVAL_S",
     "SPEC_PREFIX",
+    "HttpLimits",
     "build_server",
     "run_stdio",
     "serve",

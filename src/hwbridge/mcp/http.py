@@ -4,7 +4,9 @@ the URL is known before the first client), an optional bearer token, loopback by
 On a loopback socket (any spelling: 127.0.0.2, 127.1, the long IPv6 form) DNS-rebinding
 protection is on: Host and Origin must name this machine. Off loopback, a browser's Origin
 must be the server's own. A bearer token, when given, is compared in constant time
-on every request; a request without it gets 401 and nothing else.
+on every request, as soon as its head is parsed; a request without it gets 401 and its
+connection is closed. Request heads and bodies have a deadline, and connections that have
+not shown the token are closed first to make room (`hwbridge.mcp.guard`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import hmac
 import ipaddress
 import logging
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,19 +25,28 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["MCP_PATH", "BearerToken", "is_loopback", "parse_address", "run_http"]
+from hwbridge.mcp.guard import Gate, HttpLimits, guarded_protocol
+
+__all__ = ["MCP_PATH", "BearerToken", "HttpLimits", "is_loopback", "parse_address", "run_http"]
 
 log = logging.getLogger(__name__)
 
 MCP_PATH = "/mcp"
 DEFAULT_PORT = 8000
-MAX_CONNECTIONS = 64
-"""Connections served at once (uvicorn answers 503 beyond): half-open ones cannot pile up
-without end."""
+
+
+def carries_token(headers: Iterable[tuple[bytes, bytes]], token: bytes) -> bool:
+    """`Authorization: Bearer <token>` among `headers`, compared in constant time."""
+    for key, value in headers:
+        if key.lower() == b"authorization":
+            scheme, _, given = bytes(value).partition(b" ")
+            return scheme.lower() == b"bearer" and hmac.compare_digest(given.strip(), token)
+    return False
 
 
 class BearerToken:
-    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`."""
+    """ASGI middleware: every HTTP request must carry `Authorization: Bearer <token>`; a
+    request without it gets 401 and the connection is closed (its body is never read)."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         if not token:
@@ -44,24 +55,25 @@ class BearerToken:
         self._token = token.encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorized(scope):
+        if scope["type"] == "http" and not self.proves(scope.get("headers", ())):
             response = JSONResponse(
                 {"error": "unauthorized", "error_description": "a bearer token is required"},
                 status_code=401,
-                headers={"WWW-Authenticate": 'Bearer realm="hwbridge"'},
+                headers={"WWW-Authenticate": 'Bearer realm="hwbridge"', "Connection": "close"},
             )
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
 
-    def _authorized(self, scope: Scope) -> bool:
-        for key, value in scope.get("headers", ()):
-            if key.lower() == b"authorization":
-                scheme, _, given = bytes(value).partition(b" ")
-                return scheme.lower() == b"bearer" and hmac.compare_digest(
-                    given.strip(), self._token
-                )
-        return False
+    def proves(self, headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """The token among a request's headers: here, and in the server's protocol as soon
+        as it has parsed a head (`hwbridge.mcp.guard`)."""
+        return carries_token(headers, self._token)
+
+
+def _anyone(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Without a token, every whole request head proves its connection."""
+    return True
 
 
 def local_only(bound: str) -> TransportSecuritySettings:
@@ -133,10 +145,12 @@ async def run_http(
     port: int = DEFAULT_PORT,
     *,
     token: str | None = None,
+    limits: HttpLimits | None = None,
     ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve `server` over streamable HTTP until SIGINT/SIGTERM; `ready(url)` is called
-    once the socket listens."""
+    once the socket listens. `limits`: the read timeout and connection caps (the defaults
+    of `HttpLimits` without it)."""
     if token is not None and not token.strip():  # an unset variable must not mean "open"
         raise ValueError("the bearer token is empty: give a token, or token=None for none")
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -160,18 +174,21 @@ async def run_http(
         if token is None:
             log.warning(
                 "serving on %s without a bearer token: anyone who can reach it can call its "
-                "tools (put a token, or a reverse proxy with timeouts, in front)",
+                "tools (give it a token, or put a reverse proxy that authenticates in front)",
                 url_of(sock),
             )
+    proves: Callable[[Iterable[tuple[bytes, bytes]]], bool] = _anyone
     if token is not None:
-        app = BearerToken(app, token)
+        bearer = BearerToken(app, token)
+        app, proves = bearer, bearer.proves
     config = uvicorn.Config(
         app,
+        http=guarded_protocol(Gate(limits or HttpLimits(), proves)),
+        ws="none",  # an upgraded connection would leave the gate's accounting
         log_level="warning",
         lifespan="on",
         timeout_graceful_shutdown=2,
         access_log=False,
-        limit_concurrency=MAX_CONNECTIONS,
     )
     if ready is not None:
         ready(url_of(sock))

@@ -28,7 +28,7 @@ from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.orchestrator import Orchestrator
 from hwbridge.mcp.calls import MAX_RUNNING, PROGRESS_INTERVAL_S, CallHandler
-from hwbridge.mcp.http import parse_address, run_http
+from hwbridge.mcp.http import HttpLimits, parse_address, run_http
 from hwbridge.mcp.resources import Resources
 from hwbridge.mcp.tools import mcp_tools
 
@@ -110,24 +110,29 @@ def serve(
     name: str = "hwbridge",
     tools: Iterable[str] | None = None,
     ready: Callable[[str], None] | None = None,
+    http_limits: HttpLimits | None = None,
 ) -> None:
     """Serve `driver` over MCP until the client leaves (stdio, the default) or until
     SIGINT/SIGTERM (`http="HOST:PORT"`, streamable HTTP at /mcp, loopback unless another
-    host is named; `token` makes every request carry `Authorization: Bearer <token>`).
-    `tools` names the only tools to offer. `ready(url)` is called once HTTP listens.
-    Blocks; does not close the driver."""
+    host is named; `token` makes every request carry `Authorization: Bearer <token>`;
+    `http_limits` sets its read timeout and connection caps). `tools` names the only tools
+    to offer. `ready(url)` is called once HTTP listens. Blocks; does not close the driver."""
     server = build_server(driver, name=name, tools=tools)
     if token is not None and not token.strip():  # an unset variable must not mean "open"
         raise ValueError("the bearer token is empty: give a token, or token=None for none")
     if http is None:
         if token:
             raise ValueError("a bearer token only applies to HTTP (http='HOST:PORT')")
+        if http_limits is not None:
+            raise ValueError("http_limits only apply to HTTP (http='HOST:PORT')")
         anyio.run(run_stdio, server)
         return
     host, port = parse_address(http)
 
     async def main() -> None:
-        await run_http(server, host, port, token=token, ready=ready or _announce)
+        await run_http(
+            server, host, port, token=token, limits=http_limits, ready=ready or _announce
+        )
 
     anyio.run(main)
 

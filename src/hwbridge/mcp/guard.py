@@ -1,0 +1,210 @@
+"""Deadlines and caps on the HTTP server's connections, enforced below the ASGI app in
+uvicorn's own h11 protocol, where a connection that never completes its request head is
+visible (uvicorn itself times out only idle keep-alive connections).
+
+Each connection must deliver a whole request head within `read_timeout_s` of its first byte
+(of connecting, for the first request), and the body within `read_timeout_s` after the head;
+otherwise it gets 408 and is closed. The token is checked as soon as a head is parsed, before
+any of the body reaches the app: a connection whose head carries it is proven, and
+`hwbridge.mcp.admission` decides which connections are closed to make room for new ones.
+Between requests, uvicorn's keep-alive timeout closes an idle connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import h11
+from uvicorn.config import Config
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
+from uvicorn.server import ServerState
+
+from hwbridge.mcp.admission import Admission, check_caps
+
+__all__ = ["Gate", "HttpLimits", "guarded_protocol"]
+
+log = logging.getLogger("hwbridge.mcp.http")
+
+READ_TIMEOUT_S = 10.0
+MAX_CONNECTIONS = 64
+MAX_UNPROVEN_PER_CLIENT = 16
+WARN_EVERY_S = 60.0
+"""At most one warning a minute about connections closed by the limits: an attack must not
+flood the log."""
+
+Headers = Iterable[tuple[bytes, bytes]]
+Phase = Literal["head", "body", "busy", "idle", "closed"]
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """How long a client may take to send a request, and how many connections it may hold.
+
+    read_timeout_s: for the request head (from its first byte), then for the body.
+    max_connections: held at once, by everyone.
+    max_unproven_per_client: held at once by one client address before any of them has
+    sent a request with the token (a newer one closes the oldest).
+    """
+
+    read_timeout_s: float = READ_TIMEOUT_S
+    max_connections: int = MAX_CONNECTIONS
+    max_unproven_per_client: int = MAX_UNPROVEN_PER_CLIENT
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.read_timeout_s) and self.read_timeout_s > 0):
+            raise ValueError(f"read_timeout_s must be above 0, not {self.read_timeout_s}")
+        check_caps(self.max_connections, self.max_unproven_per_client)
+
+
+@dataclass
+class Gate:
+    """What every connection of one server shares: the limits, who holds a connection, and
+    the token check (`proves(headers)`; always true without a token)."""
+
+    limits: HttpLimits
+    proves: Callable[[Headers], bool]
+    admission: Admission = field(init=False)
+    timed_out: int = field(default=0, init=False)
+    _warned_at: float = field(default=-math.inf, init=False)
+
+    def __post_init__(self) -> None:
+        self.admission = Admission(self.limits.max_connections, self.limits.max_unproven_per_client)
+
+    def note(self) -> None:
+        """Say, at most once a minute, that the limits are closing connections."""
+        now = time.monotonic()
+        if now - self._warned_at < WARN_EVERY_S:
+            return
+        self._warned_at = now
+        log.warning(
+            "HTTP connections closed by the limits so far: %d to make room (no token shown), "
+            "%d refused (all held by clients with the token), %d past the %gs read timeout",
+            self.admission.evicted,
+            self.admission.refused,
+            self.timed_out,
+            self.limits.read_timeout_s,
+        )
+
+
+class GuardedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the gate's deadlines and admission (one per connection).
+
+    Phases: `head` (a request head is due: deadline), `body` (its body is due: deadline),
+    `busy` (the app has the request: no deadline), `idle` (between requests: uvicorn's
+    keep-alive timeout)."""
+
+    gate: ClassVar[Gate]
+
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__(config, server_state, app_state, _loop)
+        self._phase: Phase = "head"
+        self._deadline: asyncio.TimerHandle | None = None
+        self._seen: RequestResponseCycle | None = None  # the request whose head was checked
+        self.heard: bool = False  # see `hwbridge.mcp.admission.Held`
+
+    @property
+    def peer(self) -> str:
+        return self.client[0] if self.client else ""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if not self.gate.admission.admit(self):
+            self.gate.note()
+            self._answer(http.HTTPStatus.SERVICE_UNAVAILABLE)
+            return
+        self._enter("head")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._enter("closed")
+        self.gate.admission.leave(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self.heard = True
+        if self._phase == "idle":  # the first bytes of the next request
+            self._enter("head")
+        super().data_received(data)
+        self._follow()
+
+    def on_response_complete(self) -> None:
+        if self._phase == "busy":
+            self._enter("idle")
+        super().on_response_complete()  # may parse a request the client sent ahead
+        self._follow()
+
+    def evict(self) -> None:
+        """Admission closes this (unproven) connection to make room."""
+        self.gate.note()
+        if self._phase == "head":
+            self._answer(http.HTTPStatus.SERVICE_UNAVAILABLE)
+        else:
+            self.transport.close()
+
+    def _follow(self) -> None:
+        """After h11 has parsed what came: check a new request's token, move the deadline."""
+        cycle: RequestResponseCycle | None = self.cycle
+        if cycle is None:
+            return
+        body_due = self.conn.their_state is h11.SEND_BODY
+        if cycle is not self._seen:  # a request head has just been parsed
+            self._seen = cycle
+            if self.gate.proves(cycle.scope["headers"]):
+                self.gate.admission.prove(self)
+            # (without the token, the app's first middleware answers 401 and closes)
+            self._enter("body" if body_due else "busy")
+        elif self._phase == "body" and not body_due:
+            # the body is in; if the response went out first, the next head is due now
+            self._enter("head" if cycle.response_complete else "busy")
+
+    def _enter(self, phase: Phase) -> None:
+        self._phase = phase
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if phase in ("head", "body"):
+            self._deadline = self.loop.call_later(self.gate.limits.read_timeout_s, self._expire)
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        self.gate.timed_out += 1
+        self.gate.note()
+        if self._phase == "head" or not self.cycle.response_started:
+            self._answer(http.HTTPStatus.REQUEST_TIMEOUT)
+        else:
+            self.transport.close()
+
+    def _answer(self, status: http.HTTPStatus) -> None:
+        """A response written straight to the socket (no request was handed to the app),
+        then the connection is closed."""
+        body = status.phrase.encode()
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: text/plain; charset=utf-8\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+            % (status.value, body, len(body), body)
+        )
+        self.transport.close()
+
+
+def guarded_protocol(gate: Gate) -> type[GuardedH11Protocol]:
+    """The protocol class for uvicorn's `Config(http=...)`: one per server (one gate)."""
+
+    class Guarded(GuardedH11Protocol):
+        pass
+
+    Guarded.gate = gate
+    return Guarded
