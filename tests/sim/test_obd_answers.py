@@ -17,6 +17,7 @@ from firmware_sim.obd import (
     encode_dtc,
     supported_pids,
 )
+from firmware_sim.uds import takes_time
 
 
 @pytest.fixture
@@ -187,3 +188,16 @@ def test_uds_read_only_services(state: VehicleState) -> None:
     assert ask("19 02 04", s) == "59 02 2F 02 17 00 AF"
     assert ask("19 01 08", s) == "59 01 2F 01 00 01"
     assert ask("19 42", s) == "7F 19 12"
+
+
+def test_the_self_test_routine_runs_in_the_default_session(state: VehicleState) -> None:
+    assert ask("31 01 02 03", state) == "71 01 02 03 00"  # passed
+    assert takes_time(bytes.fromhex("31 01 02 03"))  # the ECU says "response pending" first
+    assert not takes_time(bytes.fromhex("31 81 02 03"))  # no answer wanted: nothing pends
+    assert not takes_time(bytes.fromhex("22 F1 90"))
+    assert ask("31 81 02 03", state) is None
+    assert ask("31 01 FF 00", state) == "7F 31 31"  # erase memory: not in this session
+    assert ask("31 02 02 03", state) == "7F 31 12"  # it has no stop
+    assert ask("31 01", state) == "7F 31 13"
+    assert ask("31 01 FF 00", state, functional=True) is None
+    assert ask("2E F1 90 41", state) == "7F 2E 7F"  # writing still needs another session
