@@ -181,7 +181,13 @@ def _mode01(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool)
 
 
 def _mode02(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool) -> bytes | None:
-    """Freeze frame 0: PID 02 names the code that stored it (00 00: none stored)."""
+    """Freeze frame 0: PID 02 names the code that stored it (00 00: none stored).
+
+    One PID without its frame number (`02 0C`, as python-OBD asks) reads frame 0, as ECUs
+    commonly allow, and is answered in the shape it was asked (`42 0C A B`)."""
+    short = len(args) == 1
+    if short:
+        args += b"\x00"
     if not args or len(args) % 2 or len(args) // 2 > _MAX_FREEZE_PAIRS:
         return _negative(0x02, _NRC_LENGTH, functional)
     frame = state.freeze_frame if ecu.reports_dtcs else None
@@ -200,7 +206,7 @@ def _mode02(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool)
         else:
             assert frame is not None
             data = ecu.pids[pid](frame)
-        out += bytes([pid, number]) + data
+        out += (bytes([pid]) if short else bytes([pid, number])) + data
     return bytes(out) if len(out) > 1 else _negative(0x02, _NRC_PID, functional)
 
 

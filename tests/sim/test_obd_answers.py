@@ -166,6 +166,11 @@ def test_freeze_frame_is_the_state_when_the_code_was_stored(state: VehicleState)
     assert ask("02 02 00", s) == "42 02 00 02 17"
     assert ask("02 05 00 0C 00", s) == "42 05 00 A1 0C 00 1F 40"  # 121 degC, 2000 rpm
     assert ask("02 05 01", s) == "7F 02 12"  # only frame 0 exists
+    # python-OBD asks without the frame number: frame 0, answered in the shape asked
+    assert ask("02 0C", s) == "42 0C 1F 40"
+    assert ask("02 02", s) == "42 02 02 17"
+    assert ask("02 0C", state) == "7F 02 12"  # no freeze frame stored
+    assert ask("02 0C", s, functional=True) == "42 0C 1F 40"
     assert ask("01 05", s) == "41 05 64"  # mode 01: now
     assert 0x05 in answered_pids(s, mode=2) and 0x01 not in answered_pids(s, mode=2)
     reply = answer(b"\x02\x02\x00", s, vin=DEFAULT_VIN, functional=True, ecu=TRANSMISSION)
