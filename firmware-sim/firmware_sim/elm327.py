@@ -22,8 +22,9 @@ default `version`, 1.5, what most adapters report) the chip does not look into i
 as a response, and the chip returns to its prompt after ATST of silence (at once when it was
 the one response asked for). From v2.1 on (`version="2.1"`) the chip does what the datasheet
 ("Response Pending Messages", PP 2A b2, on by default) says: its timeout becomes 5 s, again
-after every pending, and the pending is not counted, so the final answer is printed before
-the prompt.
+after every pending, so the final answer is printed before the prompt. Whether a pending
+counts toward the response count digit the datasheet does not say; here it does not (a
+client must cope with both: hwbridge listens on with ATMA when the chip returned early).
 
 Run on its own with `python -m firmware_sim.elm327 --channel vcan0`.
 """
