@@ -17,6 +17,15 @@ response ID - 8. `NO DATA` when nothing answers within ATST, `?` for what is not
 then 29/500. Only the CAN protocols (6-9) reach the bus; 1-5 and A-C fail as a real ELM
 with no such bus would.
 
+An ECU's "response pending" (`7F xx 78`) is printed like any answer. Before v2.1 (the
+default `version`, 1.5, what most adapters report) the chip does not look into it: it counts
+as a response, and the chip returns to its prompt after ATST of silence (at once when it was
+the one response asked for). From v2.1 on (`version="2.1"`) the chip does what the datasheet
+("Response Pending Messages", PP 2A b2, on by default) says: its timeout becomes 5 s, again
+after every pending, so the final answer is printed before the prompt. Whether a pending
+counts toward the response count digit the datasheet does not say; here it does not (a
+client must cope with both: hwbridge listens on with ATMA when the chip returned early).
+
 Run on its own with `python -m firmware_sim.elm327 --channel vcan0`.
 """
 
@@ -69,6 +78,8 @@ _NO_BUS = {"3": "BUS INIT: ...ERROR", "4": "BUS INIT: ...ERROR", "5": "BUS INIT:
 _SEARCH_ORDER = ("6", "8", "7", "9")
 _SEARCH_REQUEST = bytes([0x01, 0x00])
 
+_PENDING_WAIT_S = 5.0  # v2.1+: the timeout after a "response pending" (SAE J1979)
+_VERSION = re.compile(r"(\d)\.(\d)[a-z]?")
 _MAX_LINE = 128
 _SLICE_S = 0.01  # while waiting for responses, the port is checked this often
 _DEFAULT_ST = 0x32  # ATST units of 4 ms: 200 ms
@@ -118,7 +129,8 @@ class _Stopped(Exception):
 
 
 class Elm327Device(PtyDevice):
-    """A simulated ELM327 v1.5; `start()` returns the pty a client opens."""
+    """A simulated ELM327 (v1.5 unless `version` says otherwise); `start()` returns the pty a
+    client opens."""
 
     kind = "elm327"
 
@@ -129,11 +141,17 @@ class Elm327Device(PtyDevice):
         protocol: str = "0",
         voltage: float = 12.6,
         bitrate: int = 500_000,
+        version: str = "1.5",
     ) -> None:
         super().__init__(channel)
         self.bitrate = bitrate  # the vehicle bus's: a CAN protocol at another rate hears nothing
         if _parse_protocol(protocol) is None:
             raise ValueError(f"protocol must be 0-9, A-C or A1-AC, not {protocol!r}")
+        number = _VERSION.fullmatch(version)
+        if number is None:
+            raise ValueError(f"version must look like 1.5, 2.1 or 1.4b, not {version!r}")
+        self.identity = f"ELM327 v{version}"
+        self.waits_on_pending = (int(number[1]), int(number[2])) >= (2, 1)
         self.voltage = voltage
         self._stored_protocol = protocol.upper()
         self._protocol = self._stored_protocol
@@ -241,12 +259,12 @@ class Elm327Device(PtyDevice):
         s = self._settings
         if body in ("Z", "WS"):
             self._power_on()
-            return ["", "", IDENTITY] if body == "Z" else ["", IDENTITY]
+            return ["", "", self.identity] if body == "Z" else ["", self.identity]
         if body == "D":
             self._power_on()
             return ["OK"]
         if body == "I":
-            return [IDENTITY]
+            return [self.identity]
         if body == "@1":
             return [DESCRIPTION]
         if body == "RV":
@@ -430,6 +448,9 @@ class Elm327Device(PtyDevice):
                     show(msg, tracked)
                 received += 1
                 now = time.monotonic()
+                if self.waits_on_pending and _pending(msg, tracked):
+                    deadline = now + _PENDING_WAIT_S  # not counted: the answer is to come
+                    continue
                 if tracked is not None and tracked.complete:
                     complete += 1
                     first_response = first_response or max(now - sent, 1e-4)
@@ -467,6 +488,18 @@ class Elm327Device(PtyDevice):
     def _on_frame(self, msg: can.Message) -> None:
         if self._listening.is_set():
             self._frames.put(msg)
+
+
+def _pending(msg: can.Message, tracked: Tracked | None) -> bool:
+    """Whether a frame is a "response pending" (a single frame `7F xx 78`)."""
+    data = bytes(msg.data)
+    return (
+        tracked is not None
+        and tracked.kind is FrameKind.SINGLE
+        and tracked.length >= 3
+        and data[1] == 0x7F
+        and data[3] == 0x78
+    )
 
 
 def _parse_protocol(text: str) -> str | None:

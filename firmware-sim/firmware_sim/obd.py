@@ -16,7 +16,10 @@ supported, 0x12 PID not supported, 0x13 bad length).
 `ObdResponder` puts the ECUs on a python-can bus: one can-isotp `TransportLayer` per ECU and
 addressing, all driven by one thread (can-isotp's v1 style `process()`), fed by a listener on
 the vehicle's notifier; sharing the vehicle's bus means the responder never sees the
-vehicle's own periodic frames, only what testers send.
+vehicle's own periodic frames, only what testers send. A request that takes time (the self
+test, `uds.takes_time`) is answered "response pending" (`7F 31 78`) at once and again every
+`pending_every_s` while it runs (ISO 14229-2: within P2*server), then with its answer after
+`routine_s`; meanwhile that ECU answers other requests `7F xx 21` (busyRepeatRequest).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import contextlib
 import logging
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
@@ -41,7 +45,7 @@ from firmware_sim.obd_pids import (
     supported_pids,
     with_bitmaps,
 )
-from firmware_sim.uds import UdsIdentity, answer_uds
+from firmware_sim.uds import PENDING, UdsIdentity, answer_uds, takes_time
 
 __all__ = [
     "DEFAULT_VIN",
@@ -76,6 +80,7 @@ _NRC_SERVICE = 0x11
 _NRC_PID = 0x12
 _NRC_LENGTH = 0x13
 _FREEZE_NOT_WITH = frozenset({0x01, 0x41})  # readiness is not frozen
+_BUSY = 0x21  # busyRepeatRequest
 
 
 @dataclass(frozen=True)
@@ -176,7 +181,13 @@ def _mode01(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool)
 
 
 def _mode02(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool) -> bytes | None:
-    """Freeze frame 0: PID 02 names the code that stored it (00 00: none stored)."""
+    """Freeze frame 0: PID 02 names the code that stored it (00 00: none stored).
+
+    One PID without its frame number (`02 0C`, as python-OBD asks) reads frame 0, as ECUs
+    commonly allow, and is answered in the shape it was asked (`42 0C A B`)."""
+    short = len(args) == 1
+    if short:
+        args += b"\x00"
     if not args or len(args) % 2 or len(args) // 2 > _MAX_FREEZE_PAIRS:
         return _negative(0x02, _NRC_LENGTH, functional)
     frame = state.freeze_frame if ecu.reports_dtcs else None
@@ -195,7 +206,7 @@ def _mode02(args: bytes, state: VehicleState, ecu: EcuProfile, functional: bool)
         else:
             assert frame is not None
             data = ecu.pids[pid](frame)
-        out += bytes([pid, number]) + data
+        out += (bytes([pid]) if short else bytes([pid, number])) + data
     return bytes(out) if len(out) > 1 else _negative(0x02, _NRC_PID, functional)
 
 
@@ -270,6 +281,15 @@ class ObdSource(Protocol):
     def clear_dtcs(self) -> None: ...
 
 
+@dataclass
+class _Work:
+    """A request an ECU is working on: when it says "pending" again, when it is done."""
+
+    request: bytes
+    next_pending: float
+    done: float
+
+
 class _EcuLink:
     """One ECU in one addressing: a can-isotp layer fed by the notifier listener."""
 
@@ -278,6 +298,7 @@ class _EcuLink:
         self.extended = extended
         self.frames: collections.deque[isotp.CanMessage] = collections.deque(maxlen=1024)
         self.request_id, self.response_id = ecu.ids(extended)
+        self.work: _Work | None = None
         mode = (
             isotp.AddressingMode.Normal_29bits if extended else isotp.AddressingMode.Normal_11bits
         )
@@ -340,6 +361,8 @@ class ObdResponder:
         self._thread: threading.Thread | None = None
         self.requests = 0  # answered or not, for tests and diagnostics
         self.stalled = False  # fault: long answers stop after their first frame
+        self.routine_s = 0.3  # how long the self test runs
+        self.pending_every_s = 2.0  # how often an ECU at work repeats "response pending"
         self._functional: collections.deque[tuple[bool, bytes]] = collections.deque(maxlen=64)
         self._links = {
             (link.request_id, ext): link
@@ -392,9 +415,10 @@ class ObdResponder:
         links = list(self._links.values())
         while not self._stop.is_set():
             sending = any(link.layer.transmitting() for link in links)
-            self._wake.wait(0.001 if sending else 0.1)
+            self._wake.wait(0.001 if sending else self._idle_wait(links))
             self._wake.clear()
             try:
+                self._work_on(links)
                 while self._functional:
                     extended, request = self._functional.popleft()
                     self._handle(request, extended, None)
@@ -408,8 +432,41 @@ class ObdResponder:
             except Exception:  # one bad request must not end the responder
                 log.exception("OBD request not answered")
 
+    @staticmethod
+    def _idle_wait(links: list[_EcuLink]) -> float:
+        """Until the next thing an ECU at work has to say (at most 0.1 s)."""
+        due = [min(w.next_pending, w.done) for link in links if (w := link.work) is not None]
+        return max(0.0, min([0.1, *(t - time.monotonic() for t in due)]))
+
+    def _work_on(self, links: list[_EcuLink]) -> None:
+        """ECUs at work: "response pending" again when due, the answer when done."""
+        now = time.monotonic()
+        for link in links:
+            work = link.work
+            if work is None:
+                continue
+            if now >= work.done:
+                link.work = None
+                state = self.source.state
+                response = answer(work.request, state, vin=self.vin, functional=False, ecu=link.ecu)
+                if response is not None:
+                    self._send(link, response)
+            elif now >= work.next_pending:
+                work.next_pending = now + self.pending_every_s
+                link.layer.send(bytes([0x7F, work.request[0], PENDING]))
+                link.layer.process()
+
     def _handle(self, request: bytes, extended: bool, physical: _EcuLink | None) -> None:
         self.requests += 1
+        if physical is not None and physical.work is not None:
+            physical.layer.send(bytes([0x7F, request[0], _BUSY]))
+            physical.layer.process()
+            return
+        if physical is not None and takes_time(request):
+            now = time.monotonic()
+            physical.work = _Work(request, now, now + self.routine_s)
+            self._work_on([physical])  # the first "response pending" goes out now
+            return
         state = self.source.state
         targets = (
             [physical]
@@ -426,8 +483,11 @@ class ObdResponder:
             if request[0] == 0x04 and response[0] == 0x44 and not cleared:
                 self.source.clear_dtcs()
                 cleared = True
-            if self.stalled and len(response) > 7:
-                link.send_first_frame_only(response)
-            else:
-                link.layer.send(response)
-            link.layer.process()
+            self._send(link, response)
+
+    def _send(self, link: _EcuLink, response: bytes) -> None:
+        if self.stalled and len(response) > 7:
+            link.send_first_frame_only(response)
+        else:
+            link.layer.send(response)
+        link.layer.process()

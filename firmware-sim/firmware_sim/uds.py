@@ -3,10 +3,14 @@
 Supported: 0x22 ReadDataByIdentifier for the common identifiers (VIN, serial number, part
 and software numbers, system name, active session, and F4xx = the mode 01 PID xx), 0x19
 ReadDTCInformation (0x01 count, 0x02 by status mask, 0x0A supported codes), 0x3E
-TesterPresent and 0x10 DiagnosticSessionControl to the default session. Everything else gets
-a negative response: services that need another session or security access
-`7F xx 7F` (serviceNotSupportedInActiveSession), unknown ones `7F xx 11`. A functional
-request gets no negative response that ISO 14229 suppresses for functional addressing.
+TesterPresent, 0x10 DiagnosticSessionControl to the default session, and 0x31 RoutineControl
+to start routine 0x0203, the ECU's self test (manufacturer range, allowed in the default
+session): it takes a while, so the ECU first says "response pending" (`7F 31 78`, see
+`takes_time`) and then `71 01 02 03 00` (passed). Everything else gets a negative response:
+services that need another session or security access `7F xx 7F`
+(serviceNotSupportedInActiveSession), other routines `7F 31 31`, unknown services
+`7F xx 11`. A functional request gets no negative response that ISO 14229 suppresses for
+functional addressing.
 """
 
 from __future__ import annotations
@@ -17,10 +21,10 @@ from typing import Final
 
 from firmware_sim.model import VehicleState
 
-__all__ = ["UdsIdentity", "answer_uds", "dtc_status"]
+__all__ = ["PENDING", "SELF_TEST", "UdsIdentity", "answer_uds", "dtc_status", "takes_time"]
 
 _NEEDS_SESSION: Final = frozenset(
-    {0x11, 0x14, 0x23, 0x27, 0x28, 0x2E, 0x2F, 0x31, 0x34, 0x35, 0x36, 0x37, 0x3D, 0x85}
+    {0x11, 0x14, 0x23, 0x27, 0x28, 0x2E, 0x2F, 0x34, 0x35, 0x36, 0x37, 0x3D, 0x85}
 )
 _SUPPRESSED_FUNCTIONAL: Final = frozenset({0x11, 0x12, 0x31, 0x7E, 0x7F})
 _SERVICE_NOT_SUPPORTED = 0x11
@@ -30,6 +34,9 @@ _OUT_OF_RANGE = 0x31
 _NOT_IN_SESSION = 0x7F
 _STATUS_AVAILABILITY = 0x2F  # testFailed, thisCycle, pending, confirmed, failedSinceClear
 _MAX_DIDS = 8
+PENDING: Final = 0x78  # requestCorrectlyReceived-ResponsePending
+SELF_TEST: Final = 0x0203
+_START_ROUTINE = 0x01
 
 
 @dataclass(frozen=True)
@@ -131,6 +138,30 @@ def _read_dtc_information(
     return _negative(0x19, _SUB_FUNCTION_NOT_SUPPORTED, functional)
 
 
+def takes_time(request: bytes) -> bool:
+    """Whether the ECU works on `request` before it can answer (it says "response pending"
+    first): starting the self-test routine, when an answer is wanted."""
+    return (
+        len(request) >= 4
+        and request[0] == 0x31
+        and request[1] == _START_ROUTINE
+        and int.from_bytes(request[2:4], "big") == SELF_TEST
+    )
+
+
+def _routine_control(args: bytes, functional: bool) -> bytes | None:
+    """Only the self test, and only its start (it has no stop, and its result is the answer)."""
+    if len(args) < 3:
+        return _negative(0x31, _LENGTH, functional)
+    if int.from_bytes(args[1:3], "big") != SELF_TEST:
+        return _negative(0x31, _OUT_OF_RANGE, functional)  # ISO 14229: not in this session
+    if args[0] & 0x7F != _START_ROUTINE:
+        return _negative(0x31, _SUB_FUNCTION_NOT_SUPPORTED, functional)
+    if args[0] & 0x80:
+        return None  # positive response suppressed
+    return bytes([0x71, _START_ROUTINE]) + args[1:3] + b"\x00"  # routine info 00: passed
+
+
 def answer_uds(
     request: bytes,
     state: VehicleState,
@@ -160,6 +191,8 @@ def answer_uds(
             return _negative(service, _SUB_FUNCTION_NOT_SUPPORTED, functional)
         # P2 50 ms, P2* 5000 ms (in units of 10 ms)
         return None if args[0] & 0x80 else b"\x50\x01\x00\x32\x01\xf4"
+    if service == 0x31:
+        return _routine_control(args, functional)
     if service in _NEEDS_SESSION:
         return _negative(service, _NOT_IN_SESSION, functional)
     return _negative(service, _SERVICE_NOT_SUPPORTED, functional)

@@ -125,3 +125,50 @@ def test_python_obd_reads_the_simulated_elm327(
         finally:
             connection.close()
     time.sleep(0)
+
+
+def test_python_obd_reads_the_freeze_frame_the_simulator_stored(
+    channel: str, car: VirtualVehicle, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python-OBD asks mode 02 without the frame number (`020C`): frame 0, with the values
+    the engine ECU froze when it stored P0217, decoded by python-OBD's own decoders."""
+    import obd.elm327
+    from obd.protocols.protocol import Message
+
+    import obd
+    from firmware_sim.obd import ENGINE
+
+    monkeypatch.setattr(obd.elm327.time, "sleep", lambda seconds: None)  # its 1 s pauses
+    frozen = car.state.freeze_frame
+    assert frozen is not None and car.state.freeze_dtc == "P0217"
+
+    def expected(pid: int) -> Any:
+        """What python-OBD makes of the frozen bytes as a mode 01 answer."""
+        message = Message([])
+        message.ecu = obd.ECU.ENGINE
+        message.data = bytearray([0x41, pid]) + ENGINE.pids[pid](frozen)
+        return obd.commands[1][pid]([message]).value
+
+    with Elm327Device(channel) as elm:
+        connection = obd.OBD(elm.port_name, fast=False, timeout=2)
+        try:
+            mode02 = [c for c in obd.commands[2] if c is not None and connection.supports(c)]
+            frozen_pids = set(ENGINE.pids) - {0x01, 0x41}  # readiness is not frozen
+            checked = []
+            for command in mode02:
+                value = connection.query(command).value
+                if command.pid in frozen_pids:
+                    assert value == expected(command.pid), command.name
+                    checked.append(command.name)
+                else:
+                    assert value is None, command.name  # not frozen: the ECUs stay silent
+            assert {"DTC_RPM", "DTC_SPEED", "DTC_COOLANT_TEMP", "DTC_ENGINE_LOAD"} <= set(checked)
+            assert len(checked) >= 25
+            rpm = connection.query(obd.commands.DTC_RPM).value
+            assert rpm is not None and rpm.magnitude == pytest.approx(
+                frozen.engine_speed_rpm, abs=0.25
+            )
+            coolant = connection.query(obd.commands.DTC_COOLANT_TEMP).value
+            assert coolant is not None and coolant.magnitude == round(frozen.coolant_temp_c)
+        finally:
+            connection.close()

@@ -96,6 +96,11 @@ class ObdTester:
             answer = self.stack.recv(block=True, timeout=timeout_s)
         return bytes(answer) if answer is not None else None
 
+    def receive(self, timeout_s: float = 2.0) -> bytes | None:
+        """The next answer that arrives (after a "response pending", say)."""
+        answer = self.stack.recv(block=True, timeout=timeout_s)
+        return bytes(answer) if answer is not None else None
+
     def functional(self, payload: bytes, timeout_s: float = 2.0) -> bytes | None:
         """Send a single frame to 0x7DF; the answer comes back through the ISO-TP stack."""
         with self._lock:

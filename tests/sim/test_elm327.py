@@ -26,6 +26,7 @@ ANSWERS = {
     b"\x09\x02": b"\x49\x02\x01" + VIN,
 }
 TRANSMISSION_0100 = b"\x41\x00\x80\x00\x00\x01"
+SLOW, SLOW_ANSWER, SLOW_S = b"\x31\x01\x02\x03", b"\x71\x01\x02\x03\x00", 0.3
 
 
 class Ecu:
@@ -67,6 +68,10 @@ class Ecu:
             return
         self.requests.append(msg)
         request = data[1 : 1 + data[0]]
+        if request == SLOW:  # a routine that takes a while: "response pending" first
+            self._send(self.engine, b"\x7f\x31\x78")
+            time.sleep(SLOW_S)
+            self._send(self.engine, SLOW_ANSWER)
         if request in ANSWERS:
             self._send(self.engine, ANSWERS[request])
         if request == b"\x01\x00" and msg.arbitration_id == self.functional:
@@ -378,3 +383,30 @@ def test_monitor_all_prints_the_bus_until_a_key_is_pressed(
     assert seen.decode().split("\r")[:2] == ["1A0 01 02 03", "18 FE F1 00 FF"]
     assert seen.endswith(b"STOPPED\r\r>")
     assert ask(elm, "ATI") == "ELM327 v1.5\r\r>"  # the key that stopped it was discarded
+
+
+@pytest.mark.parametrize("version", ["1.5", "2.1"])
+def test_response_pending_as_each_chip_version_handles_it(
+    channel: str, ecu: Ecu, version: str
+) -> None:
+    pending, final = "7E8 03 7F 31 78 AA AA AA AA", "7E8 05 71 01 02 03 00 AA AA"
+    with (
+        Elm327Device(channel, version=version) as device,
+        serial.Serial(device.port_name, timeout=3.0) as port,
+    ):
+        assert f"ELM327 v{version}" in ask(port, "ATZ")
+        assert lines(ask(port, "ATE0")) == ["ATE0", "OK"]
+        for command in ("ATSP6", "ATH1", "ATST05", "ATSH7E0", "ATCRA7E8"):
+            assert lines(ask(port, command)) == ["OK"]
+        started = time.monotonic()
+        answer = lines(ask(port, "310102031"))  # one response asked for
+        took = time.monotonic() - started
+        if version == "2.1":  # PP 2A b2: 5 s after a pending, which does not count
+            assert answer == [pending, final] and took >= SLOW_S
+            assert lines(ask(port, "31010203")) == [pending, final]  # ATST is 20 ms
+            return
+        assert answer == [pending] and took < SLOW_S  # before v2.1: the pending is the one
+        port.write(b"ATMA\r")  # the final answer comes later; monitoring shows it
+        assert port.read_until(b"\r").decode() == final + "\r"
+        port.write(b"X")
+        assert port.read_until(b">") == b"STOPPED\r\r>"

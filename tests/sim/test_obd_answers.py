@@ -17,6 +17,7 @@ from firmware_sim.obd import (
     encode_dtc,
     supported_pids,
 )
+from firmware_sim.uds import takes_time
 
 
 @pytest.fixture
@@ -165,6 +166,11 @@ def test_freeze_frame_is_the_state_when_the_code_was_stored(state: VehicleState)
     assert ask("02 02 00", s) == "42 02 00 02 17"
     assert ask("02 05 00 0C 00", s) == "42 05 00 A1 0C 00 1F 40"  # 121 degC, 2000 rpm
     assert ask("02 05 01", s) == "7F 02 12"  # only frame 0 exists
+    # python-OBD asks without the frame number: frame 0, answered in the shape asked
+    assert ask("02 0C", s) == "42 0C 1F 40"
+    assert ask("02 02", s) == "42 02 02 17"
+    assert ask("02 0C", state) == "7F 02 12"  # no freeze frame stored
+    assert ask("02 0C", s, functional=True) == "42 0C 1F 40"
     assert ask("01 05", s) == "41 05 64"  # mode 01: now
     assert 0x05 in answered_pids(s, mode=2) and 0x01 not in answered_pids(s, mode=2)
     reply = answer(b"\x02\x02\x00", s, vin=DEFAULT_VIN, functional=True, ecu=TRANSMISSION)
@@ -187,3 +193,16 @@ def test_uds_read_only_services(state: VehicleState) -> None:
     assert ask("19 02 04", s) == "59 02 2F 02 17 00 AF"
     assert ask("19 01 08", s) == "59 01 2F 01 00 01"
     assert ask("19 42", s) == "7F 19 12"
+
+
+def test_the_self_test_routine_runs_in_the_default_session(state: VehicleState) -> None:
+    assert ask("31 01 02 03", state) == "71 01 02 03 00"  # passed
+    assert takes_time(bytes.fromhex("31 01 02 03"))  # the ECU says "response pending" first
+    assert not takes_time(bytes.fromhex("31 81 02 03"))  # no answer wanted: nothing pends
+    assert not takes_time(bytes.fromhex("22 F1 90"))
+    assert ask("31 81 02 03", state) is None
+    assert ask("31 01 FF 00", state) == "7F 31 31"  # erase memory: not in this session
+    assert ask("31 02 02 03", state) == "7F 31 12"  # it has no stop
+    assert ask("31 01", state) == "7F 31 13"
+    assert ask("31 01 FF 00", state, functional=True) is None
+    assert ask("2E F1 90 41", state) == "7F 2E 7F"  # writing still needs another session

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import can
@@ -112,3 +114,23 @@ def test_unsupported_pid_negative_when_physical_silent_when_functional(
         assert tester.functional(b"\x01\x02", timeout_s=0.3) is None
         obd = car.obd
         assert obd is not None and obd.requests == 3
+
+
+def test_the_self_test_says_response_pending_until_it_is_done(
+    channel: str, tester: ObdTester
+) -> None:
+    with VirtualVehicle(DEMO, channel=channel, drive=False) as car:
+        assert car.obd is not None
+        car.obd.routine_s, car.obd.pending_every_s = 0.5, 0.2
+        started = time.monotonic()
+        assert tester.request(b"\x31\x01\x02\x03") == b"\x7f\x31\x78"  # at once
+        assert tester.request(b"\x22\xf1\x90") == b"\x7f\x22\x21"  # busy: repeat later
+        answers = []
+        while (answer := tester.receive(timeout_s=1.0)) is not None:
+            answers.append(answer)
+            if answer[:1] == b"\x71":
+                break
+        assert answers[-1] == b"\x71\x01\x02\x03\x00"  # then the answer, when done
+        assert 0.45 < time.monotonic() - started < 0.9
+        assert answers[:-1] and set(answers[:-1]) == {b"\x7f\x31\x78"}  # repeated meanwhile
+        assert tester.request(b"\x22\xf1\x90") == b"\x62\xf1\x90" + DEFAULT_VIN.encode()

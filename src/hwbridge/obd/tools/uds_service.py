@@ -47,6 +47,7 @@ _LOGGER = "hwbridge.obd"
 logging.getLogger(f"UdsClient[{_LOGGER}]").addHandler(logging.NullHandler())
 
 _MAX_REQUEST = 4095
+_MAY_HAVE_ACTED = "; it may have taken effect. Check before sending it again."
 _STATUS_FLAGS = (
     "test_failed",
     "test_failed_this_operation_cycle",
@@ -102,7 +103,7 @@ class _AdapterConnection(BaseConnection):
             if not reply.complete:
                 raise ToolError(
                     "INCOMPLETE_RESPONSE",
-                    f"The {self.ecu.name} ECU's answer was cut off: {reply.error}.",
+                    f"The {self.ecu.name} ECU's answer did not finish: {reply.error}.",
                     retryable=True,
                 )
             self._answers.put(reply.data)
@@ -231,7 +232,7 @@ class UdsService:
                         "sent": True,
                         "answered": False,
                         "note": f"{exc.code}: the request went out but its answer did not "
-                        "finish; it may have taken effect. Check before sending it again.",
+                        f"finish{_MAY_HAVE_ACTED}",
                         **({"audit_error": audit_error} if audit_error else {}),
                     }
                 except ToolError as exc:
@@ -239,15 +240,23 @@ class UdsService:
                     raise
                 else:
                     audit_error = audit.write(request, "sent")
-        result: dict[str, Any] = {"ecu": ecu.name, "service": service_name(payload[0])}
+        result: dict[str, Any] = {
+            "ecu": ecu.name,
+            "service": service_name(payload[0]),
+            "sent": True,
+        }
         if audit_error:
             result["audit_error"] = audit_error
+        acted = _MAY_HAVE_ACTED if service is not None else "."
         if not replies:
-            result.update(answered=False)
+            result.update(
+                answered=False, note=f"the request went out but the ECU did not answer{acted}"
+            )
             return result
         reply = replies[0]
         if not reply.complete:
-            result.update(answered=False, problem=reply.error)
+            note = f"the request went out but its answer did not finish{acted}"
+            result.update(answered=False, problem=reply.error, note=note)
             return result
         parsed = Response.from_payload(reply.data)
         result["answered"] = True

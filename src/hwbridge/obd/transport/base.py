@@ -109,8 +109,9 @@ class ObdAdapter(Closing, ABC):
         self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
     ) -> list[EcuReply]:
         """Send `payload` functionally (ecu None) or to `ecu`; every answer, in arrival
-        order. A 0x78 "response pending" is waited through, never returned. Raises
-        ToolError when the request could not go out or the adapter failed."""
+        order. A 0x78 "response pending" is waited through (`pending.PendingClock`), never
+        returned; an ECU that pended but sent no final answer is an incomplete reply that
+        says so. Raises ToolError when the request could not go out or the adapter failed."""
 
     @abstractmethod
     def ecus(self) -> list[Ecu]:

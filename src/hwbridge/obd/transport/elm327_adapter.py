@@ -11,6 +11,15 @@ BUS INIT: ...ERROR, UNABLE TO CONNECT, BUFFER FULL, STOPPED become ToolErrors wi
 codes; SEARCHING... is skipped; lines that are not frames are counted, never guessed at. A
 reply that does not end in the `>` prompt in time fails with ADAPTER_TIMEOUT, and the next
 command first brings the chip back to its prompt.
+
+A "response pending" (7F xx 78) is waited through as over ISO-TP (`pending.PendingClock`):
+the reply is read line by line, and each pending line gives the ECU P2* (5 s) more, within
+the request's budget. From v2.1 the chip itself waits for the final answer and prints it
+before its prompt (datasheet, "Response Pending Messages"). Older chips, and most clones,
+take the pending for the answer and return to the prompt; the final answer of a physical
+request is then awaited with ATMA (the ATCRA filter lets only that ECU through), which sends
+nothing to the vehicle, and a key press ends the monitoring. An ECU that pended without a
+final answer is an incomplete reply that says so, never a silent empty one.
 """
 
 from __future__ import annotations
@@ -21,7 +30,8 @@ from typing import Any, Self
 
 from hwbridge.core.models import ToolError
 from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter, UnansweredRequest
-from hwbridge.obd.transport.elm327_reply import Reply, parse_reply
+from hwbridge.obd.transport.elm327_reply import Reply, parse_reply, pending_line
+from hwbridge.obd.transport.pending import PendingClock
 from hwbridge.obd.transport.serial_link import AdapterLink, PortSpec, SerialLink
 
 __all__ = ["Elm327Adapter"]
@@ -42,6 +52,9 @@ _MESSAGES = {
     "ADAPTER_STOPPED": "The ELM327 stopped the request ({line}); try again.",
 }
 _RETRYABLE = frozenset({"BUS_ERROR", "NO_VEHICLE", "ADAPTER_OVERFLOW", "ADAPTER_STOPPED"})
+_STOPPED_EARLY = (
+    "it answered 'response pending' (0x78) and the ELM327 stopped listening before its final answer"
+)
 
 
 class Elm327Adapter(ObdAdapter):
@@ -54,6 +67,7 @@ class Elm327Adapter(ObdAdapter):
         protocol: str = "0",
         timeout_s: float = 5.0,
         reset_timeout_s: float = 3.0,
+        p2_star_s: float = 5.0,
     ) -> None:
         text = str(protocol).upper().removeprefix("A")
         if text not in _PROTOCOLS:
@@ -62,6 +76,7 @@ class Elm327Adapter(ObdAdapter):
         self.protocol = text
         self.timeout_s = timeout_s
         self.reset_timeout_s = reset_timeout_s
+        self.p2_star_s = p2_star_s
         self._lock = threading.Lock()
         self._extended: bool | None = _CAN_PROTOCOLS.get(text)
         self._detected: str | None = None
@@ -83,11 +98,12 @@ class Elm327Adapter(ObdAdapter):
         baudrate: int = 38400,
         protocol: str = "0",
         timeout_s: float = 5.0,
+        p2_star_s: float = 5.0,
     ) -> Self:
         """Open `port`, reset the ELM327 and set it up; PORT_DOWN or ADAPTER_TIMEOUT if it does
         not answer."""
         link = AdapterLink(port, baudrate=baudrate, max_reply=_MAX_REPLY)
-        adapter = cls(link, protocol=protocol, timeout_s=timeout_s)
+        adapter = cls(link, protocol=protocol, timeout_s=timeout_s, p2_star_s=p2_star_s)
         try:
             adapter.initialize()
         except BaseException:
@@ -97,9 +113,8 @@ class Elm327Adapter(ObdAdapter):
 
     # -- talking to the chip --------------------------------------------------------------
 
-    def _command(self, command: str, timeout_s: float, *, request: bool = False) -> str:
-        """Type one command; what the chip printed before its prompt (echo removed). A
-        `request` (not an AT command) that times out raises UnansweredRequest: it went out."""
+    def _command(self, command: str, timeout_s: float) -> str:
+        """Type one command; what the chip printed before its prompt (echo removed)."""
         if self._resync:
             self._bring_back_prompt()
         self.link.discard_input()
@@ -108,7 +123,7 @@ class Elm327Adapter(ObdAdapter):
         if not raw.endswith(_PROMPT):
             self._resync = True
             got = "nothing" if not raw else f"{len(raw)} bytes without a prompt"
-            raise (UnansweredRequest if request else ToolError)(
+            raise ToolError(
                 "ADAPTER_TIMEOUT",
                 f"The ELM327 on {self.link.description} did not finish {command} within "
                 f"{timeout_s:g} s ({got}).",
@@ -126,6 +141,68 @@ class Elm327Adapter(ObdAdapter):
         self.link.write(b"X")
         self.link.read_until(_PROMPT, 1.0, _MAX_REPLY)
         self.link.discard_input()
+
+    def _ask(self, command: str, extended: bool, clock: PendingClock) -> str:
+        """Send a request and read the reply line by line up to the prompt; each "response
+        pending" moves the deadline. When the deadline passes after a pending, the chip is
+        stopped and what it printed counts; without one, UnansweredRequest (it went out)."""
+        if self._resync:
+            self._bring_back_prompt()
+        self.link.discard_input()
+        self.link.write(command.encode("ascii") + b"\r")
+        lines = self._read_lines(extended, clock)
+        if lines and lines[-1].endswith(">"):
+            lines[-1] = lines[-1][:-1]
+        elif clock.pendings:
+            self._bring_back_prompt()  # the ECU is still at work: stop waiting for it
+        else:
+            self._resync = True
+            got = sum(map(len, lines))
+            raise UnansweredRequest(
+                "ADAPTER_TIMEOUT",
+                f"The ELM327 on {self.link.description} did not finish {command} within "
+                f"{clock.deadline - clock.started:g} s "
+                f"({f'{got} bytes without a prompt' if got else 'nothing'}).",
+                retryable=True,
+            )
+        if lines and lines[0].strip().upper().replace(" ", "") == command:
+            lines = lines[1:]  # the echo (before ATE0 took effect)
+        return "".join(lines)
+
+    def _read_lines(
+        self, extended: bool, clock: PendingClock, until: int | None = None
+    ) -> list[str]:
+        """Lines as they come until the prompt, the clock's deadline or `until`'s answer
+        (complete or begun); pending lines move the deadline."""
+        lines: list[str] = []
+        size = 0
+        while size < _MAX_REPLY:
+            raw = self.link.read_line(clock.left())
+            if not raw:
+                break  # the deadline passed
+            line = raw.decode("ascii", "replace")
+            lines.append(line)
+            size += len(raw)
+            if line.endswith(">"):
+                break
+            if (ident := pending_line(line, extended)) is not None:
+                clock.pending(ident)
+            elif until is not None:
+                reply = parse_reply("".join(lines), extended)
+                if until in reply.messages or until in reply.incomplete:
+                    break
+        return lines
+
+    def _listen(self, ecu: Ecu, extended: bool, clock: PendingClock) -> str:
+        """The chip went back to its prompt after a "response pending" (before v2.1 it takes
+        one for the answer): monitor the asked ECU (ATCRA lets only its frames through) for
+        the final answer, sending nothing to the vehicle. Monitoring sends no flow control,
+        so a multi-frame answer shows as begun, not complete."""
+        self.link.write(b"ATMA\r")
+        lines = self._read_lines(extended, clock, until=ecu.response_id)
+        if not (lines and lines[-1].endswith(">")):
+            self._bring_back_prompt()  # a key press ends the monitoring
+        return "".join(line.rstrip(">") for line in lines)
 
     def _at(self, command: str, timeout_s: float = 1.0) -> str:
         lines = [x.strip() for x in self._command(command, timeout_s).split("\r") if x.strip()]
@@ -229,18 +306,31 @@ class Elm327Adapter(ObdAdapter):
         command = payload.hex().upper()
         if ecu is not None:
             command += "1"  # one ECU answers: the chip returns as soon as it has (v1.3+)
-        text = self._command(command, max(timeout_s, 1.0), request=True)
+        budget = max(timeout_s, self.p2_star_s)
+        clock = PendingClock(max(timeout_s, 1.0), self.p2_star_s, budget)
+        text = self._ask(command, extended, clock)
         reply = parse_reply(text, extended)
+        if ecu is not None and self._left_waiting(reply, ecu.response_id, clock):
+            text += "\r" + self._listen(ecu, extended, clock)
+            reply = parse_reply(text, extended)
         self._garbage += reply.garbage
-        return self._replies(reply, extended, ecu)
+        return self._replies(reply, extended, ecu, clock)
 
-    def _replies(self, reply: Reply, extended: bool, asked: Ecu | None) -> list[EcuReply]:
+    @staticmethod
+    def _left_waiting(reply: Reply, ident: int, clock: PendingClock) -> bool:
+        """Whether the chip returned to its prompt on a pending, with time left to listen."""
+        final = ident in reply.messages or ident in reply.incomplete
+        return ident in reply.pending and not final and clock.left() > 0
+
+    def _replies(
+        self, reply: Reply, extended: bool, asked: Ecu | None, clock: PendingClock
+    ) -> list[EcuReply]:
         """The ECUs' answers; to a physical request only the asked ECU's (the chip's
         receive filter may let another ECU's frames through)."""
-        if reply.errors and not reply.messages:
+        if reply.errors and not reply.messages and not reply.pending:
             code, line = reply.errors[0]
             self._raise(code, line)
-        if reply.garbage and not reply.messages and not reply.incomplete:
+        if reply.garbage and not reply.messages and not reply.incomplete and not reply.pending:
             raise ToolError(
                 "ADAPTER_ERROR",
                 f"The ELM327 answered with {reply.garbage} line(s) that are not CAN frames.",
@@ -256,6 +346,9 @@ class Elm327Adapter(ObdAdapter):
                 out.append(EcuReply(ecu, reply.messages[ident]))
             elif ident in reply.incomplete:
                 out.append(EcuReply(ecu, b"", error=reply.incomplete[ident]))
+            elif ident in reply.pending:
+                why = clock.unanswered(ident) if clock.left() == 0 else _STOPPED_EARLY
+                out.append(EcuReply(ecu, b"", error=why))
         return out
 
     # -- state ----------------------------------------------------------------------------

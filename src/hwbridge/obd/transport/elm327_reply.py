@@ -4,7 +4,8 @@ with any input.
 Each line is a message the adapter prints (`NO DATA`, `CAN ERROR`, `SEARCHING...`...) or a
 received frame: its CAN id (3 hex digits, or 8 with 29-bit ids), then the ISO-TP bytes, with
 or without spaces. Frames are reassembled per ECU (single, first and consecutive frames);
-lines that are neither are counted as garbage, never guessed at.
+lines that are neither are counted as garbage, never guessed at. A "response pending"
+(`7F xx 78`) is no answer: it is counted per ECU, and the final answer follows, or not.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["ADAPTER_MESSAGES", "Reply", "parse_reply"]
+from hwbridge.obd.transport.pending import is_pending
+
+__all__ = ["ADAPTER_MESSAGES", "Reply", "parse_reply", "pending_line"]
 
 # What a real adapter prints instead of data, and the error code each one becomes.
 ADAPTER_MESSAGES: Final = {
@@ -42,6 +45,7 @@ class Reply:
     incomplete: dict[int, str] = field(default_factory=dict)
     order: list[int] = field(default_factory=list)  # ids in the order their answers began
     errors: list[tuple[str, str]] = field(default_factory=list)  # (code, line)
+    pending: dict[int, int] = field(default_factory=dict)  # "response pending" answers per id
     no_data: bool = False
     garbage: int = 0
 
@@ -102,6 +106,11 @@ def parse_reply(text: str, extended: bool) -> Reply:
     return reply
 
 
+def pending_line(line: str, extended: bool) -> int | None:
+    """The CAN id of the ECU that `line` (one printed line) says "response pending" for."""
+    return next(iter(parse_reply(line, extended).pending), None)
+
+
 def _feed(reply: Reply, open_: dict[int, _Open], ident: int, data: bytes) -> None:
     pci = data[0] >> 4
     if pci == 0:
@@ -142,7 +151,8 @@ def _feed(reply: Reply, open_: dict[int, _Open], ident: int, data: bytes) -> Non
 def _done(reply: Reply, ident: int, payload: bytes) -> None:
     if ident not in reply.order:
         reply.order.append(ident)
-    if len(payload) >= 3 and payload[0] == 0x7F and payload[2] == 0x78:
-        return  # response pending: the final answer follows
+    if is_pending(payload):
+        reply.pending[ident] = reply.pending.get(ident, 0) + 1
+        return  # the final answer follows, or not
     reply.messages.setdefault(ident, payload)
     reply.incomplete.pop(ident, None)

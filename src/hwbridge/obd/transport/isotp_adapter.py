@@ -11,7 +11,9 @@ A functional request (0x7DF, or 0x18DB33F1 with 29-bit ids) is a single frame; a
 collected until every ECU known from the connection answered, or `p2_s` passed with nothing
 in progress. A physical request goes through the ECU's own ISO-TP link (so it may span
 several frames) and waits up to `timeout_s` for that ECU. A "response pending" (7F xx 78)
-extends the wait to `p2_star_s`, as ISO 14229 allows.
+extends the wait to `p2_star_s`, as ISO 14229 allows, within the request's budget
+(`pending.PendingClock`); an ECU that pended and never finished is an incomplete reply that
+says so.
 """
 
 from __future__ import annotations
@@ -37,20 +39,16 @@ from hwbridge.obd.transport.base import (
     ObdAdapter,
     is_response_id,
 )
+from hwbridge.obd.transport.pending import PendingClock, is_pending
 
 __all__ = ["IsoTpObdAdapter"]
 
 log = logging.getLogger(__name__)
 
 _PROBE = b"\x01\x00"
-_PENDING = 0x78
 _INBOX_LIMIT = 4096  # frames queued during one request; a flood beyond it is dropped
 _TX_SLICE_S = 0.001  # how often the link is processed while it sends consecutive frames
 _RX_SLICE_S = 0.02  # ... and while it receives (so can-isotp sees its timeouts)
-
-
-def _pending(data: bytes) -> bool:
-    return len(data) >= 3 and data[0] == 0x7F and data[2] == _PENDING
 
 
 class _Link:
@@ -233,9 +231,8 @@ class IsoTpObdAdapter(ObdAdapter):
             self._active = False
 
     def _collect(self, ecu: Ecu | None, extended: bool, timeout_s: float) -> list[EcuReply]:
-        started = time.monotonic()
-        deadline = started + (timeout_s if ecu is not None else max(self.p2_s, 0.0))
-        hard_deadline = started + max(timeout_s, self.p2_star_s)
+        first_s = timeout_s if ecu is not None else self.p2_s
+        clock = PendingClock(first_s, self.p2_star_s, max(timeout_s, self.p2_star_s))
         replies: dict[tuple[int, bool], EcuReply] = {}
         involved: dict[tuple[int, bool], _Link] = {}
         if ecu is not None:
@@ -259,10 +256,8 @@ class IsoTpObdAdapter(ObdAdapter):
                 )
             for key, link in involved.items():
                 for data in link.process():
-                    if _pending(data):
-                        deadline = max(
-                            deadline, min(time.monotonic() + self.p2_star_s, hard_deadline)
-                        )
+                    if is_pending(data):
+                        clock.pending(key[0])
                         continue
                     if key not in replies:
                         replies[key] = EcuReply(link.ecu, data)
@@ -273,9 +268,9 @@ class IsoTpObdAdapter(ObdAdapter):
                 break
             if ecu is None and wanted and wanted <= set(replies) and not busy:
                 break
-            if now >= deadline and not busy:
+            if now >= clock.deadline and not busy:
                 break
-            if now >= hard_deadline + timeout_s:
+            if now >= clock.end + timeout_s:
                 break  # a link that never finishes (a broken sender): give up
             sending = any(link.layer.transmitting() for link in involved.values())
             if sending:
@@ -283,7 +278,7 @@ class IsoTpObdAdapter(ObdAdapter):
             elif busy:
                 wait = _RX_SLICE_S  # frames wake us; this only runs can-isotp's timers
             else:
-                wait = max(0.0, deadline - now)
+                wait = clock.left(now)
             self._wake.wait(wait)
             self._wake.clear()
         for key, link in involved.items():
@@ -291,6 +286,8 @@ class IsoTpObdAdapter(ObdAdapter):
                 problem = link.errors[-1] if link.errors else "the answer stopped part way"
                 replies[key] = EcuReply(link.ecu, b"", error=problem)
                 link.reset()
+            elif key not in replies and key[0] in clock.pendings:
+                replies[key] = EcuReply(link.ecu, b"", error=clock.unanswered(key[0]))
         return list(replies.values())
 
     # -- state ----------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The ELM327 adapter's port: the serial bridge's PySerialAdapter, framed at the prompt.
 
 The ELM327 needs two things from a port: write a command, and read what the chip prints up
-to its `>` prompt within a deadline. PySerialAdapter does both with the serial bridge's
+to its `>` prompt within a deadline (all at once, or line by line while it may still be
+waiting for an ECU). PySerialAdapter does both with the serial bridge's
 promises (bounded reads, PORT_DOWN when the device goes away, reopening with backoff), so
 there is one serial mechanism in hwbridge.
 """
@@ -15,6 +16,8 @@ from hwbridge.serial.transport.adapter import PySerialAdapter
 from hwbridge.serial.transport.framing import Framing
 
 __all__ = ["AdapterLink", "PortSpec", "SerialLink"]
+
+_LINE = Framing.regex(rb"[\r>]")  # a line the chip prints, or its prompt
 
 PortSpec: TypeAlias = "str | PySerialAdapter"
 """A device path (/dev/ttyUSB0, COM3, /dev/pts/N), a pyserial URL (socket://HOST:PORT,
@@ -31,6 +34,11 @@ class SerialLink(Protocol):
 
     def read_until(self, marker: bytes, timeout_s: float, limit: int) -> bytes:
         """Bytes up to and including `marker`; b"" when it does not come by the deadline."""
+        ...
+
+    def read_line(self, timeout_s: float) -> bytes:
+        """The next line up to and including its CR, or up to and including the prompt;
+        b"" when neither comes by the deadline."""
         ...
 
     def discard_input(self) -> None: ...
@@ -57,6 +65,14 @@ class AdapterLink:
     def read_until(self, marker: bytes, timeout_s: float, limit: int) -> bytes:
         try:
             return self._adapter.read_frame(Framing.line(marker), timeout_s=timeout_s) + marker
+        except ToolError as exc:
+            if exc.code == "NO_REPLY":
+                return b""
+            raise
+
+    def read_line(self, timeout_s: float) -> bytes:
+        try:
+            return self._adapter.read_frame(_LINE, timeout_s=timeout_s)
         except ToolError as exc:
             if exc.code == "NO_REPLY":
                 return b""
