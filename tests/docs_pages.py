@@ -22,10 +22,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.shared_data import SHARED
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SHARED = ROOT.parent / "shared"
-SHARED_REASON = "../shared/data is not beside the checkout"
 
 _FENCE = re.compile(
     r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<code>.*?)^(?P=indent)```\s*$", re.S | re.M

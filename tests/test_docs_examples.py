@@ -15,8 +15,6 @@ import pytest
 
 from hwbridge.cli.main import build_parser
 from tests.docs_pages import (
-    SHARED,
-    SHARED_REASON,
     Block,
     blocks,
     command_lines,
@@ -27,6 +25,7 @@ from tests.docs_pages import (
     run_python,
     section,
 )
+from tests.shared_data import SHARED, SHARED_REASON
 
 Check = Callable[[str, Path], None]
 

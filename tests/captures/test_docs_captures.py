@@ -7,16 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
-from tests.docs_pages import SHARED, SHARED_REASON, block_under, command_lines, section
+from tests.docs_pages import block_under, command_lines, section
+from tests.shared_data import needs_shared
 
 from .conftest import REPO
 
 HEADING = "From a capture to an answer"
 
 
-@pytest.mark.skipif(not (SHARED / "data").is_dir(), reason=SHARED_REASON)
+@needs_shared
 def test_cli_example_runs_and_prints_the_summary(tmp_path: Path) -> None:
     block = block_under("docs/captures.md", HEADING, "bash")
     words = command_lines(block.code)[0].split()
