@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-run test lint typecheck pytest demo bench wheel-check clean
+.PHONY: install install-run test lint typecheck pytest docs demo bench wheel wheel-check clean
 
 # the project with its development tools (tests, linters, MF4 replay)
 install: $(DEV_STAMP)
@@ -25,8 +25,8 @@ $(DEV_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	@touch $(RUN_STAMP) $(DEV_STAMP)
 
 lint: install
-	$(BIN)/ruff check src firmware-sim tests benchmarks examples .ci
-	$(BIN)/ruff format --check src firmware-sim tests benchmarks examples .ci
+	$(BIN)/ruff check src firmware-sim tests benchmarks examples .ci docs/conf.py docs/_ext
+	$(BIN)/ruff format --check src firmware-sim tests benchmarks examples .ci docs/conf.py docs/_ext
 
 typecheck: install
 	$(BIN)/mypy
@@ -35,10 +35,18 @@ typecheck: install
 pytest: install
 	$(BIN)/pytest -n 2
 
-test: lint typecheck pytest
+test: lint typecheck docs pytest
+
+# the Sphinx site of docs/ into docs/_build/html; a warning is an error (-W)
+docs: install
+	$(BIN)/python -m sphinx -b html -W --keep-going -q docs docs/_build/html
 
 demo: install-run
 	$(BIN)/hwbridge demo
+
+# the sdist and the wheel built from it, into dist/ (`pip install dist/mcs_hwbridge-*.whl`)
+wheel: install
+	$(BIN)/python -m build --no-isolation --outdir dist .
 
 # the sdist, the wheel built from it, installed into a fresh venv and run from a temp folder
 wheel-check: install
@@ -49,4 +57,4 @@ bench: install
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build dist
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache build dist docs/_build

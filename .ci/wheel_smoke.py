@@ -4,7 +4,7 @@ Builds the sdist, then the wheel from the sdist (as `python -m build` does, so a
 sdist forgets is missing from the wheel too), checks that the wheel carries every data file
 of the repository's prompts/, dbc/ and devices/, installs it into a fresh virtual environment
 in a temporary folder (runtime dependencies from the package index), and from another
-temporary folder runs what the README teaches: `hwbridge --version`, `hwbridge tools`,
+temporary folder runs what docs/install.md teaches: `hwbridge --version`, `hwbridge tools`,
 `hwbridge schema DIR`, `python -m firmware_sim` until its first transport line, and
 `hwbridge demo`. Prints how long each stage took.
 """

@@ -1,6 +1,6 @@
 """The device spec: what a serial device understands, as data (pydantic v2, strict).
 
-A spec is a TOML file (see devices/*.toml and the README's "Device specs"). It names the
+A spec is a TOML file (see devices/*.toml and docs/serial.md, "Device specs"). It names the
 device, how to reach it (baud rate, terminators, encoding, timeouts), how to recognise it
 (an identity query and the pattern its reply must match), how it reports errors, and its
 commands: for a request/response device the line to send (a template over typed parameters)

@@ -1,0 +1,215 @@
+"""The one reader of the README and the documentation pages for the tests.
+
+A page is README.md or a Markdown file of docs/. Its code blocks are what the tests run:
+
+- a ```python block runs as written, with the other blocks of its page, in page order, in one
+  folder that looks like the repository (its files, and `../shared` when it exists); a block
+  directly followed by "prints" and a plain ``` block must print exactly that;
+- `<!-- skip: REASON -->` on the line before a block: it is shown, not run (a fragment, or it
+  needs hardware or an API key); a python one must still compile;
+- `<!-- run -->` on the line before a ```bash block: each of its command lines runs too, in the
+  same folder, after the python blocks before it;
+- every `hwbridge ...` line of every ```bash block must parse with the command's own parser.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.shared_data import SHARED
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+
+_FENCE = re.compile(
+    r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<code>.*?)^(?P=indent)```\s*$", re.S | re.M
+)
+_MARK = re.compile(r"<!--\s*(?P<kind>skip|run)(?::\s*(?P<reason>.*?))?\s*-->\s*$")
+_PRINTS = re.compile(r"\A\s*prints\n\n```\n(?P<out>.*?)^```", re.S | re.M)
+
+
+@dataclass(frozen=True)
+class Block:
+    """One fenced code block of a page."""
+
+    page: str  # "README.md" or "docs/NAME.md"
+    line: int  # 1-based line of the opening fence
+    language: str
+    code: str
+    heading: str  # the nearest heading above it, without its #s
+    mark: str | None  # "skip" or "run" when an HTML comment precedes it
+    reason: str | None
+    printed: str | None  # the text after `prints`, when the page says exactly what it prints
+
+    @property
+    def name(self) -> str:
+        return f"{self.page}:{self.line}"
+
+    @property
+    def needs_shared(self) -> bool:
+        return "../shared" in self.code
+
+
+def pages() -> list[str]:
+    """README.md and every page of docs/, as paths relative to the repository."""
+    return ["README.md", *sorted(f"docs/{p.name}" for p in DOCS.glob("*.md"))]
+
+
+def text(page: str) -> str:
+    return (ROOT / page).read_text()
+
+
+def section(page: str, heading: str) -> str:
+    """The text under `heading` (a heading's exact words, any level) up to the next heading of
+    the same or a higher level."""
+    body = text(page)
+    match = re.search(rf"^(#+) {re.escape(heading)}\n", body, re.M)
+    assert match is not None, f"{page} has no heading {heading!r}"
+    level = len(match.group(1))
+    rest = body[match.end() :]
+    end = re.search(rf"^#{{1,{level}}} ", _without_fences(rest), re.M)
+    return rest[: end.start()] if end else rest
+
+
+def _without_fences(body: str) -> str:
+    """`body` with the lines inside code blocks blanked (same length), so that a `#` comment in
+    a bash block is never taken for a heading."""
+    return _FENCE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), body)
+
+
+def blocks(page: str, language: str | None = None) -> list[Block]:
+    """The code blocks of `page` in order, only those in `language` when given."""
+    body = text(page)
+    plain = _without_fences(body)
+    found = []
+    for match in _FENCE.finditer(body):
+        before = body[: match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+        mark = _MARK.search(before)
+        headings = re.findall(r"^#+ (.*)$", plain[: match.start()], re.M)
+        printed = _PRINTS.match(body[match.end() :])
+        code = match.group("code")
+        if match.group("indent"):
+            code = "\n".join(line[len(match.group("indent")) :] for line in code.splitlines())
+        found.append(
+            Block(
+                page=page,
+                line=body.count("\n", 0, match.start()) + 1,
+                language=match.group("lang"),
+                code=code,
+                heading=headings[-1] if headings else "",
+                mark=mark.group("kind") if mark else None,
+                reason=mark.group("reason") if mark else None,
+                printed=printed.group("out") if printed else None,
+            )
+        )
+    return [b for b in found if language is None or b.language == language]
+
+
+def block_under(page: str, heading: str, language: str = "python", index: int = 0) -> Block:
+    """The `index`-th block in `language` whose nearest heading is `heading`."""
+    under = [b for b in blocks(page, language) if b.heading == heading]
+    assert len(under) > index, f"{page}: no {language} block {index} under {heading!r}"
+    return under[index]
+
+
+def printed_after(section_text: str) -> str:
+    """The text of the first `prints` block in `section_text`."""
+    match = re.search(r"prints\n\n```\n(.*?)```", section_text, re.S)
+    assert match is not None, "no prints block"
+    return match.group(1)
+
+
+def repository_folder(folder: Path) -> Path:
+    """A folder that looks like the repository to an example: every top-level entry of the
+    checkout linked into `folder/repo`, and `folder/shared` linked to ../shared when it is
+    there. Examples run in `folder/repo`, so what they write stays out of the checkout."""
+    repo = folder / "repo"
+    repo.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name not in {".git", ".venv", "docs"} and not entry.name.endswith("_cache"):
+            (repo / entry.name).symlink_to(entry)
+    (repo / "docs").symlink_to(DOCS)
+    if SHARED.is_dir():
+        (folder / "shared").symlink_to(SHARED)
+    return repo
+
+
+def environment() -> dict[str, str]:
+    """The examples see this checkout's package and simulator, not an installed copy."""
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "firmware-sim")])
+    old = os.environ.get("PYTHONPATH")
+    return {
+        **os.environ,
+        "PYTHONPATH": f"{path}{os.pathsep}{old}" if old else path,
+        "COLUMNS": "200",
+    }
+
+
+def run_python(code: str, cwd: Path = ROOT, timeout: float = 90) -> str:
+    """Run `code` in a fresh interpreter; its stdout. Fails the test on a non-zero exit."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, f"exit {out.returncode}\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+def command_lines(code: str) -> list[str]:
+    """The commands of a bash block: continuation lines joined, comments and blanks dropped."""
+    joined = code.replace("\\\n", " ")
+    return [
+        line.split(" #")[0].strip()
+        for line in joined.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def run_command(line: str, cwd: Path, timeout: float = 90) -> str:
+    """Run one command line of a bash block: `hwbridge` and `python` are this interpreter's."""
+    words = shlex.split(line)
+    if words[0] == "hwbridge":
+        words = [sys.executable, "-m", "hwbridge", *words[1:]]
+    elif words[0] == "python":
+        words = [sys.executable, *words[1:]]
+    out = subprocess.run(
+        words,
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+    )
+    assert out.returncode == 0, f"{line}: exit {out.returncode}\n{out.stderr[-3000:]}"
+    return out.stdout
+
+
+def hwbridge_words(code: str) -> list[list[str]]:
+    """The arguments after `hwbridge` of every hwbridge command in a bash block (also after
+    `claude mcp add NAME -- EXECUTABLE`)."""
+    found = []
+    for line in command_lines(code):
+        words = shlex.split(line.replace('"$PWD/', '"'), posix=True)
+        if words[0] == "claude":  # claude mcp add NAME [options] -- EXECUTABLE ARGS
+            if "--" in words:
+                found.append(words[words.index("--") + 2 :])
+            continue
+        for index, word in enumerate(words):
+            if word == "hwbridge" or word.endswith("/hwbridge"):
+                found.append(words[index + 1 :])
+                break
+    return found
