@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from hwbridge.captures import CaptureDriver, decode_captures
@@ -154,7 +155,7 @@ def test_settings_are_locked_and_unreadable(driver: CaptureDriver) -> None:
         "current_setting('autoload_known_extensions'), current_setting('allowed_directories')"
     ).fetchall()
     assert rows == [(False, True, False, [])]
-    answer = worker.answer({"kind": "run", "sql": "SET lock_configuration = false"})
+    answer = orjson.loads(worker.answer({"kind": "run", "sql": "SET lock_configuration = false"}))
     assert answer["ok"] is False and answer["code"] == "QUERY_REFUSED"
     worker.con.close()
 

@@ -22,7 +22,7 @@ import orjson
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-__all__ = ["bounded_rows", "json_value", "row_costs"]
+__all__ = ["bounded_rows", "json_row", "json_value", "row_costs"]
 
 _INT64_MIN = -(2**63)
 _UINT64_MAX = 2**64 - 1
@@ -129,12 +129,27 @@ def row_costs(table: pa.Table) -> npt.NDArray[np.float64]:
     return total
 
 
+def _default(value: Any) -> Any:
+    """The JSON form of what orjson does not know itself (decimals, intervals, bytes)."""
+    converted = json_value(value)
+    if converted is value:
+        raise TypeError(f"{type(value).__name__} is not a JSON value")
+    return converted
+
+
+def json_row(values: Any) -> bytes:
+    """One row as JSON, exactly as `json_value` would give it (times in UTC with Z)."""
+    return orjson.dumps(values, default=_default, option=orjson.OPT_UTC_Z)
+
+
 def bounded_rows(
     table: pa.Table, max_rows: int, max_chars: int, exact_ints: frozenset[int] = frozenset()
-) -> tuple[list[list[Any]], bool]:
-    """The first rows of `table` as JSON values within `max_rows` and `max_chars` characters,
-    and whether anything was left out. Columns in `exact_ints` hold integers as decimal text
-    (HUGEINT, UHUGEINT: Arrow has no type for them) and come back as exact integers."""
+) -> tuple[bytes, int, bool]:
+    """The first rows of `table` as JSON within `max_rows` and `max_chars` characters (each
+    row counts its length and a separator): the rows joined by commas (the inside of a JSON
+    array), how many there are, and whether anything was left out. Columns in `exact_ints`
+    hold integers as decimal text (HUGEINT, UHUGEINT: Arrow has no type for them) and come
+    back as exact integers."""
     truncated = table.num_rows > max_rows
     table = table.slice(0, max_rows)
     budget = max_chars
@@ -143,16 +158,21 @@ def bounded_rows(
     if fit < table.num_rows:
         truncated = True
         table = table.slice(0, fit)
+    if not table.num_rows:
+        return b"", 0, truncated
     columns = [table.column(i).to_pylist() for i in range(table.num_columns)]
     for i in exact_ints:
-        columns[i] = [None if v is None else int(v) for v in columns[i]]
-    rows: list[list[Any]] = []
-    for row in zip(*columns, strict=True):
-        values = [json_value(v) for v in row]
-        size = len(orjson.dumps(values)) + 1
-        if size > budget:
+        columns[i] = [None if v is None else json_value(int(v)) for v in columns[i]]
+    rows = list(zip(*columns, strict=True))
+    whole = json_row(rows)
+    if len(whole) - 1 <= budget:  # the usual case: every row fits, one call encodes them all
+        return whole[1:-1], len(rows), truncated
+    kept: list[bytes] = []
+    for row in rows:
+        data = json_row(row)
+        if len(data) + 1 > budget:
             truncated = True
             break
-        budget -= size
-        rows.append(values)
-    return rows, truncated
+        budget -= len(data) + 1
+        kept.append(data)
+    return b",".join(kept), len(kept), truncated

@@ -129,10 +129,12 @@ class Worker:
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET lock_configuration = true")
 
-    def answer(self, request: dict[str, Any]) -> dict[str, Any]:
-        """The response to one request; never raises for anything a query does."""
+    def answer(self, request: dict[str, Any]) -> bytes:
+        """The response to one request, as JSON; never raises for anything a query does."""
         try:
             return self._answer(request)
+        except TypeError as exc:  # orjson: a value nested too deeply, an unknown type
+            return _error("QUERY_FAILED", f"The result cannot be sent: {exc}")
         except Refused as exc:
             return _error("QUERY_REFUSED", str(exc))
         except CheckFailed as exc:
@@ -160,7 +162,7 @@ class Worker:
         except RecursionError:
             return _error("QUERY_FAILED", "The query or its result is nested too deeply.")
 
-    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    def _answer(self, request: dict[str, Any]) -> bytes:
         sql = str(request["sql"])
         params = request.get("params")
         if request.get("kind") == "query":
@@ -175,30 +177,55 @@ class Worker:
         types = [str(t).upper() for t in relation.types]
         shown = min(len(columns), self.max_columns)
         exact_ints = frozenset(i for i in range(shown) if types[i] in ("HUGEINT", "UHUGEINT"))
-        wide = any("HUGEINT" in t for t in types[:shown])
-        if shown < len(columns) or wide:
-            # HUGEINT travels as text (Arrow would wrap it); extra columns are never fetched
+        shaped = [_shaped(f"#{i + 1}", types[i]) for i in range(shown)]
+        if shown < len(columns) or any(shaped[i] != f"#{i + 1}" for i in range(shown)):
+            # extra columns are never fetched; some values are shaped by DuckDB, see _shaped
             relation = relation.project(
-                ", ".join(
-                    f"CAST(#{i + 1} AS VARCHAR) AS {_quote(columns[i])}"
-                    if "HUGEINT" in types[i]
-                    else f"#{i + 1} AS {_quote(columns[i])}"
-                    for i in range(shown)
-                )
+                ", ".join(f"{shaped[i]} AS {_quote(columns[i])}" for i in range(shown))
             )
         table = relation.limit(self.max_rows + 1).to_arrow_table()
-        rows, truncated = bounded_rows(table, self.max_rows, self.max_chars, exact_ints)
-        return {
+        rows, _, truncated = bounded_rows(table, self.max_rows, self.max_chars, exact_ints)
+        head = {
             "ok": True,
             "columns": columns[:shown],
             "column_count": len(columns),
-            "rows": rows,
             "truncated": truncated or shown < len(columns),
         }
+        # the rows are JSON already: spliced in, not encoded twice
+        return orjson.dumps(head)[:-1] + b',"rows":[' + rows + b"]}"
 
 
-def _error(code: str, message: str, *, restart: bool = False) -> dict[str, Any]:
-    return {"ok": False, "code": code, "message": message[:2000], "restart": restart}
+_INFINITE = (
+    "error('A value of the result is an infinite date or time, which JSON cannot hold; "
+    "cast it to VARCHAR or filter it out.')"
+)
+
+
+def _time_text(ref: str, zone: str) -> str:
+    """A timestamp as ISO 8601 text, as `datetime.isoformat` writes it (no fraction when it is
+    zero), made by DuckDB: a thousand times faster than Python datetimes, and exact."""
+    whole = f"strftime({ref}, '%Y-%m-%dT%H:%M:%S{zone}')"
+    fraction = f"strftime({ref}, '%Y-%m-%dT%H:%M:%S.%f{zone}')"
+    return (
+        f"CASE WHEN NOT isfinite({ref}) THEN {_INFINITE} "
+        f"WHEN microsecond({ref}) % 1000000 = 0 THEN {whole} ELSE {fraction} END"
+    )
+
+
+def _shaped(ref: str, kind: str) -> str:
+    """The expression that fetches a result column: HUGEINT as text (Arrow would wrap it),
+    timestamps as ISO text in UTC (the session's zone), everything else as it is."""
+    if "HUGEINT" in kind:
+        return f"CAST({ref} AS VARCHAR)"
+    if kind == "TIMESTAMP WITH TIME ZONE":
+        return _time_text(ref, "Z")
+    if kind == "TIMESTAMP":
+        return _time_text(ref, "")
+    return ref
+
+
+def _error(code: str, message: str, *, restart: bool = False) -> bytes:
+    return orjson.dumps({"ok": False, "code": code, "message": message[:2000], "restart": restart})
 
 
 def main() -> int:
@@ -220,12 +247,7 @@ def main() -> int:
         payload = read_frame(source)
         if payload is None:
             return 0
-        response = worker.answer(pickle.loads(payload))
-        try:
-            data = orjson.dumps(response)
-        except (TypeError, orjson.JSONEncodeError) as exc:
-            data = orjson.dumps(_error("QUERY_FAILED", f"The result cannot be sent: {exc}"))
-        write_frame(out, data)
+        write_frame(out, worker.answer(pickle.loads(payload)))
 
 
 if __name__ == "__main__":
