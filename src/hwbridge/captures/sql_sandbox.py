@@ -19,6 +19,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import weakref
@@ -99,11 +100,13 @@ class _Worker:
         # the worker imports the same hwbridge as this process, wherever that came from
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["MALLOC_ARENA_MAX"] = "2"  # few malloc arenas: address space tracks real memory
+        # what the worker says when it cannot start; closed with the worker
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "hwbridge.captures.sql_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._log,
             env=env,
             close_fds=True,
             start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
@@ -114,6 +117,12 @@ class _Worker:
         try:
             self._send(init)
             self._receive(time.monotonic() + limits.startup_timeout_s)
+        except _Killed as killed:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=1)  # let it finish saying why
+            words = self._last_words()
+            self.kill()
+            raise RuntimeError(f"{killed.reason}: {words}") from None
         except BaseException:
             self.kill()
             raise
@@ -122,6 +131,14 @@ class _Worker:
             memory = parse_size(limits.memory_limit)
             self.rss_limit = idle + memory + limits.memory_margin
             self.recycle_at = idle + max(limits.memory_margin, memory // 2)
+
+    def _last_words(self) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self._log.seek(0, os.SEEK_END)
+            size = self._log.tell()
+            self._log.seek(max(0, size - 400))
+            return " ".join(self._log.read().decode("utf-8", "replace").split())
+        return ""
 
     def worn(self) -> bool:
         """True when memory a query left behind (freed, not returned) would crowd the next."""
@@ -186,6 +203,8 @@ class _Worker:
                     stream.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
+        with contextlib.suppress(OSError):
+            self._log.close()
 
 
 class _Pool:
