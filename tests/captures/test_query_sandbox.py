@@ -322,3 +322,84 @@ def test_closing_ends_the_workers(dataset: Path) -> None:
     with pytest.raises(ToolError) as caught:
         driver.engine.query("SELECT 1")
     assert caught.value.code == "QUERY_FAILED"
+
+
+# -- found by the adversarial review of the sandbox ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT * FROM (SHOW secret_directory)",
+        "SELECT * FROM (SHOW allowed_paths)",
+        "SHOW duckdb_api",
+        "SELECT e.CoolantTemp, p.* FROM Engine e, (SHOW secret_directory) p LIMIT 1",
+        "SELECT * FROM (SHOW TABLES)",
+        "DESCRIBE pg_settings",
+        "SELECT * FROM (SUMMARIZE SELECT * FROM duckdb_settings())",
+    ],
+)
+def test_show_reads_no_setting_and_describe_only_the_dataset(
+    driver: CaptureDriver, sql: str
+) -> None:
+    code, detail = _query(driver, sql)
+    assert code == "QUERY_REFUSED", (sql, detail)
+    assert "/root" not in str(detail) and os.getcwd() not in str(detail)
+
+
+def test_describe_of_a_dataset_table_answers(driver: CaptureDriver) -> None:
+    code, result = _query(driver, "DESCRIBE Engine")
+    assert code is None, result
+    assert "CoolantTemp" in [row[0] for row in result["rows"]]
+
+
+def test_an_aggregate_named_by_a_string_must_be_allowed_too(driver: CaptureDriver) -> None:
+    code, detail = _query(driver, "SELECT list_aggr(['a', 'b', 'a'], 'approx_top_k', 1)")
+    assert code == "QUERY_REFUSED" and "approx_top_k" in str(detail)
+    code, result = _query(driver, "SELECT list_aggr([1, 2, 3], 'sum') AS s")
+    assert code is None and result["rows"] == [[6]], result
+
+
+def test_values_json_cannot_carry_come_as_duckdbs_text(driver: CaptureDriver) -> None:
+    code, result = _query(
+        driver,
+        "SELECT 12345678901234567890.125::DECIMAL(38,3) AS wide, 1.25::DECIMAL(9,2) AS narrow, "
+        "INTERVAL 90 MINUTE AS i, '12:00:00+05'::TIMETZ AS tz, '101'::BIT AS b, "
+        "1::UNION(a INT, b VARCHAR) AS u, [18446744073709551616::HUGEINT] AS nested",
+    )
+    assert code is None, result
+    assert result["rows"] == [
+        [
+            "12345678901234567890.125",
+            1.25,
+            "01:30:00",
+            "12:00:00+05",
+            "101",
+            "1",
+            "[18446744073709551616]",
+        ]
+    ]
+
+
+def test_column_names_count_against_the_budget(dataset: Path) -> None:
+    with CaptureDriver.from_dataset(dataset, timeout_s=5.0, max_chars=10_000) as driver:
+        name = "n" * 7400
+        stars = ", ".join(["*"] * 100)
+        code, result = _query(driver, f'WITH t AS (SELECT 1 AS "{name}") SELECT {stars} FROM t')
+        assert code is None, result
+        assert len(json.dumps(result)) < 12_000
+        assert all(len(c) <= 200 for c in result["columns"])
+        assert result["truncated"] is True and result["column_count"] == 100
+
+
+def test_find_events_takes_every_operator_it_documents(driver: CaptureDriver) -> None:
+    for op in ("<>", "!=", "==", "=", ">=", "<="):
+        r = driver.process_llm_response(
+            json.dumps(
+                {
+                    "tool": "find_events",
+                    "arguments": {"condition": f"Torque {op} 0", "min_duration_ms": 0},
+                }
+            )
+        )
+        assert not r.call_failed, (op, r.call_detail)

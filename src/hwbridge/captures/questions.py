@@ -23,7 +23,16 @@ from hwbridge.core.models import ToolError
 __all__ = ["OPS", "Condition", "Questions", "SignalRef"]
 
 OPS = (">", ">=", "<", "<=", "==", "!=")
-_SQL_OPS = {">": ">", ">=": ">=", "<": "<", "<=": "<=", "==": "=", "!=": "<>", "=": "="}
+_SQL_OPS = {
+    ">": ">",
+    ">=": ">=",
+    "<": "<",
+    "<=": "<=",
+    "==": "=",
+    "!=": "<>",
+    "<>": "<>",
+    "=": "=",
+}
 _CONDITION = re.compile(
     r"^\s*(?P<signal>[^\s<>=!]+)\s*(?P<op>>=|<=|==|!=|<>|>|<|=)\s*(?P<value>.+?)\s*$", re.S
 )

@@ -84,15 +84,27 @@ def _tree(con: duckdb.DuckDBPyConnection, statement: str) -> Any:
     try:
         rows = con.execute("SELECT json_serialize_sql(?)", [statement]).fetchall()
         tree = orjson.loads(rows[0][0]) if rows else None
-    except (duckdb.Error, orjson.JSONDecodeError) as exc:
-        # orjson stops at 1,024 levels: deeper nesting is not checked, so not run
+    except duckdb.Error as exc:
         raise Refused(f"The query cannot be checked: {exc}") from None
+    except orjson.JSONDecodeError:
+        # orjson stops at 1,024 levels: deeper nesting is not checked, so not run
+        raise CheckFailed("The query is nested too deeply; write it flatter.") from None
     if not isinstance(tree, dict):
         raise Refused("The query cannot be checked.")
     if tree.get("error"):
         message = str(tree.get("error_message") or "not a plain SELECT")
         raise Refused(f"The query cannot be checked: {message}")
     return tree
+
+
+# what a FROM clause may hold (a node with a "sample" field is a table reference or a query)
+_TABLE_REFS = frozenset(
+    {"BASE_TABLE", "JOIN", "SUBQUERY", "TABLE_FUNCTION", "EXPRESSION_LIST", "EMPTY", "PIVOT"}
+)
+# SHOW_REF kinds that describe a query whose own tree is checked (DESCRIBE t, SUMMARIZE t)
+_DESCRIBING = frozenset({"DESCRIBE", "SUMMARY"})
+# functions that call an aggregate named by a string: the name must be allowed too
+_NAMING_AGGREGATES = frozenset({"list_aggr", "list_aggregate", "array_aggr", "array_aggregate"})
 
 
 class _Names:
@@ -103,6 +115,7 @@ class _Names:
         self.functions: set[str] = set()
         self.table_functions: set[str] = set()
         self.strangers: set[str] = set()
+        self.other: set[str] = set()
         self.parameters = False
 
     def visit(self, node: dict[str, Any], visible: frozenset[str]) -> None:
@@ -117,10 +130,27 @@ class _Names:
             self._table(node, visible)
         elif kind == "VALUE_PARAMETER":
             self.parameters = True
+        elif kind == "SHOW_REF":
+            # SHOW <setting> is bound to the setting's value: only DESCRIBE / SUMMARIZE of a
+            # query (whose tree is walked like any other) are answered
+            if node.get("show_type") not in _DESCRIBING or not node.get("query"):
+                self.other.add(f"SHOW {str(node.get('table_name') or '')[:60]}".strip())
+        elif "sample" in node and not str(kind).endswith("_NODE") and kind not in _TABLE_REFS:
+            self.other.add(str(kind))  # a kind of table reference this check does not know
         if "function_name" in node and kind != "TABLE_FUNCTION":
             name = str(node.get("function_name") or "?").lower()
             if name not in ALLOWED_FUNCTIONS:
                 self.functions.add(name)
+            elif name in _NAMING_AGGREGATES:
+                self._named_aggregate(node)
+
+    def _named_aggregate(self, node: dict[str, Any]) -> None:
+        arguments = node.get("arguments") or []
+        expression = arguments[1].get("expression") if len(arguments) > 1 else None
+        literal = expression.get("literal") if isinstance(expression, dict) else None
+        name = literal.get("text") if isinstance(literal, dict) else None
+        if not isinstance(name, str) or name.lower() not in ALLOWED_FUNCTIONS:
+            self.functions.add(f"{node.get('function_name')} of {str(name)[:40]}")
 
     def _table(self, node: dict[str, Any], visible: frozenset[str]) -> None:
         catalog = str(node.get("catalog_name") or "").lower()
@@ -167,6 +197,11 @@ def check_tree(con: duckdb.DuckDBPyConnection, statement: str, tables: frozenset
             stack.extend((item, visible) for item in node)
     if names.parameters:
         raise Refused("The query has parameters ($1, ?); write the values into the SQL.")
+    if names.other:
+        raise Refused(
+            f"{_listed(names.other)} is not answered: a query reads the dataset's tables "
+            "(DESCRIBE <table> shows a table's columns)."
+        )
     if names.table_functions:
         raise Refused(
             f"Table function(s) {_listed(names.table_functions)} are not allowed: a query reads "
@@ -187,10 +222,11 @@ def check_tree(con: duckdb.DuckDBPyConnection, statement: str, tables: frozenset
 
 def check_plan(con: duckdb.DuckDBPyConnection, statement: str) -> None:
     """Refused unless DuckDB's bound plan reads only the dataset's tables and row generators."""
+    prefix = "EXPLAIN (FORMAT JSON) "
     try:
-        rows = con.execute("EXPLAIN (FORMAT JSON) " + statement).fetchall()
+        rows = con.execute(prefix + statement).fetchall()
     except duckdb.Error as exc:
-        raise CheckFailed(str(exc)) from None
+        raise CheckFailed(str(exc).replace(prefix, "")) from None
     try:
         plans = [orjson.loads(row[1]) for row in rows]
     except (orjson.JSONDecodeError, IndexError, TypeError) as exc:

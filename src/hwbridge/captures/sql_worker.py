@@ -40,6 +40,7 @@ __all__ = ["main", "read_frame", "write_frame"]
 
 _HEADER = struct.Struct(">I")
 MAX_REQUEST_BYTES = 64 * 1024 * 1024
+MAX_NAME_CHARS = 200  # a column name longer than this is cut
 
 
 def read_frame(stream: IO[bytes]) -> bytes | None:
@@ -161,6 +162,8 @@ class Worker:
             )
         except RecursionError:
             return _error("QUERY_FAILED", "The query or its result is nested too deeply.")
+        except Exception as exc:  # a fault of ours: said as it is, and the worker goes on
+            return _error("QUERY_FAILED", f"The query could not be answered: {exc!r}")
 
     def _answer(self, request: dict[str, Any]) -> bytes:
         sql = str(request["sql"])
@@ -173,23 +176,26 @@ class Worker:
         relation = self.con.sql(sql, params=list(params) if params is not None else None)
         if relation is None:  # not a query after all
             raise Refused("Only SELECT queries are answered.")
-        columns = [str(c) for c in relation.columns]
-        types = [str(t).upper() for t in relation.types]
-        shown = min(len(columns), self.max_columns)
-        exact_ints = frozenset(i for i in range(shown) if types[i] in ("HUGEINT", "UHUGEINT"))
-        shaped = [_shaped(f"#{i + 1}", types[i]) for i in range(shown)]
-        if shown < len(columns) or any(shaped[i] != f"#{i + 1}" for i in range(shown)):
+        names = [str(c)[:MAX_NAME_CHARS] for c in relation.columns]
+        kinds = list(relation.types)
+        shown = _columns_within(names[: self.max_columns], self.max_chars // 2)
+        exact_ints = frozenset(i for i in range(shown) if kinds[i].id in _HUGE)
+        shaped = [_shaped(f"#{i + 1}", kinds[i]) for i in range(shown)]
+        if shown < len(names) or any(shaped[i] != f"#{i + 1}" for i in range(shown)):
             # extra columns are never fetched; some values are shaped by DuckDB, see _shaped
             relation = relation.project(
-                ", ".join(f"{shaped[i]} AS {_quote(columns[i])}" for i in range(shown))
+                ", ".join(f"{shaped[i]} AS {_quote(names[i])}" for i in range(shown))
             )
+        header = orjson.dumps(names[:shown])
         table = relation.limit(self.max_rows + 1).to_arrow_table()
-        rows, _, truncated = bounded_rows(table, self.max_rows, self.max_chars, exact_ints)
+        rows, _, truncated = bounded_rows(
+            table, self.max_rows, self.max_chars - len(header), exact_ints
+        )
         head = {
             "ok": True,
-            "columns": columns[:shown],
-            "column_count": len(columns),
-            "truncated": truncated or shown < len(columns),
+            "columns": names[:shown],
+            "column_count": len(names),
+            "truncated": truncated or shown < len(names),
         }
         # the rows are JSON already: spliced in, not encoded twice
         return orjson.dumps(head)[:-1] + b',"rows":[' + rows + b"]}"
@@ -212,16 +218,76 @@ def _time_text(ref: str, zone: str) -> str:
     )
 
 
-def _shaped(ref: str, kind: str) -> str:
-    """The expression that fetches a result column: HUGEINT as text (Arrow would wrap it),
-    timestamps as ISO text in UTC (the session's zone), everything else as it is."""
-    if "HUGEINT" in kind:
+# DuckDB types whose values reach JSON as they are (through Arrow, then orjson)
+_PLAIN = frozenset(
+    {
+        "boolean",
+        "tinyint",
+        "smallint",
+        "integer",
+        "bigint",
+        "utinyint",
+        "usmallint",
+        "uinteger",
+        "ubigint",
+        "float",
+        "double",
+        "varchar",
+        "date",
+        "time",
+        "timestamp",
+        "timestamp with time zone",
+        "timestamp_s",
+        "timestamp_ms",
+        "blob",
+        "uuid",
+        "enum",
+    }
+)
+_HUGE = frozenset({"hugeint", "uhugeint"})
+_NESTED = frozenset({"list", "array", "struct", "map"})
+_FLOAT_DIGITS = 15  # a decimal with more digits and a fraction would lose them as a double
+
+
+def _plain(kind: Any) -> bool:
+    """True when every value of this DuckDB type (a `DuckDBPyType`) becomes the right JSON
+    value without help."""
+    if kind.id in _PLAIN:
+        return True
+    if kind.id == "decimal":
+        precision, scale = (value for _, value in kind.children)
+        return int(scale) == 0 or int(precision) <= _FLOAT_DIGITS
+    if kind.id in _NESTED:
+        # children are (name, type) pairs; an array's size comes as an int
+        return all(_plain(child) for _, child in kind.children if hasattr(child, "id"))
+    return False
+
+
+def _shaped(ref: str, kind: Any) -> str:
+    """The expression that fetches a result column. HUGEINT as text (Arrow would wrap it),
+    timestamps as ISO text in UTC (the session's zone). A type JSON cannot carry as it is
+    (a wide decimal, an interval, a time with its zone, bits, big numbers, unions; or a list
+    or struct holding one) comes as DuckDB's own text of the value, never as its internal
+    bytes or a rounded number."""
+    if kind.id in _HUGE:
         return f"CAST({ref} AS VARCHAR)"
-    if kind == "TIMESTAMP WITH TIME ZONE":
+    if kind.id == "timestamp with time zone":
         return _time_text(ref, "Z")
-    if kind == "TIMESTAMP":
+    if kind.id == "timestamp":
         return _time_text(ref, "")
-    return ref
+    if _plain(kind):
+        return ref
+    return f"CAST({ref} AS VARCHAR)"
+
+
+def _columns_within(names: list[str], budget: int) -> int:
+    """How many of the first names fit the budget of characters (at least one)."""
+    used = 2
+    for count, name in enumerate(names):
+        used += len(orjson.dumps(name)) + 1
+        if used > budget:
+            return max(count, 1)
+    return len(names)
 
 
 def _error(code: str, message: str, *, restart: bool = False) -> bytes:
