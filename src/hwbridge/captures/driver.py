@@ -66,13 +66,19 @@ class CaptureDriver(HybridDriver, Closing):
         max_rows: int = 200,
         max_chars: int = 10_000,
         memory_limit: str = "2GB",
+        max_columns: int = 100,
         prompt_strategy: str | Path | PromptStrategy = "json",
     ) -> CaptureDriver:
         """A driver over the dataset `decode_captures` wrote to `path` (or any Hive-style
         Parquet folder with one sub-folder per table). `timeout_s` bounds each query
-        (QUERY_TIMEOUT), `max_rows` and `max_chars` each result."""
+        (QUERY_TIMEOUT: its worker process is killed), `memory_limit` its memory (the worker is
+        killed a margin past it), `max_rows`, `max_columns` and `max_chars` each result."""
         limits = QueryLimits(
-            timeout_s=timeout_s, max_rows=max_rows, max_chars=max_chars, memory_limit=memory_limit
+            timeout_s=timeout_s,
+            max_rows=max_rows,
+            max_chars=max_chars,
+            memory_limit=memory_limit,
+            max_columns=max_columns,
         )
         return cls(Dataset.open(path), limits=limits, prompt_strategy=prompt_strategy)
 
