@@ -20,7 +20,7 @@ with no such bus would.
 An ECU's "response pending" (`7F xx 78`) is printed like any answer. Before v2.1 (the
 default `version`, 1.5, what most adapters report) the chip does not look into it: it counts
 as a response, and the chip returns to its prompt after ATST of silence (at once when it was
-the one response asked for). From v2.1 on (`version="2.1"`) the chip does what the datasheet
+the one response asked for). From v2.1 on (`version` 2.1) the chip does what the datasheet
 ("Response Pending Messages", PP 2A b2, on by default) says: its timeout becomes 5 s, again
 after every pending, so the final answer is printed before the prompt. Whether a pending
 counts toward the response count digit the datasheet does not say; here it does not (a
