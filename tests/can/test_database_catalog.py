@@ -12,10 +12,21 @@ import pytest
 
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.core.models import ToolError
+from tests.shared_data import DATA, needs_shared
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data"
 DEMO = REPO / "dbc" / "demo_vehicle.dbc"
+# J1939 (the default frame format): a PDU1 message (PF 0x34 < 240: PS is a destination
+# address) and a PDU2 one (PF 0xF0: PS is part of the PGN), as in cantools' j1939.dbc
+J1939_PDU1_PDU2 = (
+    'VERSION ""\nNS_ :\nBS_:\nBU_: Node1 Node2\n'
+    'BO_ 2503213569 Message1: 8 Node1\n SG_ Signal1 : 0|8@1- (1,0) [0|0] "" Node2\n'
+    'BO_ 2515537922 Message2: 8 Node2\n SG_ Signal2 : 0|8@1- (1,0) [0|0] "" Node1\n'
+    'BA_DEF_ BO_ "VFrameFormat" ENUM "StandardCAN","ExtendedCAN","reserved","J1939PG";\n'
+    'BA_DEF_ "ProtocolType" STRING ;\n'
+    'BA_DEF_DEF_ "VFrameFormat" "J1939PG";\n'
+    'BA_DEF_DEF_ "ProtocolType" "J1939";\n'
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,26 +47,52 @@ def name_for(db: CanDatabase, frame_id: int, extended: bool) -> str | None:
     return None if message is None else str(message.name)
 
 
-def test_j1939_matches_by_pgn_whatever_priority_and_source() -> None:
-    db = CanDatabase.load(DATA / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc")
+@pytest.mark.parametrize(
+    ("path", "frame_id", "speed"),
+    [
+        pytest.param(DEMO, 0x0CF00400, "EngSpeed", id="demo"),
+        pytest.param(
+            DATA / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc",
+            0x0CF004FE,
+            "EngineSpeed",
+            id="css",
+            marks=needs_shared,
+        ),
+    ],
+)
+def test_j1939_matches_by_pgn_whatever_priority_and_source(
+    path: Path, frame_id: int, speed: str
+) -> None:
+    db = CanDatabase.load(path)
     eec1 = db.message("EEC1")
-    assert eec1.frame_id == 0x0CF004FE
-    for frame_id in (0x0CF004FE, 0x0CF00400, 0x18F00417, 0x0CF00401):
-        assert db.message_for_frame(frame_id, True) is eec1
+    assert eec1.frame_id == frame_id
+    for other in (0x0CF004FE, 0x0CF00400, 0x18F00417, 0x0CF00401):
+        assert db.message_for_frame(other, True) is eec1
     assert db.message_for_frame(0x0CF00400, False) is None  # a standard frame is not J1939
     assert db.message_for_frame(0x0CF10400, True) is None  # another PGN
-    # 650 rpm at idle, from an engine whose source address is not the DBC's 0xFE
-    decoded = db.decode_frame(0x0CF00400, bytes([0xFF, 0xFF, 0xFF, 0x50, 0x14, 0, 0, 0]), True)
+    # 650 rpm at idle, from an engine whose source address is not the database's
+    elsewhere = frame_id ^ 0x17
+    decoded = db.decode_frame(elsewhere, bytes([0xFF, 0xFF, 0xFF, 0x50, 0x14, 0, 0, 0]), True)
     assert decoded is not None and decoded.message == "EEC1"
-    assert decoded.signals["EngineSpeed"] == 650.0
+    assert decoded.signals[speed] == 650.0
 
 
-def test_j1939_pdu1_ignores_the_destination_address() -> None:
-    db = CanDatabase.load(DATA / "cantools" / "j1939.dbc")
+def check_pdu1_ignores_the_destination_address(db: CanDatabase) -> None:
     message1 = db.message("Message1")  # 0x15340201: PF 0x34 < 240, so PS is a destination
     assert db.message_for_frame(0x19340A77, True) is message1
     assert db.message_for_frame(0x15F01002, True) is db.message("Message2")
     assert db.message_for_frame(0x15F01102, True) is None  # PDU2: PS is part of the PGN
+
+
+def test_j1939_pdu1_ignores_the_destination_address(tmp_path: Path) -> None:
+    path = tmp_path / "j1939.dbc"
+    path.write_text(J1939_PDU1_PDU2)
+    check_pdu1_ignores_the_destination_address(CanDatabase.load(path))
+
+
+@needs_shared
+def test_j1939_pdu1_ignores_the_destination_address_in_cantools_file() -> None:
+    check_pdu1_ignores_the_destination_address(CanDatabase.load(DATA / "cantools" / "j1939.dbc"))
 
 
 def test_j1939_prefers_the_message_whose_source_address_matches(tmp_path: Path) -> None:
@@ -86,6 +123,7 @@ def test_standard_and_extended_ids_do_not_collide(tmp_path: Path) -> None:
     assert db.message_for_frame(0x124, False) is None
 
 
+@needs_shared
 def test_frame_lookup_is_fast(ford: CanDatabase) -> None:
     ids = [(m.frame_id, m.is_extended_frame) for m in ford.messages] * 30
     start = time.perf_counter()
@@ -147,6 +185,7 @@ def test_search_tolerates_case_separators_word_order_and_typos(demo: CanDatabase
     assert typo[0]["match"] in ("fuzzy", "words")
 
 
+@needs_shared
 def test_search_words_match_abbreviated_names() -> None:
     """LLMs ask in words; DBC authors abbreviate (Ford: Veh_V_ActlEng, EngAout_N_Actl)."""
     ford = CanDatabase.load(DATA / "opendbc" / "ford_lincoln_base_pt.dbc")
@@ -168,6 +207,7 @@ def test_search_limit_and_json(demo: CanDatabase) -> None:
     json.dumps(demo.search_signals("light"))
 
 
+@needs_shared
 def test_search_is_fast_on_thousands_of_signals(ford: CanDatabase) -> None:
     assert sum(len(m.signals) for m in ford.messages) > 2000
     queries = ["speed", "EngineSped", "rpm", "steering angle", "xyzzy", "Veh_V_ActlEng"]

@@ -1,4 +1,5 @@
-"""Every real database under ../shared/data loads, and every message round-trips.
+"""Every real database under ../shared/data loads, and every message of those and of the demo
+database round-trips (without ../shared, the demo database's alone).
 
 Round trip: values drawn within each signal's range and resolution (labels for labelled
 values, the multiplexer first) -> `encode` -> `decode` gives the same JSON values back.
@@ -18,11 +19,11 @@ from hypothesis import strategies as st
 
 from hwbridge.can.database.database import CanDatabase, DatabaseError, DatabaseRepairWarning
 from tests.can.strategies import draw_message
+from tests.shared_data import DATA, needs_shared, shared_files, shared_params
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = REPO.parent / "shared" / "data"
 DEMO = REPO / "dbc" / "demo_vehicle.dbc"
-OPENDBC = sorted((DATA / "opendbc").glob("*.dbc"))
+OPENDBC = shared_files("opendbc", ".dbc")
 # The files cantools 45 refuses even with strict=False (README of the data set).
 REFUSED_BY_CANTOOLS = {
     "chrysler_cusw.dbc",
@@ -35,12 +36,13 @@ REFUSED_BY_CANTOOLS = {
     "toyota_radar_dsu_tssp.dbc",
     "vw_mqbevo.dbc",
 }
-OTHER = sorted(
+OTHER = [
     p
     for folder in ("cantools", "css")
-    for p in (DATA / folder).iterdir()
-    if p.suffix in (".dbc", ".kcd", ".sym", ".arxml") and p.name != "issue_199.dbc"
-)
+    for p in shared_files(folder, ".dbc", ".kcd", ".sym", ".arxml")
+    if p.name != "issue_199.dbc"
+]
+# without ../shared, the demo database alone
 ALL_FILES = [*OPENDBC, *OTHER, DEMO]
 
 
@@ -53,12 +55,13 @@ def load(path: Path) -> tuple[CanDatabase, tuple[str, ...]]:
     return db, tuple(str(w.message) for w in caught if w.category is DatabaseRepairWarning)
 
 
+@needs_shared
 def test_the_data_set_is_complete() -> None:
     assert len(OPENDBC) == 46
     assert {p.suffix for p in OTHER} >= {".dbc", ".kcd", ".sym", ".arxml"}
 
 
-@pytest.mark.parametrize("path", OPENDBC, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_params(OPENDBC), ids=lambda p: p.name)
 def test_every_opendbc_file_loads(path: Path) -> None:
     db, repair_warnings = load(path)
     assert len(db) > 0
@@ -69,18 +72,20 @@ def test_every_opendbc_file_loads(path: Path) -> None:
         assert repair_warnings == () and db.repairs == ()
 
 
+@needs_shared
 @pytest.mark.parametrize("name", sorted(REFUSED_BY_CANTOOLS))
 def test_plain_cantools_refuses_what_we_repair(name: str) -> None:
     with pytest.raises(Exception):  # noqa: PT011 - any cantools error
         cantools.database.load_file(DATA / "opendbc" / name, strict=False)
 
 
-@pytest.mark.parametrize("path", OTHER, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shared_params(OTHER), ids=lambda p: p.name)
 def test_other_shared_databases_load(path: Path) -> None:
     db, repair_warnings = load(path)
     assert len(db) > 0 and repair_warnings == ()
 
 
+@needs_shared
 def test_issue_199_is_rejected_naming_file_line_and_problem() -> None:
     path = DATA / "cantools" / "issue_199.dbc"
     with pytest.raises(DatabaseError) as info:
@@ -94,6 +99,7 @@ def test_issue_199_is_rejected_naming_file_line_and_problem() -> None:
     assert "UseGMParameterIDs" in error.problem  # why it was not repaired
 
 
+@needs_shared
 def test_kcd_sym_arxml_decode() -> None:
     homer, _ = load(DATA / "cantools" / "the_homer.kcd")
     jopp, _ = load(DATA / "cantools" / "jopp-6.0.sym")
@@ -173,6 +179,7 @@ def test_demo_database_is_plain_cantools_strict_and_complete() -> None:
     assert [str(gear[k]) for k in sorted(gear)][:4] == ["P", "R", "N", "D"]
 
 
+@needs_shared
 def test_obd_response_decodes_through_extended_multiplexing() -> None:
     db, _ = load(DATA / "css" / "OBD-v4.4.dbc")
     decoded = db.decode_frame(0x7E8, bytes([0x04, 0x41, 0x0C, 0x1A, 0xF8, 0, 0, 0]))

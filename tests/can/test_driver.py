@@ -16,10 +16,10 @@ from hwbridge.core.prompts import estimate_tokens
 from tests.can.conftest import recv_all
 from tests.can.ecu import Ecu
 from tests.conftest import wait_until
+from tests.shared_data import DATA, needs_shared
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
-SHARED = ROOT.parent / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -243,8 +243,9 @@ def test_typed_tools_and_exposure(channel: str) -> None:
         assert not any(t.name.startswith("read_E") for t in d.list_tools())
 
 
+@needs_shared
 def test_large_database_keeps_the_prompt_under_budget() -> None:
-    with CanDriver.from_dbc(SHARED / "opendbc" / "ford_lincoln_base_pt.dbc") as d:
+    with CanDriver.from_dbc(DATA / "opendbc" / "ford_lincoln_base_pt.dbc") as d:
         prompt = d.get_driver_system_message()
         assert estimate_tokens(prompt) < 4000
         assert d.tool_driver.exposure == "catalog"
@@ -324,13 +325,20 @@ def test_over_socketcand(demo_db: CanDatabase, channel: str, socketcand: Any) ->
 
 
 def test_broken_database_fails_clearly(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.dbc"
+    broken.write_text(
+        'VERSION ""\nNS_ :\nBS_:\nBU_: ECU\nBO_ 256 Engine: 8 ECU\n'
+        ' SG_ Speed : 0|16@1+ (1,0) [0|100] "" ECU\nBO_ 257 Broken 8 ECU\n'
+    )
     with pytest.raises(DatabaseError) as err:
-        CanDriver.from_dbc(SHARED / "cantools" / "issue_199.dbc")
-    assert "issue_199.dbc:" in str(err.value)
+        CanDriver.from_dbc(broken)
+    assert err.value.line == 7
+    assert str(err.value).startswith(f"{broken}:7: invalid syntax")
 
 
+@needs_shared
 def test_results_stay_bounded_on_huge_messages() -> None:
-    with CanDriver.from_dbc(SHARED / "css" / "OBD-v4.4.dbc") as d:
+    with CanDriver.from_dbc(DATA / "css" / "OBD-v4.4.dbc") as d:
         r = call(d, "describe_message", message="OBD_RX_EXT")
         assert r.call_executed, r.retry_prompt
         assert r.tool_call_result["more_signals"] > 100

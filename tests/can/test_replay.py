@@ -26,10 +26,11 @@ from hwbridge.can.transport.replay import (
 )
 from hwbridge.core.models import ToolError
 from tests.conftest import wait_until
+from tests.shared_data import DATA, needs_shared
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
-CSS = ROOT.parent / "shared" / "data" / "css"
+CSS = DATA / "css"
 TRUCK = CSS / "truck_j1939_gps.MF4"
 
 WRITERS: dict[str, Any] = {
@@ -402,6 +403,7 @@ def test_channel_filter(tmp_path: Path, replay: list[ReplayAdapter]) -> None:
 # --- the real truck capture --------------------------------------------------------------
 
 
+@needs_shared
 def test_truck_capture_gnss_through_the_driver() -> None:
     started = time.monotonic()
     with CanDriver.from_dbc(CSS / "canmod-gps.dbc", bus=f"replay:{TRUCK}?speed=25") as d:
@@ -423,6 +425,7 @@ def test_truck_capture_gnss_through_the_driver() -> None:
     assert time.monotonic() - closing < 0.5  # mid-file
 
 
+@needs_shared
 def test_truck_capture_engine_speed_by_j1939_pgn(no_thread_leaks: None) -> None:
     dbc = CSS / "CSS-Electronics-SAE-J1939-DEMO.dbc"
     with CanDriver.from_dbc(dbc, bus=f"replay:{TRUCK}?speed=10") as d:
@@ -438,6 +441,7 @@ def test_truck_capture_engine_speed_by_j1939_pgn(no_thread_leaks: None) -> None:
         assert adapter.status().position_s > 0
 
 
+@needs_shared
 def test_truck_capture_reads_keep_the_last_values_when_finished() -> None:
     with CanDriver.from_dbc(CSS / "canmod-gps.dbc", bus=f"replay:{TRUCK}?speed=max") as d:
         adapter = d.networks["can"].adapter
@@ -454,6 +458,7 @@ def test_truck_capture_reads_keep_the_last_values_when_finished() -> None:
         assert call(d, "bus_status").tool_call_result["bus_state"] == "finished"
 
 
+@needs_shared
 def test_close_is_prompt_while_the_mf4_is_being_read(no_thread_leaks: None) -> None:
     for delay in (0.0, 0.05):
         adapter = ReplayAdapter(TRUCK, speed=None)

@@ -9,6 +9,7 @@ import itertools
 import json
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ import pytest
 import can
 from hwbridge import CanDriver, SendPolicy, counter_and_checksum
 from tests.can.conftest import recv_all
+from tests.can.test_database_catalog import J1939_PDU1_PDU2
+from tests.shared_data import DATA, needs_shared
 
 DEMO = "dbc/demo_vehicle.dbc"
 pytestmark = pytest.mark.timeout(60)
@@ -146,11 +149,16 @@ def test_a_raw_frame_of_a_database_message_meets_its_limits(channel: str, peer: 
     assert recv_all(peer, timeout_s=0.2) == []
 
 
-def test_many_unknown_names_cost_bounded_work() -> None:
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(DEMO, id="demo"),
+        pytest.param(DATA / "opendbc" / "ford_lincoln_base_pt.dbc", id="ford", marks=needs_shared),
+    ],
+)
+def test_many_unknown_names_cost_bounded_work(path: str | Path) -> None:
     names = [f"NoSuchSignal{i}" + "x" * 150 for i in range(50)]
-    with CanDriver.from_dbc(
-        "../shared/data/opendbc/ford_lincoln_base_pt.dbc", bus="virtual:unknown-names"
-    ) as d:
+    with CanDriver.from_dbc(path, bus="virtual:unknown-names") as d:
         begun = time.monotonic()
         r = call(d, "read_signals", signals=names, timeout_ms=0)
         assert time.monotonic() - begun < 2.0
@@ -159,16 +167,28 @@ def test_many_unknown_names_cost_bounded_work() -> None:
     assert "UNKNOWN_SIGNAL: UNKNOWN_SIGNAL" not in r.call_detail
 
 
-def test_an_ambiguous_name_keeps_its_own_code() -> None:
-    with CanDriver.from_dbc("../shared/data/css/OBD-v4.4.dbc", bus="virtual:ambiguous") as d:
-        r = call(d, "read_signals", signals=["S22F4PID26_OxySensor3_Volt"], timeout_ms=0)
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        pytest.param(DEMO, "RollingCounter", id="demo"),
+        pytest.param(
+            DATA / "css" / "OBD-v4.4.dbc",
+            "S22F4PID26_OxySensor3_Volt",
+            id="obd",
+            marks=needs_shared,
+        ),
+    ],
+)
+def test_an_ambiguous_name_keeps_its_own_code(path: str | Path, name: str) -> None:
+    with CanDriver.from_dbc(path, bus="virtual:ambiguous") as d:
+        r = call(d, "read_signals", signals=[name], timeout_ms=0)
     assert code(r) == "AMBIGUOUS_SIGNAL"
 
 
-def test_pgn_matched_ids_are_bounded_like_unknown_ones() -> None:
-    with CanDriver.from_dbc(
-        "../shared/data/cantools/j1939.dbc", bus="virtual:pgn-flood", history_s=1.0
-    ) as d:
+def test_pgn_matched_ids_are_bounded_like_unknown_ones(tmp_path: Path) -> None:
+    j1939 = tmp_path / "j1939.dbc"  # Message1 is PDU1: PF 0x34, PS a destination address
+    j1939.write_text(J1939_PDU1_PDU2)
+    with CanDriver.from_dbc(j1939, bus="virtual:pgn-flood", history_s=1.0) as d:
         monitor = next(iter(d.networks.values())).monitor
         assert monitor is not None
         for i in range(20_000):  # PDU1: destination, source and priority vary

@@ -16,9 +16,11 @@ from hwbridge.can.database.database import CanDatabase, DatabaseRepairWarning
 from hwbridge.can.database.search import SignalIndex
 from hwbridge.can.database.vocabulary import Vocabulary, stem
 from hwbridge.core.prompts import PromptPackError
+from tests.shared_data import DATA, needs_shared
 
 REPO = Path(__file__).resolve().parents[2]
-OPENDBC = REPO.parent / "shared" / "data" / "opendbc"
+DEMO = REPO / "dbc" / "demo_vehicle.dbc"
+OPENDBC = DATA / "opendbc"
 HEADER = 'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\n'
 
 
@@ -27,12 +29,13 @@ _LOCK = threading.Lock()
 
 
 def load(name: str) -> CanDatabase:
-    """Each opendbc file once per session (some load with a repair warning: not tested here)."""
+    """Each opendbc file (or the demo database) once per session (some load with a repair
+    warning: not tested here)."""
     with _LOCK:
         if name not in _DBS:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DatabaseRepairWarning)
-                _DBS[name] = CanDatabase.load(OPENDBC / name)
+                _DBS[name] = CanDatabase.load(DEMO if name == DEMO.name else OPENDBC / name)
         return _DBS[name]
 
 
@@ -74,6 +77,7 @@ def signals(*names: str, message: str = "Body", frame_id: int = 256) -> str:
         ("bmw_e9x_e8x.dbc", "gear selector", "GearSelectorSwitch.ShifterPosition"),
     ],
 )
+@needs_shared
 def test_synonyms_find_what_the_dbc_calls_it(file: str, question: str, expected: str) -> None:
     assert expected in top(load(file), question)
 
@@ -95,6 +99,7 @@ def test_synonyms_find_what_the_dbc_calls_it(file: str, question: str, expected:
         ("vw_pq.dbc", "passenger door open", "BSG_Kombi.Beifahrertuer_geoeffnet"),
     ],
 )
+@needs_shared
 def test_english_questions_find_german_names(file: str, question: str, expected: str) -> None:
     assert expected in top(load(file), question)
 
@@ -138,14 +143,29 @@ def test_dbc_abbreviations_are_understood(tmp_path: Path, question: str, expecte
     assert top(db, question, 1) == [f"Body.{expected}"]
 
 
-def test_a_word_matching_nothing_never_empties_the_list() -> None:
-    db = load("toyota_prius_2010_pt.dbc")
-    plain = top(db, "front left wheel speed", 1)
-    assert plain == ["WHEEL_SPEEDS.WHEEL_SPEED_FL"]
+@pytest.mark.parametrize(
+    ("file", "question", "expected"),
+    [
+        pytest.param(DEMO.name, "front left door", "DoorStatus.DoorFrontLeft", id="demo"),
+        pytest.param(
+            "toyota_prius_2010_pt.dbc",
+            "front left wheel speed",
+            "WHEEL_SPEEDS.WHEEL_SPEED_FL",
+            id="prius",
+            marks=needs_shared,
+        ),
+    ],
+)
+def test_a_word_matching_nothing_never_empties_the_list(
+    file: str, question: str, expected: str
+) -> None:
+    db = load(file)
+    plain = top(db, question, 1)
+    assert plain == [expected]
     for noisy in (
-        "front left wheel speed please xyzzy",
-        "what is the front left wheel speed position pressed",
-        "qwertz front left wheel speed",
+        f"{question} please xyzzy",
+        f"what is the {question} position pressed",
+        f"qwertz {question}",
     ):
         assert top(db, noisy, 1) == plain, noisy
     assert top(db, "zzzzqqq xyzzy") == []
@@ -190,26 +210,41 @@ def test_counters_and_checksums_rank_below_what_was_asked(tmp_path: Path) -> Non
 # -- bounds ---------------------------------------------------------------------------------
 
 
-def test_a_huge_question_is_read_up_to_its_bound() -> None:
-    """A 24 KB question costs what its first 64 words cost (it used to take seconds)."""
-    db = load("ford_lincoln_base_pt.dbc")
+@pytest.mark.parametrize(
+    "file",
+    [
+        pytest.param(DEMO.name, id="demo"),
+        pytest.param("ford_lincoln_base_pt.dbc", id="ford", marks=needs_shared),
+    ],
+)
+def test_a_huge_question_is_read_up_to_its_bound(file: str) -> None:
+    """A 24 KB question costs what its first 64 words cost (on Ford's 2,150 signals it used to
+    take seconds)."""
+    db = load(file)
     words = ["vehicle", "speed", "steering", "wheel", "angle", "brake", "pedal"]
     huge = " ".join(words * 500) + " " + " ".join(f"word{i}" for i in range(2000))
     assert len(huge) > 24_000
     assert top(db, huge, 10) == top(db, " ".join((words * 9)[:64]), 10)
 
 
+@pytest.mark.parametrize(
+    "file",
+    [
+        pytest.param(DEMO.name, id="demo"),
+        pytest.param("toyota_prius_2010_pt.dbc", id="prius", marks=needs_shared),
+    ],
+)
 @settings(max_examples=80, deadline=None)
-@given(st.text(max_size=300), st.integers(min_value=-3, max_value=30))
-def test_any_text_is_a_valid_question(text: str, limit: int) -> None:
-    db = load("toyota_prius_2010_pt.dbc")
+@given(text=st.text(max_size=300), limit=st.integers(min_value=-3, max_value=30))
+def test_any_text_is_a_valid_question(file: str, text: str, limit: int) -> None:
+    db = load(file)
     hits = db.search_signals(text, limit=limit)
     assert len(hits) <= max(limit, 0)
     assert all(isinstance(h["qualified"], str) for h in hits)
 
 
 def test_the_index_is_built_once_under_many_threads() -> None:
-    db = CanDatabase.load(OPENDBC / "toyota_prius_2010_pt.dbc")  # a fresh, unsearched copy
+    db = CanDatabase.load(DEMO)  # a fresh, unsearched copy
     results: list[list[str]] = []
 
     def work() -> None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import can
+from tests.shared_data import DATA
 
 REPO = Path(__file__).resolve().parents[2]
-CSS = REPO.parent / "shared" / "data" / "css"
+CSS = DATA / "css"  # tests that read these are marked @needs_shared
 TRUCK = CSS / "truck_j1939_gps.MF4"
 KONA = CSS / "kona_ev_uds.MF4"
 GPS_DBC = CSS / "canmod-gps.dbc"

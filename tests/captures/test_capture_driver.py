@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hwbridge.captures import CaptureDriver, decode_captures
+from tests.shared_data import DATA, needs_shared
 
 from .conftest import FLEET_DBC, T0, drive, write_capture
 
@@ -130,11 +131,10 @@ def test_find_events_errors(driver: CaptureDriver) -> None:
     assert not ok and detail.startswith("INVALID_VALUE")
 
 
+@needs_shared
 def test_describe_stays_bounded_on_a_big_database(tmp_path: Path) -> None:
     """331 messages, 2,150 signals: the description shortens itself instead of flooding."""
-    from .conftest import REPO
-
-    ford = REPO.parent / "shared" / "data" / "opendbc" / "ford_lincoln_base_pt.dbc"
+    ford = DATA / "opendbc" / "ford_lincoln_base_pt.dbc"
     from hwbridge.can.database import CanDatabase
 
     db = CanDatabase.load(ford)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hwbridge.cli.main import main
+from tests.shared_data import needs_shared
 
 from .conftest import GPS_DBC, J1939_DBC, TRUCK, drive, write_capture
 
@@ -18,6 +19,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@needs_shared
 def test_decode_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(
         capsys, "decode", str(TRUCK), "--dbc", str(GPS_DBC), "--dbc", str(J1939_DBC),
@@ -48,29 +50,36 @@ def test_a_broken_capture_exits_1_and_names_it(
     assert "broken.blf" in err and "truncated" in err and "byte" in err
 
 
-def test_usage_errors_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet_dbc: Path
+) -> None:
+    capture = write_capture(tmp_path / "drive.blf", drive(1.0))
     bad = tmp_path / "bad.dbc"
     bad.write_text("BO_ x")
     code, _, err = run(
-        capsys, "decode", str(TRUCK), "--dbc", str(bad), "--out", str(tmp_path / "ds")
+        capsys, "decode", str(capture), "--dbc", str(bad), "--out", str(tmp_path / "ds")
     )
     assert code == 2 and "bad.dbc" in err
     with pytest.raises(SystemExit) as caught:
-        main(["decode", str(TRUCK), "--dbc", str(GPS_DBC), "--out", "x", "--workers", "2",
+        main(["decode", str(capture), "--dbc", str(fleet_dbc), "--out", "x", "--workers", "2",
               "--dask", "tcp://127.0.0.1:1"])  # fmt: skip
     assert caught.value.code == 2
 
 
 def test_inspect_a_dataset(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fleet_dbc: Path,
 ) -> None:
     import io
 
-    main(["decode", str(TRUCK), "--dbc", str(GPS_DBC), "--out", str(tmp_path / "ds")])
+    capture = write_capture(tmp_path / "drive.blf", drive(5.0))
+    main(["decode", str(capture), "--dbc", str(fleet_dbc), "--out", str(tmp_path / "ds")])
     commands = (
         "tools\n"
-        'call signal_stats {"signal": "Satellites"}\n'
-        'call query {"sql": "COPY gnss_pos TO \'/tmp/x.csv\'"}\n'
+        'call signal_stats {"signal": "CoolantTemp"}\n'
+        'call query {"sql": "COPY Engine TO \'/tmp/x.csv\'"}\n'
         "status\n"
     )
     monkeypatch.setattr("sys.stdin", io.StringIO(commands))
@@ -79,13 +88,15 @@ def test_inspect_a_dataset(
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
     assert "hwbridge inspect: dataset" in out and "4 tools, read-only" in out
-    assert '"signal": "gnss_status.Satellites"' in out
+    assert '"signal": "Engine.CoolantTemp"' in out
     assert "QUERY_REFUSED" in out
-    assert '"name": "gnss_pos"' in out
+    assert '"name": "Engine"' in out
 
 
-def test_inspect_needs_a_bus_or_a_dataset(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "inspect", "--dbc", str(GPS_DBC))
+def test_inspect_needs_a_bus_or_a_dataset(
+    capsys: pytest.CaptureFixture[str], fleet_dbc: Path
+) -> None:
+    code, _, err = run(capsys, "inspect", "--dbc", str(fleet_dbc))
     assert code == 2 and "--bus" in err and "--dataset" in err
     code, _, err = run(capsys, "inspect", "--dataset", "/nonexistent/dataset")
     assert code == 2 and "no dataset folder" in err

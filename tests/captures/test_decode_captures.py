@@ -10,6 +10,7 @@ import pytest
 
 import can
 from hwbridge.captures import decode_captures
+from tests.shared_data import needs_shared
 
 from .checks import assert_same_as_cantools, read_table
 from .conftest import GPS_DBC, J1939_DBC, KONA, TRUCK, UDS_DBC, drive, write_capture
@@ -135,6 +136,7 @@ def test_bad_arguments_fail_at_once(tmp_path: Path, fleet_dbc: Path) -> None:
         decode_captures([capture], [bad], tmp_path / "ds")
 
 
+@needs_shared
 def test_the_real_truck_capture(tmp_path: Path) -> None:
     summary = decode_captures([TRUCK], [GPS_DBC, J1939_DBC], tmp_path / "ds")
     assert summary.ok
@@ -154,6 +156,7 @@ def test_the_real_truck_capture(tmp_path: Path) -> None:
     json.loads(summary.model_dump_json())  # the summary crosses processes as JSON
 
 
+@needs_shared
 def test_the_real_kona_capture_with_isotp(tmp_path: Path) -> None:
     summary = decode_captures([KONA], [UDS_DBC], tmp_path / "ds", isotp=True)
     assert summary.ok

@@ -13,6 +13,7 @@ from hwbridge.captures.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.captures.reader_blf import BlfReader
 from hwbridge.captures.reader_mf4 import Mf4Reader
 from hwbridge.captures.readers import open_capture
+from tests.shared_data import needs_shared
 
 from .conftest import KONA, TRUCK, drive, write_capture
 
@@ -29,6 +30,7 @@ def _assert_same(chunk: FrameChunk, path: Path) -> None:
         assert chunk.data[i, : chunk.length[i]].tobytes() == bytes(m.data)
 
 
+@needs_shared
 @pytest.mark.parametrize("path", [TRUCK, KONA], ids=["truck", "kona"])
 def test_mf4_reader_reads_what_python_can_reads(path: Path) -> None:
     reader = Mf4Reader(path, chunk_frames=10_000)  # several chunks

@@ -14,10 +14,11 @@ import pytest
 import can
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.cli.main import main
+from tests.shared_data import DATA, require_shared
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "dbc" / "demo_vehicle.dbc"
-FORD = REPO.parent / "shared" / "data" / "opendbc" / "ford_lincoln_base_pt.dbc"
+FORD = DATA / "opendbc" / "ford_lincoln_base_pt.dbc"
 
 ENGINE = {
     "EngineSpeed": 1500,
@@ -59,8 +60,8 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.fixture
 def ford() -> Path:
-    if not FORD.exists():
-        pytest.skip(f"the opendbc corpus is not here ({FORD})")
+    """Ford's 331 messages and 2,150 signals, from ../shared (skipped without it)."""
+    require_shared()
     return FORD
 
 

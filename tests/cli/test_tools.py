@@ -93,11 +93,17 @@ def test_python_dash_m_prints_pure_json() -> None:
     assert json.loads(proc.stdout)["tools"][0]["name"] == "list_messages"
 
 
-def test_repaired_database_warns_on_stderr_only(run: Run, ford: Path) -> None:
-    repaired = ford.parent / "chrysler_cusw.dbc"  # two ids above 0x7FF without the flag
+def test_repaired_database_warns_on_stderr_only(run: Run, tmp_path: Path) -> None:
+    repaired = tmp_path / "repaired.dbc"  # two ids above 0x7FF without the flag
+    repaired.write_text(
+        'VERSION ""\nNS_ :\nBS_:\nBU_: ECU\n'
+        'BO_ 256 Engine: 8 ECU\n SG_ Speed : 0|16@1+ (1,0) [0|100] "" ECU\n'
+        'BO_ 2048 High: 8 ECU\n SG_ A : 0|8@1+ (1,0) [0|255] "" ECU\n'
+        'BO_ 4660 Higher: 8 ECU\n SG_ B : 0|8@1+ (1,0) [0|255] "" ECU\n'
+    )
     r = run("tools", "--dbc", str(repaired), "--json")
     assert r.code == 0
-    assert json.loads(r.out)["messages"] == 26
+    assert json.loads(r.out)["messages"] == 3
     assert r.err == (
         f"hwbridge: warning: {repaired}: loaded after 2 repairs of defects cantools refuses "
         "(--debug lists them)\n"

@@ -11,8 +11,8 @@ from benchmarks.drives import GNSS_DBC, Drive, generate, score
 
 from hwbridge.can.discovery.bits import cantools_chain
 from tests.can.discovery.frames import load_dbc_text
+from tests.shared_data import DATA, needs_shared, require_shared
 
-DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data"
 TRUCK = DATA / "css" / "truck_j1939_gps.MF4"
 J1939 = DATA / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc"
 PQ = DATA / "opendbc" / "vw_pq.dbc"
@@ -25,9 +25,8 @@ def drive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Drive, Path, Path]:
 
 def make_drive(folder: Path, seconds: float = 30.0) -> tuple[Drive, Path, Path]:
     """A VW PQ drive (XOR checksums, counters) beside a GNSS module, as BLF, and the GNSS
-    module's DBC."""
-    if not PQ.exists():
-        pytest.skip(f"the opendbc corpus is not here ({PQ})")
+    module's DBC (skipped without ../shared, where vw_pq.dbc is)."""
+    require_shared()
     drive = generate(PQ, seconds, car="xor", seed=5, max_messages=12)
     gnss = folder / "gnss.dbc"
     gnss.write_text(GNSS_DBC)
@@ -88,11 +87,10 @@ def test_the_report_is_the_documented_json(drive: tuple[Drive, Path, Path]) -> N
     assert isinstance(comment, str) and "moves with gnss_speed.Speed" in comment
 
 
+@needs_shared
 def test_a_reference_message_is_decoded_not_rediscovered() -> None:
     """On the real truck log, EEC1 is known from the J1939 database (by PGN, whatever the
     source address): none of its bits comes back as a new field; its others do."""
-    if not TRUCK.exists():
-        pytest.skip("the shared captures are not here")
     from hwbridge.can.discovery.api import discover
 
     report = discover(TRUCK, reference=J1939)

@@ -15,9 +15,11 @@ from hwbridge import CanDriver
 from hwbridge.can import discover
 from hwbridge.cli.main import main as cli_main
 from tests.conftest import wait_until
+from tests.shared_data import DATA, needs_shared
 
 ROOT = Path(__file__).resolve().parents[3]
-J1939 = ROOT.parent / "shared" / "data" / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc"
+DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
+J1939 = DATA / "css" / "CSS-Electronics-SAE-J1939-DEMO.dbc"
 DBC = """VERSION ""
 NS_ :
 BS_:
@@ -43,28 +45,36 @@ def write_asc(path: Path, rows: list[tuple[float, str, bytes]]) -> Path:
     return path
 
 
-@pytest.mark.skipif(not J1939.exists(), reason="../shared/data is not beside the checkout")
-def test_a_signal_defined_on_another_senders_pgn_never_hides_the_database() -> None:
+@pytest.mark.parametrize(
+    ("path", "speed", "defined", "sent"),
+    [
+        # EEC1 defined from source address 0x00, sent from 0x17
+        pytest.param(DEMO, "EngSpeed", 0x0CF00400, 0x0CF00417, id="demo"),
+        # EEC1 defined from source address 0xFE, sent from 0x00
+        pytest.param(J1939, "EngineSpeed", 0x0CF004FE, 0x0CF00400, id="css", marks=needs_shared),
+    ],
+)
+def test_a_signal_defined_on_another_senders_pgn_never_hides_the_database(
+    path: Path, speed: str, defined: int, sent: int
+) -> None:
     channel = f"disc-j1939-{uuid.uuid4().hex[:8]}"
     with (
         can.Bus(interface="virtual", channel=channel) as tx,
-        CanDriver.from_dbc(J1939, bus=f"virtual:{channel}", discovery=True) as driver,
+        CanDriver.from_dbc(path, bus=f"virtual:{channel}", discovery=True) as driver,
     ):
         frame = can.Message(
-            arbitration_id=0x0CF00400,
+            arbitration_id=sent,
             is_extended_id=True,
             data=bytes([0, 0, 0, 0x40, 0x1F, 0, 0, 0]),
-        )  # EEC1 from source address 0x00: EngineSpeed 1000 rpm
+        )  # EEC1 from another source address: engine speed 1000 rpm
         tx.send(frame)
-        assert wait_until(
-            lambda: not call(driver, "read_signals", signals=["EngineSpeed"]).call_failed
-        )
-        r = call(driver, "define_signal", name="MyRpm", id="0x0CF00400", start_bit=24, length=16,
-                 byte_order="little_endian")  # fmt: skip
-        assert r.call_failed and "EEC1" in r.call_detail and "0x0CF004FE" in r.call_detail
+        assert wait_until(lambda: not call(driver, "read_signals", signals=[speed]).call_failed)
+        r = call(driver, "define_signal", name="MyRpm", id=f"0x{sent:08X}", start_bit=24,
+                 length=16, byte_order="little_endian")  # fmt: skip
+        assert r.call_failed and "EEC1" in r.call_detail and f"0x{defined:08X}" in r.call_detail
         tx.send(frame)
-        read = call(driver, "read_signals", signals=["EngineSpeed"])
-        assert read.tool_call_result["values"]["EngineSpeed"]["value"] == 1000.0
+        read = call(driver, "read_signals", signals=[speed])
+        assert read.tool_call_result["values"][speed]["value"] == 1000.0
 
 
 def test_numbers_a_signal_cannot_carry_leave_everything_as_it_was(tmp_path: Path) -> None:
