@@ -71,7 +71,7 @@ class SandboxLimits:
     max_chars: int = 10_000
     max_columns: int = 100
     # resident memory a worker may grow by past its idle size, beyond memory_limit
-    memory_margin: int = 150 * 1000**2
+    memory_margin: int = 100 * 1000**2
     # address space past the worker's size at start, beyond memory_limit (thread stacks, arenas)
     address_margin: int = 1024**3
     startup_timeout_s: float = 60.0

@@ -209,13 +209,9 @@ _INFINITE = (
 
 def _time_text(ref: str, zone: str) -> str:
     """A timestamp as ISO 8601 text, as `datetime.isoformat` writes it (no fraction when it is
-    zero), made by DuckDB: a thousand times faster than Python datetimes, and exact."""
-    whole = f"strftime({ref}, '%Y-%m-%dT%H:%M:%S{zone}')"
-    fraction = f"strftime({ref}, '%Y-%m-%dT%H:%M:%S.%f{zone}')"
-    return (
-        f"CASE WHEN NOT isfinite({ref}) THEN {_INFINITE} "
-        f"WHEN microsecond({ref}) % 1000000 = 0 THEN {whole} ELSE {fraction} END"
-    )
+    zero), made by DuckDB: many times faster than Python datetimes, and exact."""
+    text = f"replace(strftime({ref}, '%Y-%m-%dT%H:%M:%S.%f{zone}'), '.000000', '')"
+    return f"CASE WHEN isfinite({ref}) THEN {text} ELSE {_INFINITE} END"
 
 
 # DuckDB types whose values reach JSON as they are (through Arrow, then orjson)
