@@ -31,7 +31,7 @@ from rich.text import Text
 from hwbridge.cli.bridges import add_bridge_options, open_bridges
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
-from hwbridge.cli.options import add_driver_options
+from hwbridge.cli.options import add_bitrate_option, add_driver_options
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
@@ -43,6 +43,7 @@ __all__ = ["PROVIDERS", "Chat", "TerminalInput", "register"]
 
 PROVIDERS = ("openai", "anthropic", "ollama", "openai-compatible")
 PROMPT = "you> "
+_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 CONSENT_TIMEOUT_S = 120.0
 _SHOWN_CHARS = 160
 COMMANDS = {
@@ -58,6 +59,7 @@ examples:
   hwbridge chat --provider anthropic --model claude-opus-4-6 --bus socketcan:can0 \\
       --allow ClimateCommand --consent
   hwbridge chat --provider ollama --model llama3.1:8b --bus virtual:demo
+  hwbridge chat --provider ollama --model llama3.1:8b --dbc car.dbc   offline: the catalog
   hwbridge chat --provider openai-compatible --base-url http://127.0.0.1:8080/v1 --model local \\
       --mode text --bus socketcand://127.0.0.1:29536/vcan0
 
@@ -71,11 +73,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="chat with the vehicle through an LLM (OpenAI, Anthropic, Ollama, local servers)",
         description="A conversation with the vehicle: the model reads signals, waits for "
         "conditions and (with --allow) sends, through the same driver and send policy as "
-        "every other command. Tool calls and results are shown as they happen.",
+        "every other command. Tool calls and results are shown as they happen. Without "
+        "--bus, --port or --obd the chat is offline: the model browses the database's "
+        "catalog and encodes and decodes frames, and reads or sends nothing.",
         epilog=EXAMPLES,
     )
     parser.add_argument("--provider", required=True, choices=PROVIDERS, help="the LLM API")
     add_driver_options(parser, bus_required=False)
+    add_bitrate_option(parser)
     add_bridge_options(parser)
     parser._option_string_actions["--model"].help = (
         "the model to chat with (required): gpt-4o-mini, claude-opus-4-6, llama3.1:8b, ...; "
@@ -93,6 +98,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="native",
         help="native: the provider's function calling (default); text: calls written as "
         "JSON in the text, for models or servers without function calling",
+    )
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="ask for whole answers instead of streamed ones (for servers and proxies that "
+        "do not stream; a whole JSON answer to a streamed request is read as well)",
     )
     parser.add_argument(
         "--consent",
@@ -117,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     client = make_client(args)
     console = make_console()
     with contextlib.ExitStack() as stack:
-        parts = open_bridges(args, stack)
+        parts = open_bridges(args, stack, offline=True)
         driver = drivers(parts)
         _check(client)
         chat = Chat(driver, client, console, max_rounds=args.max_rounds, consent=args.consent)
@@ -136,18 +147,25 @@ def make_client(args: argparse.Namespace) -> ChatClient:
         raise CliError(
             "--provider openai-compatible needs --base-url (e.g. http://127.0.0.1:8080/v1)"
         )
+    key = _KEYS.get(provider)
+    if key is not None and not os.environ.get(key) and (provider == "anthropic" or not base_url):
+        raise CliError(
+            f"--provider {provider} needs an API key: set {key} in the environment"
+            + (" (or --base-url for a local OpenAI-compatible server)" if key[0] == "O" else "")
+        )
+    stream = not args.no_stream
     try:
         if provider in ("openai", "openai-compatible"):
             from hwbridge.llm import OpenAIClient
 
-            return OpenAIClient(args.model, base_url=base_url, mode=args.mode)
+            return OpenAIClient(args.model, base_url=base_url, mode=args.mode, stream=stream)
         if provider == "anthropic":
             from hwbridge.llm import AnthropicClient
 
-            return AnthropicClient(args.model, base_url=base_url, mode=args.mode)
+            return AnthropicClient(args.model, base_url=base_url, mode=args.mode, stream=stream)
         from hwbridge.llm import OllamaClient
 
-        return OllamaClient(args.model, host=base_url, mode=args.mode)
+        return OllamaClient(args.model, host=base_url, mode=args.mode, stream=stream)
     except (MissingExtraError, ProviderError) as exc:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
 
@@ -179,7 +197,7 @@ def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
 
 
 def _setup_text(args: argparse.Namespace) -> str:
-    parts = []
+    parts = [] if args.bus or args.port or args.obd else ["no bus (offline: catalog and decoding)"]
     if args.bus is not None:
         parts.append(str(args.bus))
     if args.port is not None or args.spec is not None:

@@ -378,7 +378,10 @@ class CanToolDriver(MCSToolDriver):
             out["frames_of_dropped_ids"] = stats.frames_of_dropped_ids
             out["unknown_ids_tracked_max"] = stats.max_unknown_ids
         if stats.bus_load_percent is None:
-            out["note"] = "bus load needs the bitrate (pass bitrate= to the driver)"
+            out["note"] = (
+                "bus load needs the bus's bitrate: the driver was opened without one "
+                "(bitrate= in Python, --bitrate on the command line)"
+            )
         if status.last_error:
             out["last_error"] = status.last_error
         extra = {k: v for k, v in status.to_dict().items() if k not in _ADAPTER_FIELDS}
