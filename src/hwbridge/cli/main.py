@@ -159,6 +159,10 @@ def _silence_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the command's own process: asammdf only when an MF4 file is read
+        from hwbridge._deferred import defer_asammdf
+
+        defer_asammdf()
     simulator = _split_sim(arguments)
     debug = simulator[0] if simulator else "--debug" in arguments
     _configure_logging(debug)
