@@ -354,3 +354,28 @@ def test_ports_lists_no_serial_port_as_a_can_channel() -> None:
     ports = {p["port"] for p in found["serial"]}
     assert not [c for c in found["can"] if c.get("channel") in ports]
     assert not [c for c in found["can"] if str(c.get("channel")).startswith("/dev/tty")]
+
+
+def test_mf4_is_read_with_asammdf_imported_on_demand(tmp_path: Path) -> None:
+    """The hwbridge process defers asammdf until an MF4 file is read: decoding and replaying
+    one still work."""
+    frame = CanDatabase.load(DEMO).encode("EngineData", ENGINE)
+    path = tmp_path / "drive.mf4"
+    with can.Logger(str(path)) as log:
+        for i in range(10):
+            log.on_message_received(
+                can.Message(
+                    timestamp=1_700_000_000 + i * 0.01,
+                    arbitration_id=frame.arbitration_id,
+                    data=frame.data,
+                    is_extended_id=frame.is_extended,
+                    channel=0,
+                )
+            )
+    decode = hwbridge("decode", str(path), "--dbc", str(DEMO), "--out", str(tmp_path / "o"))
+    assert decode.returncode == 0, decode.stderr
+    assert "frames read 10, decoded 10" in " ".join(decode.stdout.split())
+    replay = hwbridge("inspect", "--dbc", str(DEMO), "--bus", f"replay:{path}", stdin="status\n")
+    assert replay.returncode == 0, replay.stderr
+    assert "replay" in replay.stdout and "needs asammdf" not in replay.stdout + replay.stderr
+    assert '"position_s"' in replay.stdout  # the replay status: the capture opened
