@@ -33,4 +33,3 @@ def run(args: argparse.Namespace) -> int:
     from hwbridge.cli.demo_play import run as play
 
     return play(args)
-
