@@ -74,9 +74,9 @@ class _Exit(Exception):
         self.status = status
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
-        prog=_PROG,
+        prog=prog or _PROG,
         description="Simulated vehicle: periodic CAN messages from a DBC and an OBD-II ECU.",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -192,8 +192,25 @@ def _setup_logging(verbose: bool) -> None:
         )
 
 
-def main(argv: Sequence[str] | None = None, *, stop: threading.Event | None = None) -> int:
-    """Run the simulator; returns the exit status. `stop` ends it from another thread."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stop: threading.Event | None = None,
+    prog: str | None = None,
+) -> int:
+    """Run the simulator; returns the exit status. `stop` ends it from another thread.
+    `prog` is the command's name in help and messages (`hwbridge sim` runs this too)."""
+    global _PROG  # noqa: PLW0603 - every message names the command; restored below
+    if prog is None:
+        return _main(argv, stop)
+    saved, _PROG = _PROG, prog
+    try:
+        return _main(argv, stop)
+    finally:
+        _PROG = saved
+
+
+def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
     try:
         args = build_parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
         faults = [parse_fault(f) for f in args.fault]

@@ -81,7 +81,7 @@ def test_hwbridge_sim_defaults_to_the_demo_vehicle(tmp_path: Path) -> None:
     assert line.startswith("socketcand: socketcand://127.0.0.1:"), (line, err)
     assert proc.returncode == 0
     assert err.splitlines() == [
-        f"python -m firmware_sim: no --dbc given, using the bundled demo vehicle ({DEMO})"
+        f"hwbridge sim: no --dbc given, using the bundled demo vehicle ({DEMO})"
     ]
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from hwbridge.can import CanDriver
-from hwbridge.cli.demo import Step, load_session, simulator
+from hwbridge.cli.demo_play import Step, load_session, simulator
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError
 from hwbridge.core.models import DriverResponse
 from hwbridge.resources import bundled_dbc

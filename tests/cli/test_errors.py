@@ -92,7 +92,7 @@ def test_unwritable_schema_dir_is_a_runtime_error(run: Run, tmp_path: Path) -> N
 
 def test_missing_option_is_argparse_usage() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "hwbridge", "inspect"],
+        [sys.executable, "-m", "hwbridge", "decode", "drive.blf"],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -100,7 +100,7 @@ def test_missing_option_is_argparse_usage() -> None:
         check=False,
     )
     assert proc.returncode == 2
-    assert "inspect needs --bus (or --dataset DIR)" in proc.stderr
+    assert "the following arguments are required: --dbc, --out" in proc.stderr
 
 
 def test_subprocess_error_has_no_traceback() -> None:

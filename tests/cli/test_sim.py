@@ -18,7 +18,8 @@ def fake_simulator(monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
     """A stand-in firmware_sim.cli recording what it was given (the delegation, not the sim)."""
     calls: list[list[str] | None] = []
 
-    def fake_main(argv: list[str] | None = None) -> int:
+    def fake_main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+        assert prog == "hwbridge sim"
         calls.append(argv)
         return 7
 
@@ -45,8 +46,11 @@ def test_missing_simulator_is_one_line(run: Run, monkeypatch: pytest.MonkeyPatch
 def test_sim_help_is_the_simulators_help(run: Run, capsys: pytest.CaptureFixture[str]) -> None:
     cli = pytest.importorskip("firmware_sim.cli", reason="firmware_sim/cli.py is not written yet")
     assert cli.main(["--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: python -m firmware_sim")
+    assert cli.main(["--help"], prog="hwbridge sim") == 0
     expected = capsys.readouterr().out
-    assert expected.startswith("usage: python -m firmware_sim")
+    assert expected.startswith("usage: hwbridge sim [-h]")
+    assert "python -m firmware_sim" not in expected
     r = run("sim", "--help")
     assert (r.code, r.out) == (0, expected)
     proc = subprocess.run(

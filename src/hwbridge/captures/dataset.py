@@ -21,7 +21,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from hwbridge.captures.names import source_from_partition
 
-__all__ = ["Column", "Dataset", "Table"]
+__all__ = ["Column", "Dataset", "NotADatasetError", "Table"]
 
 SOURCE = "source"
 TIMESTAMP = "timestamp"
@@ -136,12 +136,96 @@ def _as_utc(value: Any) -> dt.datetime | None:
     return None
 
 
-def _read_table(folder: Path) -> Table | None:
-    files = sorted(
+class NotADatasetError(FileNotFoundError):
+    """A folder that is not a dataset root; `found` is the root nearby, when there is one."""
+
+    def __init__(self, message: str, found: Path | None = None) -> None:
+        super().__init__(message)
+        self.found = found
+
+
+def _is_partition(name: str) -> bool:
+    """`source=truck.MF4`: a Hive partition folder, never a table."""
+    key, sep, _ = name.partition("=")
+    return bool(sep and key) and not name.startswith(_HIDDEN)
+
+
+def _table_files(folder: Path) -> list[Path]:
+    """The Parquet files of a table folder: in it, or under `key=value` partition folders
+    only. Files anywhere else (a virtual environment's test data, a nested dataset) are not
+    the table's, so they are never read."""
+    found: list[Path] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(current.iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.startswith(_HIDDEN):
+                continue
+            if entry.suffix == ".parquet" and entry.is_file():
+                found.append(entry)
+            elif _is_partition(entry.name) and entry.is_dir():
+                pending.append(entry)
+    return sorted(found)
+
+
+def _table_folders(root: Path) -> list[Path]:
+    """The sub-folders of `root` that hold a table (partition folders are no tables)."""
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [
         p
-        for p in folder.rglob("*.parquet")
-        if p.is_file() and not any(part.startswith(_HIDDEN) for part in p.relative_to(folder).parts)
+        for p in children
+        if not p.name.startswith(_HIDDEN) and not _is_partition(p.name) and _table_files(p)
+    ]
+
+
+def _children(folder: Path) -> list[Path]:
+    try:
+        return sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(_HIDDEN))
+    except OSError:
+        return []
+
+
+def _refusal(path: Path) -> NotADatasetError:
+    """Why `path` is not a dataset root, naming the root nearby when there is one."""
+    resolved = path.resolve()
+    for ancestor in list(resolved.parents)[:3]:
+        tables = _table_folders(ancestor)
+        inside = next((t for t in tables if t == resolved or t in resolved.parents), None)
+        if inside is not None:
+            return NotADatasetError(
+                f"{path} is not a dataset root: it is inside the table {inside.name} of the "
+                f"dataset at {ancestor}; open that folder",
+                ancestor,
+            )
+    below = [c for c in _children(resolved) if _table_folders(c)]
+    if len(below) == 1:
+        return NotADatasetError(
+            f"{path} is not a dataset root: the dataset is one level below, at {below[0]}; "
+            "open that folder",
+            below[0],
+        )
+    if below:
+        shown = ", ".join(str(b) for b in below[:5])
+        more = f" and {len(below) - 5} more" if len(below) > 5 else ""
+        return NotADatasetError(
+            f"{path} is not a dataset root: it holds {len(below)} datasets ({shown}{more}); "
+            "open one of them"
+        )
+    return NotADatasetError(
+        f"{path} is not a dataset root: no table folder (<Table>/source=<capture>/*.parquet) "
+        "in it; decode captures into it first (hwbridge decode ... --out DIR)"
     )
+
+
+def _read_table(folder: Path) -> Table | None:
+    files = _table_files(folder)
     if not files:
         return None
     schemas: list[pa.Schema] = []
@@ -209,10 +293,13 @@ class Dataset:
             raise FileNotFoundError(f"no dataset folder at {path}")
         tables: list[Table] = []
         names: set[str] = set()
-        for folder in sorted(p for p in path.iterdir() if p.is_dir()):
-            if folder.name.startswith(_HIDDEN):
-                continue
-            table = _read_table(folder)
+        for folder in _table_folders(path):
+            try:
+                table = _read_table(folder)
+            except (pa.ArrowException, OSError) as exc:
+                raise NotADatasetError(
+                    f"{folder}: a table whose Parquet files cannot be read together: {exc}"
+                ) from exc
             if table is None:
                 continue
             if table.name.lower() in names:  # SQL names ignore case: keep them apart
@@ -223,9 +310,7 @@ class Dataset:
             names.add(table.name.lower())
             tables.append(table)
         if not tables:
-            raise FileNotFoundError(
-                f"{path} holds no Parquet tables (decode captures into it first)"
-            )
+            raise _refusal(path)
         return cls(path, tables)
 
     def table(self, name: str) -> Table | None:

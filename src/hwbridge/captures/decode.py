@@ -20,7 +20,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from pathlib import Path
 from typing import Any
 
-from hwbridge.captures.bridge import DatabaseRepairWarning
+from hwbridge.captures.bridge import DatabaseError, DatabaseRepairWarning
 from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
 from hwbridge.captures.readers import check_capture
 from hwbridge.captures.summary import DecodeSummary, FileSummary
@@ -75,6 +75,10 @@ def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> list[str]:
     The tables are cached per process, so the in-process run reuses them as they are.
     """
     resolved = [str(Path(dbc).expanduser().resolve()) for dbc in dbcs]
+    for given, path in zip(dbcs, resolved, strict=True):
+        if not Path(path).is_file():
+            problem = "Is a directory" if Path(path).is_dir() else "No such file or directory"
+            raise DatabaseError(given, None, f"cannot read the file: {problem}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DatabaseRepairWarning)
         load_tables(resolved, isotp=isotp)
@@ -96,9 +100,11 @@ def decode_captures(
     `workers` > 1 decodes that many captures at once in local processes; `dask` (a scheduler
     address such as "tcp://10.0.0.5:8786") runs the same tasks on a dask.distributed cluster.
     `isotp=True` reassembles ISO-TP transfers for messages longer than 8 bytes (UDS/OBD
-    databases written for CANedge decoders). A capture that cannot be read (missing,
-    truncated, corrupt) is reported in the summary with where it broke; the others are
-    decoded all the same. Raises DatabaseError for a database that does not load.
+    databases written for CANedge decoders). A capture that breaks while it is read
+    (truncated, corrupt) is reported in the summary with where it broke; the others are
+    decoded all the same. Nothing is decoded when a capture cannot be opened at all: a
+    missing one raises FileNotFoundError (IsADirectoryError for a folder), one of an unknown
+    format ValueError; a database that does not load (or is missing) raises DatabaseError.
     """
     captures = [Path(p).expanduser() for p in paths]
     databases = [Path(d) for d in dbcs]
@@ -112,6 +118,8 @@ def decode_captures(
         raise ValueError("give workers (local processes) or dask (a cluster), not both")
     started = time.perf_counter()
     progress = progress or DecodeProgress()
+    for path in captures:  # the caller's mistakes, before any work
+        check_capture(path)
     dbc_paths = tuple(_load_databases(databases, isotp))
     target = Path(out).expanduser().resolve()
     target.mkdir(parents=True, exist_ok=True)

@@ -29,6 +29,9 @@ few copies of them while reading, so MF4 chunks are half the size of the others.
 
 def _open(path: Path) -> Any:
     try:
+        from hwbridge._deferred import require_asammdf
+
+        require_asammdf()
         from asammdf import MDF
     except ImportError:
         raise ImportError(

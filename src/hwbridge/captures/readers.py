@@ -73,4 +73,8 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
         from hwbridge.captures.reader_mf4 import Mf4Reader
 
         return Mf4Reader(p)
+    if suffix == ".mf4":
+        from hwbridge._deferred import require_asammdf
+
+        require_asammdf()
     return PythonCanReader(p)

@@ -11,53 +11,32 @@ input (Ctrl-D) leaves.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
-import json
 import os
-import queue
-import select
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
-from typing import TYPE_CHECKING, Any
-
-from rich.console import Console
-from rich.text import Text
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from hwbridge.cli.bridges import add_bridge_options, open_bridges
 from hwbridge.cli.console import make_console
-from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
-from hwbridge.cli.options import add_driver_options
+from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
+from hwbridge.cli.options import add_bitrate_option, add_driver_options
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
     from hwbridge.core.hybrid import HybridDriver
-    from hwbridge.core.models import ToolCall
-    from hwbridge.core.runner import ChatClient, Runner, RunResult, Step
+    from hwbridge.core.runner import ChatClient
 
-__all__ = ["PROVIDERS", "Chat", "TerminalInput", "register"]
+__all__ = ["PROVIDERS", "register"]
 
 PROVIDERS = ("openai", "anthropic", "ollama", "openai-compatible")
-PROMPT = "you> "
-CONSENT_TIMEOUT_S = 120.0
-_SHOWN_CHARS = 160
-COMMANDS = {
-    "/tools": "the tools the model can call",
-    "/health": "the connection's health (bus state, error counters, last frame age)",
-    "/reset": "forget the conversation",
-    "/help": "this list",
-    "/quit": "leave (or Ctrl-D)",
-}
+_KEYS = {"openai": "OPENAI_API_KEY", "anthropic": "ANTHROPIC_API_KEY"}
 EXAMPLES = """\
 examples:
   hwbridge chat --provider openai --model gpt-4o-mini --bus socketcand://127.0.0.1:29536/vcan0
   hwbridge chat --provider anthropic --model claude-opus-4-6 --bus socketcan:can0 \\
       --allow ClimateCommand --consent
   hwbridge chat --provider ollama --model llama3.1:8b --bus virtual:demo
+  hwbridge chat --provider ollama --model llama3.1:8b --dbc car.dbc   offline: the catalog
   hwbridge chat --provider openai-compatible --base-url http://127.0.0.1:8080/v1 --model local \\
       --mode text --bus socketcand://127.0.0.1:29536/vcan0
 
@@ -71,11 +50,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="chat with the vehicle through an LLM (OpenAI, Anthropic, Ollama, local servers)",
         description="A conversation with the vehicle: the model reads signals, waits for "
         "conditions and (with --allow) sends, through the same driver and send policy as "
-        "every other command. Tool calls and results are shown as they happen.",
+        "every other command. Tool calls and results are shown as they happen. Without "
+        "--bus, --port or --obd the chat is offline: the model browses the database's "
+        "catalog and encodes and decodes frames, and reads or sends nothing.",
         epilog=EXAMPLES,
     )
     parser.add_argument("--provider", required=True, choices=PROVIDERS, help="the LLM API")
     add_driver_options(parser, bus_required=False)
+    add_bitrate_option(parser)
     add_bridge_options(parser)
     parser._option_string_actions["--model"].help = (
         "the model to chat with (required): gpt-4o-mini, claude-opus-4-6, llama3.1:8b, ...; "
@@ -93,6 +75,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="native",
         help="native: the provider's function calling (default); text: calls written as "
         "JSON in the text, for models or servers without function calling",
+    )
+    parser.add_argument(
+        "--no-stream",
+        action="store_true",
+        help="ask for whole answers instead of streamed ones (for servers and proxies that "
+        "do not stream; a whole JSON answer to a streamed request is read as well)",
     )
     parser.add_argument(
         "--consent",
@@ -114,10 +102,12 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--model is required: the model to chat with, e.g. gpt-4o-mini")
     if args.max_rounds < 1:
         raise CliError("--max-rounds must be at least 1")
+    from hwbridge.cli.chat_session import Chat
+
     client = make_client(args)
     console = make_console()
     with contextlib.ExitStack() as stack:
-        parts = open_bridges(args, stack)
+        parts = open_bridges(args, stack, offline=True)
         driver = drivers(parts)
         _check(client)
         chat = Chat(driver, client, console, max_rounds=args.max_rounds, consent=args.consent)
@@ -136,18 +126,25 @@ def make_client(args: argparse.Namespace) -> ChatClient:
         raise CliError(
             "--provider openai-compatible needs --base-url (e.g. http://127.0.0.1:8080/v1)"
         )
+    key = _KEYS.get(provider)
+    if key is not None and not os.environ.get(key) and (provider == "anthropic" or not base_url):
+        raise CliError(
+            f"--provider {provider} needs an API key: set {key} in the environment"
+            + (" (or --base-url for a local OpenAI-compatible server)" if key[0] == "O" else "")
+        )
+    stream = not args.no_stream
     try:
         if provider in ("openai", "openai-compatible"):
             from hwbridge.llm import OpenAIClient
 
-            return OpenAIClient(args.model, base_url=base_url, mode=args.mode)
+            return OpenAIClient(args.model, base_url=base_url, mode=args.mode, stream=stream)
         if provider == "anthropic":
             from hwbridge.llm import AnthropicClient
 
-            return AnthropicClient(args.model, base_url=base_url, mode=args.mode)
+            return AnthropicClient(args.model, base_url=base_url, mode=args.mode, stream=stream)
         from hwbridge.llm import OllamaClient
 
-        return OllamaClient(args.model, host=base_url, mode=args.mode)
+        return OllamaClient(args.model, host=base_url, mode=args.mode, stream=stream)
     except (MissingExtraError, ProviderError) as exc:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
 
@@ -179,7 +176,7 @@ def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
 
 
 def _setup_text(args: argparse.Namespace) -> str:
-    parts = []
+    parts = [] if args.bus or args.port or args.obd else ["no bus (offline: catalog and decoding)"]
     if args.bus is not None:
         parts.append(str(args.bus))
     if args.port is not None or args.spec is not None:
@@ -200,295 +197,3 @@ def _policy_text(parts: dict[str, MCSToolDriver]) -> str:
         *described["allow_services"],
     ]
     return f"may send {', '.join(allowed)}" if allowed else "read-only"
-
-
-class TerminalInput:
-    """Lines from the terminal for the chat prompt and for consent questions.
-
-    On a terminal the prompt uses input() (line editing, history) and a question polls
-    stdin so Ctrl-C can withdraw it; from a pipe one reader thread feeds both, and what is
-    read is echoed so a scripted session reads as a transcript.
-    """
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.interactive = sys.stdin.isatty()
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        if not self.interactive:
-            threading.Thread(target=self._pump, name="hwbridge-chat-stdin", daemon=True).start()
-        else:
-            with contextlib.suppress(ImportError):
-                import readline  # noqa: F401  (history and editing for input())
-
-    def _pump(self) -> None:
-        try:
-            for line in iter(sys.stdin.readline, ""):
-                self._lines.put(line.rstrip("\r\n"))
-        finally:
-            self._lines.put(None)
-
-    def read(self, prompt: str = PROMPT) -> str | None:
-        """A line for the prompt; None at end of input."""
-        if self.interactive:
-            try:
-                return input(prompt)
-            except EOFError:
-                return None
-        line = self._lines.get()
-        if line is not None:
-            self.console.print(f"{prompt}{line}", style="dim", soft_wrap=True)
-        return line
-
-    def answer(self, withdrawn: threading.Event, timeout_s: float) -> str | None:
-        """A line for a question, from any thread; None when withdrawn or timed out."""
-        deadline = timeout_s
-        step = 0.05
-        while deadline > 0 and not withdrawn.is_set():
-            if self.interactive and os.name == "nt":  # no select() on a console: block
-                line = sys.stdin.readline()
-                return line.rstrip("\r\n") if line else None
-            if self.interactive:
-                ready, _, _ = select.select([sys.stdin], [], [], step)
-                if ready:
-                    line = sys.stdin.readline()
-                    return line.rstrip("\r\n") if line else None
-            else:
-                try:
-                    line = self._lines.get(timeout=step)
-                except queue.Empty:
-                    pass
-                else:
-                    if line is not None:
-                        self.console.print(line, style="dim", soft_wrap=True)
-                    return line
-            deadline -= step
-        return None
-
-
-class Chat:
-    """The conversation loop: questions in, streamed answers and tool calls out."""
-
-    def __init__(
-        self,
-        driver: HybridDriver,
-        client: ChatClient,
-        console: Console,
-        *,
-        max_rounds: int = 8,
-        consent: bool = False,
-    ) -> None:
-        from hwbridge.core.decorators import ConsentGate
-        from hwbridge.core.runner import Runner
-
-        self.console = console
-        self.input = TerminalInput(console)
-        self.withdrawn = threading.Event()  # set by Ctrl-C: a pending question is answered no
-        self.client = client
-        self.base = driver
-        self.driver: HybridDriver = (
-            ConsentGate(driver, self.ask, timeout_s=CONSENT_TIMEOUT_S) if consent else driver
-        )
-        self.consent = consent
-        self.runner: Runner = Runner(
-            self.driver,
-            client,
-            max_rounds,
-            on_text=self.on_text,
-            on_call=self.on_call,
-            on_step=self.on_step,
-        )
-        self._mid_line = False
-        self._answering = False
-
-    # -- the loop ------------------------------------------------------------------------
-
-    def banner(self, *, bus: str, policy: str) -> None:
-        tools = len(self.driver.list_tools())
-        consent = ", consent asked before each send" if self.consent else ""
-        mode = getattr(self.client, "mode", "native")
-        self.console.print(
-            Text.assemble(
-                ("hwbridge chat", "bold"),
-                f": {self.client.provider} {self.client.model} ({mode} tools) on {bus}; "
-                f"{tools} tools, send policy {policy}{consent}.",
-            ),
-            soft_wrap=True,
-        )
-        self.console.print(
-            "Ctrl-C stops an answer; Ctrl-C again or Ctrl-D leaves. /help lists commands.",
-            style="dim",
-        )
-
-    def loop(self) -> int:
-        with asyncio.Runner() as aio:
-            while True:
-                try:
-                    line = self.input.read()
-                except KeyboardInterrupt:
-                    self.console.print()
-                    return EXIT_OK
-                if line is None:
-                    return EXIT_OK
-                text = line.strip()
-                if not text:
-                    continue
-                if text.startswith("/"):
-                    if self.command(text):
-                        return EXIT_OK
-                    continue
-                try:
-                    self.turn(aio, text)
-                except KeyboardInterrupt:  # Ctrl-C twice: leave now
-                    self._end_line()
-                    self.console.print("(left)", style="yellow")
-                    return EXIT_OK
-
-    def turn(self, aio: asyncio.Runner, text: str) -> None:
-        """One question to its answer; Ctrl-C cancels it (see the module docstring)."""
-        self.withdrawn.clear()
-        self._answering = False
-        holder: dict[str, asyncio.Task[Any]] = {}
-
-        async def ask() -> RunResult:
-            task = asyncio.current_task()
-            assert task is not None
-            holder["task"] = task
-            return await self.runner.arun(text)
-
-        loop = aio.get_loop()
-
-        def interrupt() -> None:
-            if self.withdrawn.is_set():
-                raise KeyboardInterrupt
-            self.withdrawn.set()
-            task = holder.get("task")
-            if task is not None:
-                loop.call_soon_threadsafe(task.cancel)
-
-        try:
-            with _sigint(interrupt):
-                result = aio.run(ask())
-        except asyncio.CancelledError:
-            self._end_line()
-            self.console.print("(interrupted)", style="yellow")
-            return
-        self.finish(result)
-
-    def command(self, text: str) -> bool:
-        """A /command; True to leave."""
-        word = text.split(maxsplit=1)[0].lower()
-        if word in ("/quit", "/exit", "/q"):
-            return True
-        if word == "/tools":
-            from hwbridge.cli.render import tools_table
-
-            self.console.print(tools_table(self.driver.list_tools()))
-        elif word == "/health":
-            health = self.base.healthcheck() if hasattr(self.base, "healthcheck") else None
-            if health is None:
-                self.console.print("this driver has no health check", style="dim")
-            else:
-                self.console.print_json(health.model_dump_json(exclude={"checked_at"}))
-        elif word == "/reset":
-            self.runner.reset()
-            self.console.print("(conversation forgotten)", style="dim")
-        else:
-            for usage, meaning in COMMANDS.items():
-                self.console.print(Text.assemble((f"{usage:<9}", "bold"), meaning))
-        return False
-
-    # -- what the Runner reports ---------------------------------------------------------
-
-    def on_text(self, delta: str) -> None:
-        if not self._answering:
-            self._end_line()
-            self.console.print(Text("model: ", style="bold magenta"), end="")
-            self._answering = True
-        self.console.print(Text(delta), end="", soft_wrap=True)
-        self._mid_line = not delta.endswith("\n")
-
-    def on_call(self, call: ToolCall) -> None:
-        self._end_line()
-        self._answering = False
-        line = Text.assemble(("  → ", "cyan"), (call.tool, "bold cyan"))
-        if call.arguments:
-            line.append(" " + _short(json.dumps(call.arguments, ensure_ascii=False)), "green")
-        self.console.print(line, soft_wrap=True)
-
-    def on_step(self, step: Step) -> None:
-        if not step.calls:
-            return
-        single = len(step.calls) == 1
-        for outcome in step.calls:
-            if outcome.ok:
-                result = json.dumps(outcome.result, ensure_ascii=False, default=str)
-                line = Text.assemble(
-                    ("  ✓ ", "green"), (outcome.tool, "bold"), " " + _short(result)
-                )
-            else:
-                said = step.response.call_detail if single else None
-                said = said or outcome.code or "failed"
-                line = Text.assemble(
-                    ("  ✗ ", "red"), (outcome.tool, "bold"), " ", (_short(said), "red")
-                )
-            self.console.print(line, soft_wrap=True)
-
-    def finish(self, result: RunResult) -> None:
-        self._end_line()
-        if result.stop_reason == "provider_error":
-            self.console.print(
-                Text(f"provider error: {result.detail}", style="red"), soft_wrap=True
-            )
-        elif result.stop_reason != "answer":
-            self.console.print(f"(stopped: {result.stop_reason}: {result.detail})", style="yellow")
-        if result.usage is not None:
-            rounds = len(result.steps)
-            self.console.print(
-                f"({rounds} round{'s' if rounds != 1 else ''}, "
-                f"{result.usage.input_tokens:,} tokens in, {result.usage.output_tokens:,} out)",
-                style="dim",
-            )
-
-    def ask(self, tool: str, arguments: dict[str, Any]) -> bool:
-        """ConsentGate's question, on the terminal: only y or yes approves."""
-        self._end_line()
-        shown = _short(json.dumps(arguments, ensure_ascii=False))
-        self.console.print(
-            Text.assemble(("  ? ", "yellow"), "allow ", (tool, "bold"), f" {shown}? [y/N] "),
-            end="",
-            soft_wrap=True,
-        )
-        line = self.input.answer(self.withdrawn, CONSENT_TIMEOUT_S - 1)
-        if line is None:
-            self.console.print("no", style="yellow")
-            return False
-        if self.input.interactive:
-            self._mid_line = False
-        return line.strip().lower() in ("y", "yes")
-
-    def _end_line(self) -> None:
-        if self._mid_line:
-            self.console.print()
-            self._mid_line = False
-
-
-def _short(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
-
-
-@contextmanager
-def _sigint(handler: Callable[[], None]) -> Iterator[None]:
-    """Ctrl-C calls `handler` while the block runs (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        handler()
-
-    previous = signal.signal(signal.SIGINT, on_signal)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

@@ -19,25 +19,16 @@ from hwbridge.cli.inspector import Inspector
 if TYPE_CHECKING:
     from hwbridge.captures.driver import CaptureDriver
 
-__all__ = ["DatasetInspector", "add_dataset_option", "check_live_options", "run_dataset"]
+__all__ = ["DatasetInspector", "add_dataset_option", "run_dataset"]
 
 
 def add_dataset_option(parser: argparse.ArgumentParser) -> None:
-    """--dataset DIR; --bus is then not needed (checked in `check_live_options`; --dbc
-    defaults to the bundled demo vehicle either way)."""
-    for action in parser._actions:
-        if action.dest == "bus":
-            action.required = False
+    """--dataset DIR: a decoded capture dataset instead of a bus."""
     parser.add_argument(
         "--dataset",
         metavar="DIR",
         help="inspect a decoded capture dataset (hwbridge decode) instead of a live bus",
     )
-
-
-def check_live_options(args: argparse.Namespace) -> None:
-    if getattr(args, "bus", None) is None:
-        raise CliError("inspect needs --bus (or --dataset DIR)", EXIT_USAGE)
 
 
 class DatasetInspector(Inspector):

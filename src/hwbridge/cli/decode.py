@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwbridge.cli.console import make_console
-from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
+from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
     from hwbridge.captures.summary import DecodeSummary, FileSummary
@@ -141,6 +141,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
     except (ConnectionError, ImportError) as exc:
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from exc
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:  # a capture given
+        raise CliError(os_text(exc), EXIT_USAGE) from exc
     if args.json:
         print(summary.model_dump_json(indent=2))
     else:
@@ -152,6 +154,16 @@ def run(args: argparse.Namespace) -> int:
             line = Text(f"hwbridge: {f.path}: {f.error}{where}{kept}", style="red")
             errors.print(line, soft_wrap=True)
     return EXIT_OK if summary.ok else EXIT_RUNTIME
+
+
+def _ids(summary: DecodeSummary) -> str:
+    """How many ids the unknown frames came from: exact below the list's cap."""
+    from hwbridge.captures.summary import MAX_UNKNOWN_IDS
+
+    count = len(summary.unknown_ids)
+    if count >= MAX_UNKNOWN_IDS:
+        return f"{count}+ ids"
+    return f"{count} id" if count == 1 else f"{count} ids"
 
 
 def show_summary(console: Console, summary: DecodeSummary) -> None:
@@ -166,7 +178,7 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
     )
     console.print(
         f"frames read {summary.frames_read:,}, decoded {summary.frames_decoded:,}, "
-        f"unknown ids {summary.unknown_frames:,} ({len(summary.unknown_ids)} listed), "
+        f"unknown frames {summary.unknown_frames:,} (from {_ids(summary)}), "
         f"error frames {summary.error_frames:,}, remote frames {summary.remote_frames:,}"
     )
     isotp = sum(f.isotp_frames for f in summary.files)

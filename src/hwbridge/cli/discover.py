@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.text import Text
 
 from hwbridge.cli.console import make_console
-from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
+from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
     from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
@@ -72,8 +72,10 @@ def run(args: argparse.Namespace) -> int:
         report = discover(args.captures, reference=args.reference, min_r=args.min_r)
     except ImportError as exc:
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
-    except (DatabaseError, ValueError, OSError) as exc:
+    except (DatabaseError, ValueError) as exc:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
+    except OSError as exc:
+        raise CliError(os_text(exc), EXIT_USAGE) from exc
     if args.out:
         out = Path(args.out)
         try:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "CliError", "one_line"]
+__all__ = ["EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "CliError", "one_line", "os_text"]
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -23,3 +23,12 @@ class CliError(Exception):
 def one_line(text: str) -> str:
     """Messages from libraries may span lines (cantools, repairs); stderr gets one."""
     return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def os_text(exc: OSError) -> str:
+    """`capture not found: missing.mf4` rather than `[Errno 2] capture not found: '...'`."""
+    if not exc.strerror:
+        return one_line(str(exc))
+    if exc.filename is None:
+        return one_line(exc.strerror)
+    return one_line(f"{exc.strerror}: {exc.filename}")

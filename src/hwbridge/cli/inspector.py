@@ -19,7 +19,7 @@ from rich.text import Text
 
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK
-from hwbridge.cli.options import add_driver_options, open_driver
+from hwbridge.cli.options import add_bitrate_option, add_driver_options, open_driver
 from hwbridge.cli.repl_input import LineReader, needs_more
 
 if TYPE_CHECKING:
@@ -48,13 +48,18 @@ _QUIT = frozenset({"quit", "exit", "q"})
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "inspect",
-        help="an interactive session on a live bus: call tools, paste LLM outputs",
-        description="Open a driver on a live bus and try it by hand: list and describe "
-        "tools, call one with JSON arguments, or paste any LLM output (text, fenced JSON, "
-        "<tool_call> tags, OpenAI/Anthropic/Gemini/Ollama JSON) to see the DriverResponse "
-        "an application would get. Reads commands from stdin, so a session can be piped.",
+        help="an interactive session: call tools, paste LLM outputs (a bus, a device, a "
+        "dataset, or a database offline)",
+        description="Open a driver and try it by hand: list and describe tools, call one "
+        "with JSON arguments, or paste any LLM output (text, fenced JSON, <tool_call> tags, "
+        "OpenAI/Anthropic/Gemini/Ollama JSON) to see the DriverResponse an application would "
+        "get. With --bus on a live bus; without it the database is browsed offline (its "
+        "catalog, encoding and decoding: no frame is read or sent); --spec/--port a serial "
+        "device, --dataset a decoded capture dataset. Reads commands from stdin, so a "
+        "session can be piped.",
     )
-    add_driver_options(parser, bus_required=True)
+    add_driver_options(parser, bus_required=False)
+    add_bitrate_option(parser)
     from hwbridge.cli.serial_cli import add_serial_options
 
     add_serial_options(parser)  # --spec FILE|NAME, --port PORT: a serial device instead
@@ -67,7 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from hwbridge.cli.dataset_inspect import check_live_options, run_dataset
+    from hwbridge.cli.dataset_inspect import run_dataset
 
     if args.dataset is not None:
         return run_dataset(args)
@@ -75,10 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
     if serial_cli.wanted(args):
         return serial_cli.run_inspect(args)
-    check_live_options(args)
     console = make_console()
     with open_driver(args) as driver:
-        Inspector(driver, console, model=args.model, bus=str(args.bus)).run()
+        Inspector(driver, console, model=args.model, bus=args.bus or "").run()
     return EXIT_OK
 
 
@@ -147,7 +151,8 @@ class Inspector:
         db = self.driver.database
         allowed = self.driver.policy.describe()["allow_messages"]
         policy = f"may send {', '.join(allowed)}" if allowed else "read-only"
-        where = f": {db.path} ({len(db.messages)} messages) on {self.bus}"
+        on = f"on {self.bus}" if self.bus else "offline: catalog, encoding and decoding only"
+        where = f": {db.path} ({len(db.messages)} messages) {on}"
         self.console.print(Text.assemble(("hwbridge inspect", "bold"), where), soft_wrap=True)
         self.console.print(f"{len(self.tools)} tools; send policy {policy}.", soft_wrap=True)
         self.console.print(

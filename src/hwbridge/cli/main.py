@@ -29,17 +29,19 @@ from hwbridge.cli import (
     sim,
     tools,
 )
-from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
+from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 __all__ = ["build_parser", "main"]
 
 EXIT_STATUS = """\
 exit status:
-  0  success
-  1  runtime failure: the bus does not answer (BUS_DOWN), the simulator is missing,
-     a file cannot be written, an unexpected error (--debug shows its traceback)
-  2  usage error: bad options, a database that is missing or fails to load,
-     a bad --bus string, an unknown --allow message, a bad prompt pack
+  0  done
+  1  the job failed: the bus does not answer (BUS_DOWN), a capture broke while it was
+     read, the simulator is missing, a file cannot be written, an unexpected error
+     (--debug shows its traceback)
+  2  usage error: an unknown option, a file or folder that does not exist (a capture,
+     a database, a dataset), a database that fails to load, a bad --bus string, an
+     unknown --allow message, a bad prompt pack
 """
 
 EXAMPLES = """\
@@ -157,6 +159,10 @@ def _silence_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the command's own process: asammdf only when an MF4 file is read
+        from hwbridge._deferred import defer_asammdf
+
+        defer_asammdf()
     simulator = _split_sim(arguments)
     debug = simulator[0] if simulator else "--debug" in arguments
     _configure_logging(debug)
@@ -175,10 +181,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_RUNTIME
+    except FileNotFoundError as exc:
+        if debug:  # a path given on the command line that is not there: usage
+            traceback.print_exc()
+        return _fail(os_text(exc), EXIT_USAGE)
     except OSError as exc:
         if debug:
             traceback.print_exc()
-        return _fail(str(exc), EXIT_RUNTIME)
+        return _fail(os_text(exc), EXIT_RUNTIME)
     except Exception as exc:
         if debug:
             traceback.print_exc()

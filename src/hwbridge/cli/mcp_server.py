@@ -29,7 +29,7 @@ from hwbridge.cli.bridges import (
     serves_serial,
 )
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError, one_line
-from hwbridge.cli.options import add_driver_options
+from hwbridge.cli.options import add_bitrate_option, add_driver_options
 from hwbridge.cli.serial_cli import resolve_spec
 
 if TYPE_CHECKING:
@@ -66,6 +66,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=EXAMPLES,
     )
     add_driver_options(parser, bus_required=False)
+    add_bitrate_option(parser)
     add_bridge_options(parser)
     parser.add_argument(
         "--http",

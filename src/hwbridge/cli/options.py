@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUS_FORMS",
+    "add_bitrate_option",
     "add_driver_options",
     "database_path",
     "load_database",
@@ -77,6 +78,32 @@ def add_driver_options(parser: argparse.ArgumentParser, *, bus_required: bool) -
         default="json",
         metavar="json|xml|compact|PATH",
         help="prompt pack: a packaged one or a .toml file merged over one (default: json)",
+    )
+
+
+def bitrate(text: str) -> float:
+    """`--bitrate 500000`, `500k`, `1M`: bit/s, above zero."""
+    scale = {"k": 1e3, "m": 1e6}.get(text[-1:].lower(), 1.0)
+    number = text[:-1] if scale != 1.0 else text
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a bitrate (bit/s: 500000, 500k, 1M)"
+        ) from None
+    if not 0 < value <= 20e6:
+        raise argparse.ArgumentTypeError(f"{text!r}: a bitrate is above 0 and at most 20M")
+    return value
+
+
+def add_bitrate_option(parser: argparse.ArgumentParser) -> None:
+    """--bitrate, for the commands that open a bus: bus_status then gives the bus load."""
+    parser.add_argument(
+        "--bitrate",
+        type=bitrate,
+        metavar="BIT/S",
+        help="the bus's nominal bitrate (500000, 500k, 1M) so bus_status reports the bus "
+        "load; it is what the bus runs at, not set on the interface (needs --bus)",
     )
 
 
@@ -153,6 +180,9 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
     from hwbridge.core.prompts import PromptPackError, PromptStrategy
 
     bus: str | None = args.bus
+    rate: float | None = getattr(args, "bitrate", None)
+    if rate is not None and bus is None:
+        raise CliError("--bitrate needs --bus: there is no bus to measure the load of")
     db = load_database(database_path(args), debug=bool(args.debug))
     if policy is None:
         policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
@@ -162,7 +192,12 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
         raise CliError(f"--pack: {one_line(str(exc))}") from exc
     try:
         return CanDriver.from_dbc(
-            db, bus=bus, policy=policy, exposure=args.exposure, prompt_strategy=strategy
+            db,
+            bus=bus,
+            policy=policy,
+            exposure=args.exposure,
+            prompt_strategy=strategy,
+            bitrate=rate,
         )
     except ToolError as exc:
         raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc

@@ -57,8 +57,15 @@ def serial_ports() -> list[dict[str, Any]]:
     return out
 
 
-def can_interfaces(everything: bool = False) -> list[dict[str, Any]]:
-    """The channels python-can's interfaces detect; their import chatter is kept quiet."""
+def can_interfaces(
+    everything: bool = False, serial: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The channels python-can's interfaces detect; their import chatter is kept quiet.
+
+    python-can's serial-port interfaces (`serial`, `slcan`, ...) "detect" every serial
+    port, /dev/ttyS0 included: a port is no CAN channel until a CAN adapter is known to be
+    on it, so the ports in `serial` are listed there only (with slcan://PORT@BAUD as the
+    way to use one as a bus)."""
     from can.interfaces import VALID_INTERFACES
 
     import can
@@ -72,16 +79,22 @@ def can_interfaces(everything: bool = False) -> list[dict[str, Any]]:
             found = can.detect_available_configs(interfaces=names)
     finally:
         logger.setLevel(level)
+    ports = {entry["port"] for entry in serial or ()}
     return [
         {k: (v if isinstance(v, str | int | float | bool) or v is None else str(v))
          for k, v in config.items()}
         for config in found
+        if not _is_serial_port(str(config.get("channel")), ports)
     ]  # fmt: skip
+
+
+def _is_serial_port(channel: str, ports: set[str]) -> bool:
+    return channel in ports or channel.startswith("/dev/tty") or channel.upper().startswith("COM")
 
 
 def run(args: argparse.Namespace) -> int:
     serial = serial_ports()
-    can = can_interfaces(bool(args.all))
+    can = can_interfaces(bool(args.all), serial)
     if args.json:
         document = {"serial": serial, "can": can}
         sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
@@ -108,6 +121,10 @@ def run(args: argparse.Namespace) -> int:
         interface, channel = str(config.get("interface")), str(config.get("channel"))
         buses.add_row(interface, channel, f"{interface}:{channel}")
     console.print(buses)
-    if not args.all:
-        console.print("(--all also asks socketcand, virtual and udp_multicast)", style="dim")
+    console.print(
+        "(a CAN adapter on a serial port: --bus slcan://PORT@BAUD"
+        + ("" if args.all else "; --all also asks socketcand, virtual and udp_multicast")
+        + ")",
+        style="dim",
+    )
     return EXIT_OK

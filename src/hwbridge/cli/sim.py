@@ -1,4 +1,5 @@
-"""`hwbridge sim ...`: the simulator, exactly as `python -m firmware_sim` runs it.
+"""`hwbridge sim ...`: the simulator, exactly as `python -m firmware_sim` runs it (its help
+and messages say `hwbridge sim`).
 
 Everything after `sim` goes to `firmware_sim.cli.main` unchanged (its own --help too), so
 the two commands can never drift apart. The import is lazy: the simulator is optional for
@@ -50,6 +51,6 @@ def run_simulator(argv: Sequence[str], *, own_process: bool = False) -> int:
             f"the simulator is not available ({exc}); it ships as firmware_sim with hwbridge",
             EXIT_RUNTIME,
         ) from exc
-    sim_main = cast(Callable[[list[str] | None], int], cli.main)
-    code = sim_main(list(argv))
+    sim_main = cast(Callable[..., int], cli.main)
+    code = sim_main(list(argv), prog="hwbridge sim")
     return int(code or 0)

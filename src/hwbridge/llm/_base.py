@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 from collections.abc import Callable
 from types import ModuleType
@@ -18,6 +19,8 @@ __all__ = [
     "PerLoop",
     "check_mode",
     "env_key",
+    "is_json",
+    "json_body",
     "provider_error",
     "require",
     "setup_for",
@@ -154,3 +157,21 @@ class PerLoop:
         if self._held is None or self._held[0] is not loop:
             self._held = (loop, self._make())
         return self._held[1]
+
+
+def is_json(response: Any) -> bool:
+    """An HTTP response that is one JSON document, not the event stream that was asked for
+    (some proxies and local servers answer a streamed request so)."""
+    content_type = str(response.headers.get("content-type", ""))
+    return content_type.split(";", maxsplit=1)[0].strip().lower() == "application/json"
+
+
+def json_body(provider: str, raw: bytes) -> dict[str, Any]:
+    """The JSON object of a whole answer; a ProviderError when it is none."""
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise ProviderError(provider, "server", f"the answer is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProviderError(provider, "server", "the answer is JSON but not an object")
+    return data

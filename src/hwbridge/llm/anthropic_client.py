@@ -16,6 +16,8 @@ from hwbridge.llm._base import (
     PerLoop,
     check_mode,
     env_key,
+    is_json,
+    json_body,
     provider_error,
     require,
     setup_for,
@@ -53,8 +55,10 @@ class AnthropicClient:
         temperature: float | None = None,
         timeout_s: float = 120.0,
         max_retries: int = 2,
+        stream: bool = True,
     ) -> None:
         self.model = model
+        self.stream = stream
         self.mode = check_mode(mode)
         self.base_url = base_url
         key = env_key(api_key, "ANTHROPIC_API_KEY")
@@ -103,8 +107,13 @@ class AnthropicClient:
     def chat(
         self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
     ) -> ChatTurn:
+        request = self._request(setup, messages)
         try:
-            with self._client.messages.stream(**self._request(setup, messages)) as stream:
+            if not self.stream:
+                return self._turn_of(self._client.messages.create(**request))
+            with self._client.messages.stream(**request) as stream:
+                if is_json(stream.response):  # a whole message despite the stream asked for
+                    return self._turn_of(json_body(self.provider, stream.response.read()))
                 for text in stream.text_stream:
                     on_delta(text)
                 return self._turn_of(stream.get_final_message())
@@ -115,8 +124,14 @@ class AnthropicClient:
         self, setup: ChatSetup, messages: Sequence[dict[str, Any]], on_delta: TextSink
     ) -> ChatTurn:
         client = self._async.get()
+        request = self._request(setup, messages)
         try:
-            async with client.messages.stream(**self._request(setup, messages)) as stream:
+            if not self.stream:
+                return self._turn_of(await client.messages.create(**request))
+            async with client.messages.stream(**request) as stream:
+                if is_json(stream.response):
+                    body = await stream.response.aread()
+                    return self._turn_of(json_body(self.provider, body))
                 async for text in stream.text_stream:
                     on_delta(text)
                 return self._turn_of(await stream.get_final_message())
@@ -124,10 +139,19 @@ class AnthropicClient:
             raise provider_error(self.provider, exc, self.where) from exc
 
     def _turn_of(self, message: Any) -> ChatTurn:
-        blocks = [b.model_dump(exclude_none=True) for b in message.content]
+        """A whole message: the SDK's object, or the JSON body as a dict."""
+        data: dict[str, Any] = (
+            message if isinstance(message, dict) else message.model_dump(exclude_none=True)
+        )
+        blocks = [
+            {k: v for k, v in b.items() if v is not None}
+            for b in data.get("content") or ()
+            if isinstance(b, dict)
+        ]
         text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
         has_calls = any(b.get("type") == "tool_use" for b in blocks)
-        usage = message.usage
+        usage = data.get("usage") or {}
+        stop = data.get("stop_reason")
         return ChatTurn(
             output=(
                 {"role": "assistant", "content": blocks}
@@ -135,8 +159,10 @@ class AnthropicClient:
                 else text
             ),
             text=text,
-            finish_reason=_FINISH.get(message.stop_reason, message.stop_reason),
-            usage=usage_of(usage.input_tokens, usage.output_tokens) if usage else None,
+            finish_reason=_FINISH.get(str(stop), stop),
+            usage=usage_of(usage.get("input_tokens"), usage.get("output_tokens"))
+            if usage
+            else None,
         )
 
 

@@ -45,8 +45,10 @@ class OllamaClient:
         options: dict[str, Any] | None = None,
         keep_alive: str | float | None = None,
         timeout_s: float = 300.0,
+        stream: bool = True,
     ) -> None:
         self.model = model
+        self.stream = stream
         self.mode = check_mode(mode)
         self.host = host or os.environ.get("OLLAMA_HOST") or _DEFAULT_HOST
         self.options = dict(options or {})
@@ -69,7 +71,7 @@ class OllamaClient:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "system", "content": setup.system}, *messages],
-            "stream": True,
+            "stream": self.stream,
         }
         if setup.tools:
             request["tools"] = setup.tools
@@ -84,7 +86,8 @@ class OllamaClient:
     ) -> ChatTurn:
         answer = _Answer()
         try:
-            for chunk in self._client.chat(**self._request(setup, messages)):
+            reply = self._client.chat(**self._request(setup, messages))
+            for chunk in reply if self.stream else (reply,):
                 answer.add(chunk, on_delta)
         except Exception as exc:
             raise self._error(exc) from exc
@@ -95,8 +98,12 @@ class OllamaClient:
     ) -> ChatTurn:
         answer = _Answer()
         try:
-            async for chunk in await self._async.get().chat(**self._request(setup, messages)):
-                answer.add(chunk, on_delta)
+            reply = await self._async.get().chat(**self._request(setup, messages))
+            if not self.stream:
+                answer.add(reply, on_delta)
+            else:
+                async for chunk in reply:
+                    answer.add(chunk, on_delta)
         except Exception as exc:
             raise self._error(exc) from exc
         return answer.turn(self.mode)

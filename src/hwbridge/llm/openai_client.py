@@ -2,7 +2,9 @@
 
 With `base_url` it talks to any OpenAI-compatible server: llama.cpp's `llama-server`, vLLM,
 LM Studio, Ollama's `/v1`. Answers stream: text reaches `on_delta` as it comes, tool calls
-(parallel ones included) are assembled from their deltas.
+(parallel ones included) are assembled from their deltas. A server that answers a streamed
+request with one plain JSON completion (some proxies and local servers do) is read as that
+completion; `stream=False` never asks for a stream.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from hwbridge.llm._base import (
     PerLoop,
     check_mode,
     env_key,
+    is_json,
+    json_body,
     provider_error,
     require,
     setup_for,
@@ -120,6 +124,8 @@ class OpenAIClient:
                 return self._turn_of(self._client.chat.completions.create(**request))
             answer = _Answer()
             with self._client.chat.completions.create(**request) as stream:
+                if is_json(stream.response):  # a whole completion despite stream=True
+                    return self._turn_of(json_body(self.provider, stream.response.read()))
                 for chunk in stream:
                     answer.add(chunk, on_delta)
             return answer.turn(self.mode)
@@ -136,6 +142,8 @@ class OpenAIClient:
                 return self._turn_of(await client.chat.completions.create(**request))
             answer = _Answer()
             async with await client.chat.completions.create(**request) as stream:
+                if is_json(stream.response):
+                    return self._turn_of(json_body(self.provider, await stream.response.aread()))
                 async for chunk in stream:
                     answer.add(chunk, on_delta)
             return answer.turn(self.mode)
@@ -143,17 +151,28 @@ class OpenAIClient:
             raise provider_error(self.provider, exc, self.where) from exc
 
     def _turn_of(self, completion: Any) -> ChatTurn:
-        """A whole (not streamed) completion."""
-        choice = completion.choices[0]
-        message = choice.message.model_dump(exclude_none=True)
+        """A whole (not streamed) completion: the SDK's object or the JSON body as a dict."""
+        data: dict[str, Any] = (
+            completion if isinstance(completion, dict) else completion.model_dump(exclude_none=True)
+        )
+        choices = data.get("choices") or [{}]
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        raw = choice.get("message")
+        message = {k: v for k, v in (raw if isinstance(raw, dict) else {}).items() if v is not None}
+        message.setdefault("role", "assistant")
         text = message.get("content") or ""
-        usage = completion.usage
+        usage = data.get("usage") or {}
+        finish = choice.get("finish_reason")
         return ChatTurn(
             output=message if self.mode == "native" or message.get("tool_calls") else text,
             text=text,
             refusal=message.get("refusal"),
-            finish_reason=_FINISH.get(choice.finish_reason, choice.finish_reason),
-            usage=usage_of(usage.prompt_tokens, usage.completion_tokens) if usage else None,
+            finish_reason=_FINISH.get(str(finish), finish),
+            usage=(
+                usage_of(usage.get("prompt_tokens"), usage.get("completion_tokens"))
+                if usage
+                else None
+            ),
         )
 
 

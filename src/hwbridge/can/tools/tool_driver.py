@@ -267,13 +267,18 @@ class CanToolDriver(MCSToolDriver):
         otherwise shadow the generic read_signals)."""
         out: list[tuple[Tool, TypedTool]] = []
         taken = set(taken)
+        classic = network.adapter is not None and not network.adapter.carries_fd
         for message in network.db.messages:
+            if classic and _is_fd(message):
+                continue  # never crosses this transport: a tool that could only fail
             read = read_tool(network.db, message, self.texts)
             if read is not None and read.name not in taken:
                 taken.add(read.name)
                 out.append((read, TypedTool("read", message.name)))
         if self.policy.allows_sending:
             for name in self._sendable(network):
+                if classic and _is_fd(network.db.message(name)):
+                    continue
                 send = send_tool(network.db, network.db.message(name), self.texts)
                 if send is not None and send.name not in taken:
                     taken.add(send.name)
@@ -334,6 +339,14 @@ class CanToolDriver(MCSToolDriver):
         )
 
     def _tool_read_message(self, net: Network, args: Mapping[str, Any]) -> Any:
+        if net.adapter is not None and not net.adapter.carries_fd:
+            message = net.db.message(args["message"])
+            if _is_fd(message):
+                raise ToolError(
+                    "UNSUPPORTED",
+                    f"{message.name} is a CAN FD message and this bus carries classic frames "
+                    "only (socketcand); it can never be received here.",
+                )
         return net.reader.read_message(args["message"], args.get("timeout_ms"))
 
     def _tool_wait_for_signal(self, net: Network, args: Mapping[str, Any]) -> Any:
@@ -378,7 +391,10 @@ class CanToolDriver(MCSToolDriver):
             out["frames_of_dropped_ids"] = stats.frames_of_dropped_ids
             out["unknown_ids_tracked_max"] = stats.max_unknown_ids
         if stats.bus_load_percent is None:
-            out["note"] = "bus load needs the bitrate (pass bitrate= to the driver)"
+            out["note"] = (
+                "bus load needs the bus's bitrate: the driver was opened without one "
+                "(bitrate= in Python, --bitrate on the command line)"
+            )
         if status.last_error:
             out["last_error"] = status.last_error
         extra = {k: v for k, v in status.to_dict().items() if k not in _ADAPTER_FIELDS}
@@ -415,3 +431,8 @@ class CanToolDriver(MCSToolDriver):
     def close(self) -> None:
         for network in self.networks.values():
             network.close()
+
+
+def _is_fd(message: Any) -> bool:
+    """A CAN FD message: flagged so, or longer than a classic frame's 8 bytes."""
+    return bool(message.is_fd) or int(message.length) > 8

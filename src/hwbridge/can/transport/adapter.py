@@ -212,6 +212,11 @@ class CanAdapter(Closing, ABC):
     def connected(self) -> bool:
         return self.status().connected
 
+    @property
+    def carries_fd(self) -> bool:
+        """Whether CAN FD frames can cross this transport (socketcand's protocol: no)."""
+        return True
+
 
 # --- python-can implementation -------------------------------------------------------
 
@@ -783,7 +788,7 @@ class PythonCanAdapter(CanAdapter):
         """Refuse a frame the transport cannot carry, rather than report it sent: the
         socketcand protocol carries classic data frames only, and its server answers a frame
         it refuses with nothing a client can see."""
-        classic_only = self._interface in _CLASSIC_ONLY
+        classic_only = not self.carries_fd
         if classic_only and (msg.is_fd or msg.is_remote_frame or len(msg.data) > 8):
             kind = "remote" if msg.is_remote_frame else "CAN FD"
             raise ToolError(
@@ -842,6 +847,10 @@ class PythonCanAdapter(CanAdapter):
                 self._periodic.remove(handle)
 
     # -- status and lifetime ------------------------------------------------------------
+
+    @property
+    def carries_fd(self) -> bool:
+        return self._interface not in _CLASSIC_ONLY
 
     def status(self) -> AdapterStatus:
         with self._lock:

@@ -11,6 +11,7 @@ thread: constructing the adapter only checks the path, the format and the option
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
@@ -99,6 +100,10 @@ def _check_file(path: Path) -> None:
 
 def _check_dependencies(suffix: str) -> None:
     if suffix == ".mf4":
+        from hwbridge._deferred import require_asammdf
+
+        with contextlib.suppress(ImportError):  # said below
+            require_asammdf()
         from can.io import mf4
 
         if getattr(mf4, "asammdf", None) is None:
