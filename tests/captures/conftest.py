@@ -4,9 +4,11 @@ PGN, labels, multiplexing, big-endian, signed and float signals, a CAN FD messag
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,3 +135,11 @@ def drive(seconds: float = 20.0, period: float = 0.1, start: float = T0) -> Iter
             yield can.Message(
                 timestamp=t + 0.005, arbitration_id=0x7FF, is_extended_id=False, data=b"\x01"
             )
+
+
+def ask_query(driver: Any, sql: str) -> tuple[str | None, Any]:
+    """(error code or None, result) of the `query` tool, called as an LLM writes it."""
+    r = driver.process_llm_response(json.dumps({"tool": "query", "arguments": {"sql": sql}}))
+    if r.call_failed:
+        return (r.call_detail or "").split(":", 1)[0], r.call_detail
+    return None, r.tool_call_result

@@ -11,7 +11,6 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pytest
@@ -20,6 +19,7 @@ from hwbridge.captures import CaptureDriver, decode_captures
 from hwbridge.core.models import ToolError
 
 from .conftest import FLEET_DBC, drive, write_capture
+from .conftest import ask_query as _query
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +38,6 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def driver(dataset: Path) -> Iterator[CaptureDriver]:
     with CaptureDriver.from_dataset(dataset / "ds", timeout_s=1.0) as d:
         yield d
-
-
-def _query(driver: CaptureDriver, sql: str) -> tuple[str | None, Any]:
-    """(error code or None, result) for a call as an LLM writes it."""
-    r = driver.process_llm_response(json.dumps({"tool": "query", "arguments": {"sql": sql}}))
-    if r.call_failed:
-        return (r.call_detail or "").split(":", 1)[0], r.call_detail
-    return None, r.tool_call_result
 
 
 def _attacks(root: Path) -> list[str]:

@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,6 +23,7 @@ from hwbridge.captures import CaptureDriver, decode_captures
 from hwbridge.core.models import ToolError
 
 from .conftest import FLEET_DBC, drive, write_capture
+from .conftest import ask_query as _query
 
 TIMEOUT_S = 1.0
 MEMORY_LIMIT = "256MB"
@@ -45,14 +45,6 @@ def driver(dataset: Path) -> Iterator[CaptureDriver]:
     with CaptureDriver.from_dataset(dataset, timeout_s=TIMEOUT_S, memory_limit=MEMORY_LIMIT) as d:
         d.engine.query("SELECT 1")  # the first query waits for the worker to start
         yield d
-
-
-def _query(driver: CaptureDriver, sql: str) -> tuple[str | None, Any]:
-    """(error code or None, result) for a call as an LLM writes it."""
-    r = driver.process_llm_response(json.dumps({"tool": "query", "arguments": {"sql": sql}}))
-    if r.call_failed:
-        return (r.call_detail or "").split(":", 1)[0], r.call_detail
-    return None, r.tool_call_result
 
 
 def _rss(pid: int | str = "self") -> int:
