@@ -252,6 +252,7 @@ class _Spare:
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._cancelled = False
+        self._lock = threading.Lock()  # a cancel and a start that ends never both miss the kill
         self._thread = threading.Thread(
             target=self._start, args=(init, limits), name="hwbridge-sql-start", daemon=True
         )
@@ -263,8 +264,10 @@ class _Spare:
         except BaseException as exc:
             self._error = exc
         else:
-            self._worker = worker
-            if self._cancelled:
+            with self._lock:
+                self._worker = worker
+                cancelled = self._cancelled
+            if cancelled:
                 worker.kill()
         finally:
             self._done.set()
@@ -280,9 +283,11 @@ class _Spare:
         return self._worker
 
     def cancel(self) -> None:
-        self._cancelled = True
-        if self._done.is_set() and self._worker is not None:
-            self._worker.kill()
+        with self._lock:
+            self._cancelled = True
+            worker = self._worker
+        if worker is not None:
+            worker.kill()
 
 
 def _close_pool(pool: _Pool) -> None:
