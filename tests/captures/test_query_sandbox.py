@@ -395,3 +395,14 @@ def test_find_events_takes_every_operator_it_documents(driver: CaptureDriver) ->
             )
         )
         assert not r.call_failed, (op, r.call_detail)
+
+
+def test_our_own_sql_may_ask_for_more_room_within_a_cap(driver: CaptureDriver) -> None:
+    engine = driver.engine
+    small = engine.run("SELECT range FROM range(5000)")
+    assert len(small.rows) == 200 and small.truncated  # the tool's bounds by default
+    big = engine.run("SELECT range FROM range(5000)", max_rows=5000, max_chars=100_000)
+    assert len(big.rows) == 5000 and not big.truncated
+    assert big.rows[-1] == [4999]
+    capped = engine.run("SELECT range FROM range(200000)", max_rows=10**9, max_chars=10**12)
+    assert len(capped.rows) == 100_000 and capped.truncated

@@ -35,6 +35,8 @@ from hwbridge.core.models import ToolError
 __all__ = ["QueryLimits", "QueryResult", "SqlEngine", "json_value"]
 
 MAX_MESSAGE_CHARS = 600
+MAX_RUN_ROWS = 100_000  # what our own SQL may ask for at most in one answer
+MAX_RUN_CHARS = 8_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,9 +113,23 @@ class SqlEngine:
         failure."""
         return self._call({"kind": "query", "sql": self.check(sql)})
 
-    def run(self, sql: str, params: Sequence[Any] | None = None) -> QueryResult:
-        """Run our own SQL (names quoted, values as parameters) with the same bounds."""
-        return self._call({"kind": "run", "sql": sql, "params": list(params or [])})
+    def run(
+        self,
+        sql: str,
+        params: Sequence[Any] | None = None,
+        *,
+        max_rows: int | None = None,
+        max_chars: int | None = None,
+    ) -> QueryResult:
+        """Run our own SQL (names quoted, values as parameters) with the same bounds; a tool
+        whose answers need more room (a series of points) may ask for more rows and
+        characters, up to MAX_RUN_ROWS and MAX_RUN_CHARS."""
+        request: dict[str, Any] = {"kind": "run", "sql": sql, "params": list(params or [])}
+        if max_rows is not None:
+            request["max_rows"] = max(1, min(int(max_rows), MAX_RUN_ROWS))
+        if max_chars is not None:
+            request["max_chars"] = max(1, min(int(max_chars), MAX_RUN_CHARS))
+        return self._call(request)
 
     def _call(self, request: dict[str, Any]) -> QueryResult:
         answer = self.sandbox.call(request, self.limits.timeout_s)

@@ -112,6 +112,7 @@ class _Worker:
             start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
         )
         self.limits = limits
+        self.max_chars = limits.max_chars  # of the answer being waited for
         self.rss_limit: int | None = None
         self.recycle_at: int | None = None
         try:
@@ -181,11 +182,12 @@ class _Worker:
 
     def _receive(self, deadline: float) -> Any:
         size = int.from_bytes(self._read(_HEADER_BYTES, deadline), "big")
-        if size > 16 * self.limits.max_chars + (1 << 20):
+        if size > 16 * self.max_chars + (1 << 20):
             raise _Killed("died")  # a worker that says more than any answer holds is not trusted
         return orjson.loads(self._read(size, deadline))
 
-    def call(self, request: bytes, deadline: float) -> dict[str, Any]:
+    def call(self, request: bytes, deadline: float, max_chars: int) -> dict[str, Any]:
+        self.max_chars = max_chars
         self._send(request)
         answer = self._receive(deadline)
         if not isinstance(answer, dict):
@@ -334,7 +336,11 @@ class QuerySandbox:
                 raise ToolError("QUERY_FAILED", "The dataset is closed.")
             worker = pool.take()
             try:
-                answer = worker.call(pickle.dumps(request), time.monotonic() + timeout_s)
+                answer = worker.call(
+                    pickle.dumps(request),
+                    time.monotonic() + timeout_s,
+                    int(request.get("max_chars") or self.limits.max_chars),
+                )
             except _Killed as killed:
                 pool.drop()
                 self.kills += 1

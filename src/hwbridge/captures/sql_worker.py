@@ -168,6 +168,8 @@ class Worker:
     def _answer(self, request: dict[str, Any]) -> bytes:
         sql = str(request["sql"])
         params = request.get("params")
+        max_rows = int(request.get("max_rows") or self.max_rows)
+        max_chars = int(request.get("max_chars") or self.max_chars)
         if request.get("kind") == "query":
             sql = one_select(sql)
             check_tree(self.con, sql, self.names)
@@ -178,7 +180,7 @@ class Worker:
             raise Refused("Only SELECT queries are answered.")
         names = [str(c)[:MAX_NAME_CHARS] for c in relation.columns]
         kinds = list(relation.types)
-        shown = _columns_within(names[: self.max_columns], self.max_chars // 2)
+        shown = _columns_within(names[: self.max_columns], max_chars // 2)
         exact_ints = frozenset(i for i in range(shown) if kinds[i].id in _HUGE)
         shaped = [_shaped(f"#{i + 1}", kinds[i]) for i in range(shown)]
         if shown < len(names) or any(shaped[i] != f"#{i + 1}" for i in range(shown)):
@@ -187,10 +189,8 @@ class Worker:
                 ", ".join(f"{shaped[i]} AS {_quote(names[i])}" for i in range(shown))
             )
         header = orjson.dumps(names[:shown])
-        table = relation.limit(self.max_rows + 1).to_arrow_table()
-        rows, _, truncated = bounded_rows(
-            table, self.max_rows, self.max_chars - len(header), exact_ints
-        )
+        table = relation.limit(max_rows + 1).to_arrow_table()
+        rows, _, truncated = bounded_rows(table, max_rows, max_chars - len(header), exact_ints)
         head = {
             "ok": True,
             "columns": names[:shown],
