@@ -218,8 +218,9 @@ def server() -> Iterator[HTTPServer]:
 
 
 def chat(fake: FakeProvider, *more: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    provider = "openai-compatible" if fake.provider == "openai" else fake.provider
     return hwbridge(
-        "chat", "--dbc", str(DEMO), "--provider", "openai-compatible",
+        "chat", "--dbc", str(DEMO), "--provider", provider,
         "--base-url", fake.base_url, "--model", "local", *more, stdin=stdin,
     )  # fmt: skip
 
@@ -238,10 +239,18 @@ def test_chat_offline_without_a_bus(server: HTTPServer) -> None:
     assert "list_messages" in tools and "send_message" not in tools
 
 
-def test_chat_reads_a_whole_json_answer_to_a_streamed_request(server: HTTPServer) -> None:
-    fake = FakeProvider(server, "openai").script(
-        json_answer(P.openai_completion("Whole, not streamed.", usage=(50, 4)))
-    )
+WHOLE_ANSWERS = {
+    "openai": json_answer(P.openai_completion("Whole, not streamed.", usage=(50, 4))),
+    # Ollama's SDK reads a stream line by line: one object pretty-printed over many lines
+    "ollama": json_answer(P.ollama_completion("Whole, not streamed.", usage=(50, 4)), indent=2),
+}
+
+
+@pytest.mark.parametrize("provider", WHOLE_ANSWERS)
+def test_chat_reads_a_whole_json_answer_to_a_streamed_request(
+    server: HTTPServer, provider: str
+) -> None:
+    fake = FakeProvider(server, provider).script(WHOLE_ANSWERS[provider])
     proc = chat(fake, stdin="hello\n")
     assert proc.returncode == 0, proc.stderr
     assert fake.requests[0]["stream"] is True
