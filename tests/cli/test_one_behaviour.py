@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -320,10 +321,19 @@ def socketcand_url(tmp_path: Path) -> Iterator[str]:
         proc.communicate(timeout=10)
 
 
-def _tool_names(*argv: str) -> set[str]:
+def _tools(*argv: str) -> dict[str, Any]:
     proc = hwbridge("tools", "--dbc", str(DEMO), "--exposure", "messages", "--json", *argv)
     assert proc.returncode == 0, proc.stderr
-    return {t["name"] for t in json.loads(proc.stdout)["tools"]}
+    return {t["name"]: t for t in json.loads(proc.stdout)["tools"]}
+
+
+def _tool_names(*argv: str) -> set[str]:
+    return set(_tools(*argv))
+
+
+def _message_choices(tool: dict[str, Any]) -> list[str]:
+    (message,) = [p for p in tool["parameters"] if p["name"] == "message"]
+    return list(message["schema"]["enum"])
 
 
 def test_fd_tools_are_not_offered_over_socketcand(socketcand_url: str) -> None:
@@ -336,6 +346,30 @@ def test_fd_tools_are_not_offered_over_socketcand(socketcand_url: str) -> None:
     call = json.dumps({"message": "AdasObjects", "timeout_ms": 100})
     proc = hwbridge("inspect", "--bus", socketcand_url, stdin=f"read_message {call}\n")
     assert "read_message failed (UNSUPPORTED)" in " ".join(proc.stdout.split())
+
+
+def test_fd_messages_are_no_send_choice_over_socketcand(socketcand_url: str) -> None:
+    """send_message, start_periodic and stop_periodic offer no CAN FD message where sending
+    one could only fail (UNSUPPORTED), nor is there a send_AdasObjects; reading is as before."""
+    allow = ("--allow", "ClimateCommand", "AdasObjects")
+    over_socketcand = _tools("--bus", socketcand_url, *allow)
+    virtual = _tools("--bus", "virtual:hwb-fd-send", *allow)
+    for name in ("send_message", "start_periodic", "stop_periodic"):
+        assert _message_choices(virtual[name]) == ["AdasObjects", "ClimateCommand"]
+        assert _message_choices(over_socketcand[name]) == ["ClimateCommand"]
+    assert "send_AdasObjects" in virtual and "send_AdasObjects" not in over_socketcand
+    assert "send_ClimateCommand" in over_socketcand
+    assert over_socketcand["read_message"] == virtual["read_message"]
+    assert over_socketcand["decode_frame"] == virtual["decode_frame"]
+    only_fd = _tools("--bus", socketcand_url, "--allow", "AdasObjects")
+    assert not {"send_message", "start_periodic", "send_AdasObjects"} & set(only_fd)
+    # a model that names it anyway is told the choices, and nothing is sent
+    call = json.dumps({"message": "AdasObjects"})
+    proc = hwbridge("inspect", "--bus", socketcand_url, *allow,
+                    stdin=f"send_message {call}\n")  # fmt: skip
+    assert "parameter 'message' must be one of: ClimateCommand, got \"AdasObjects\"" in " ".join(
+        proc.stdout.split()
+    )
 
 
 # -- smaller --------------------------------------------------------------------------------

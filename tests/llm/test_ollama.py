@@ -164,11 +164,8 @@ def test_a_whole_answer_is_read_up_to_a_bound(
     monkeypatch.setattr(ollama_client, "_WHOLE_MAX", 4096)
     big = P.ollama_completion("x" * 5000)
     fake_ollama.script(json_answer(big, indent=2), json_answer(big, indent=2))
-    for run in (
-        lambda: Runner(Thermostat(), client(fake_ollama)).run("t?"),
-        lambda: asyncio.run(Runner(Thermostat(), client(fake_ollama)).arun("t?")),
-    ):
-        result = run()
+    runner = Runner(Thermostat(), client(fake_ollama))
+    for result in (runner.run("t?"), asyncio.run(runner.arun("t?"))):
         assert result.stop_reason == "provider_error"
         assert result.detail is not None
         assert result.detail.startswith("ollama: the answer is not streamed line by line and over")
