@@ -2,13 +2,13 @@
 
     python benchmarks/run.py startup
 
-Times, as separate processes of this interpreter (best of 5, alternating): `hwbridge --help`,
-`hwbridge decode` on a 100-frame capture (a canutils .log of the demo vehicle, into a fresh
-folder each run) and the reference `python -c "import can, cantools"`, which every CAN tool
-pays before any work. Peak memory is the child's maximum resident set (ru_maxrss). The
-goal: `--help` in at most 0.3 s, and decode's start near the reference (ratio = decode /
-reference; 1.00x means decoding 100 frames costs no more than importing python-can and
-cantools). Only ratios carry over to another machine.
+Times, as separate processes of this interpreter (best of 5, alternating): `hwbridge --help`
+and every subcommand's `--help`, `hwbridge decode` on a 100-frame capture (a canutils .log of
+the demo vehicle, into a fresh folder each run) and the reference `python -c "import can,
+cantools"`, which every CAN tool pays before any work. Peak memory is the child's maximum
+resident set (ru_maxrss). The goal: every `--help` in at most 0.3 s, and decode's start near
+the reference (ratio = decode / reference; 1.00x means decoding 100 frames costs no more than
+importing python-can and cantools). Only ratios carry over to another machine.
 """
 
 from __future__ import annotations
@@ -23,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
 REPEATS = 5
 HELP_GOAL_S = 0.3
+SUBCOMMANDS = (
+    "tools", "prompt", "inspect", "chat", "mcp", "drivers", "sim", "schema", "decode",
+    "discover", "demo", "ports",
+)  # fmt: skip
 
 
 def _env() -> dict[str, str]:
@@ -98,6 +102,7 @@ def main() -> None:
                 "-m", "hwbridge", "decode", str(capture), "--dbc", str(DEMO), "--out", "OUT",
             ],
             'python -c "import can, cantools"': ["-c", "import can, cantools"],
+            **{f"hwbridge {c} --help": ["-m", "hwbridge", c, "--help"] for c in SUBCOMMANDS},
         }  # fmt: skip
         best: dict[str, tuple[float, float]] = {}
         for i in range(REPEATS):
@@ -110,12 +115,16 @@ def main() -> None:
     for name, (wall, mb) in best.items():
         print(f"{name:<34} {wall:>15.3f} s {mb:>7.0f} MB")
     help_s = best["hwbridge --help"][0]
+    slowest = max((n for n in best if n.endswith(" --help")), key=lambda n: best[n][0])
     decode, reference = (
         best["hwbridge decode (100 frames)"],
         best['python -c "import can, cantools"'],
     )
-    verdict = "met" if help_s <= HELP_GOAL_S else "MISSED"
-    print(f"--help: {help_s:.3f} s, goal <= {HELP_GOAL_S} s: {verdict}")
+    verdict = "met" if best[slowest][0] <= HELP_GOAL_S else "MISSED"
+    print(
+        f"--help: {help_s:.3f} s, the slowest {slowest} {best[slowest][0]:.3f} s, "
+        f"goal <= {HELP_GOAL_S} s: {verdict}"
+    )
     print(
         f"decode / reference: {decode[0] / reference[0]:.2f}x the time, "
         f"{decode[1] / reference[1]:.2f}x the memory"

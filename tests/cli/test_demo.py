@@ -83,10 +83,17 @@ def test_a_step_is_a_call_or_an_answer() -> None:
 
 
 def test_inspect_option_opens_the_inspector_on_the_simulator(run: Run) -> None:
-    r = run("demo", "--inspect", stdin='read_signals {"signals": ["EngineSpeed"]}\nstatus\n')
+    r = run(
+        "demo",
+        "--inspect",
+        stdin='read_signals {"signals": ["EngineSpeed"]}\nstatus\nbus_status\n',
+    )
     assert r.code == 0, r.err
     assert "may send ClimateCommand" in r.out
     assert '"unit": "rpm"' in r.out and "socketcand" in r.out
+    # the session's nominal bitrate goes along: the demo has no --bitrate to give
+    assert '"bus_load_percent": null' not in r.out and "--bitrate on the" not in r.out
+    assert '"bus_load_percent": ' in r.out
 
 
 def test_a_simulator_that_cannot_start_is_one_clear_error(tmp_path: Path) -> None:

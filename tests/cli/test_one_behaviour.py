@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pytest_httpserver import HTTPServer
@@ -218,8 +219,9 @@ def server() -> Iterator[HTTPServer]:
 
 
 def chat(fake: FakeProvider, *more: str, stdin: str) -> subprocess.CompletedProcess[str]:
+    provider = "openai-compatible" if fake.provider == "openai" else fake.provider
     return hwbridge(
-        "chat", "--dbc", str(DEMO), "--provider", "openai-compatible",
+        "chat", "--dbc", str(DEMO), "--provider", provider,
         "--base-url", fake.base_url, "--model", "local", *more, stdin=stdin,
     )  # fmt: skip
 
@@ -238,10 +240,18 @@ def test_chat_offline_without_a_bus(server: HTTPServer) -> None:
     assert "list_messages" in tools and "send_message" not in tools
 
 
-def test_chat_reads_a_whole_json_answer_to_a_streamed_request(server: HTTPServer) -> None:
-    fake = FakeProvider(server, "openai").script(
-        json_answer(P.openai_completion("Whole, not streamed.", usage=(50, 4)))
-    )
+WHOLE_ANSWERS = {
+    "openai": json_answer(P.openai_completion("Whole, not streamed.", usage=(50, 4))),
+    # Ollama's SDK reads a stream line by line: one object pretty-printed over many lines
+    "ollama": json_answer(P.ollama_completion("Whole, not streamed.", usage=(50, 4)), indent=2),
+}
+
+
+@pytest.mark.parametrize("provider", WHOLE_ANSWERS)
+def test_chat_reads_a_whole_json_answer_to_a_streamed_request(
+    server: HTTPServer, provider: str
+) -> None:
+    fake = FakeProvider(server, provider).script(WHOLE_ANSWERS[provider])
     proc = chat(fake, stdin="hello\n")
     assert proc.returncode == 0, proc.stderr
     assert fake.requests[0]["stream"] is True
@@ -311,10 +321,19 @@ def socketcand_url(tmp_path: Path) -> Iterator[str]:
         proc.communicate(timeout=10)
 
 
-def _tool_names(*argv: str) -> set[str]:
+def _tools(*argv: str) -> dict[str, Any]:
     proc = hwbridge("tools", "--dbc", str(DEMO), "--exposure", "messages", "--json", *argv)
     assert proc.returncode == 0, proc.stderr
-    return {t["name"] for t in json.loads(proc.stdout)["tools"]}
+    return {t["name"]: t for t in json.loads(proc.stdout)["tools"]}
+
+
+def _tool_names(*argv: str) -> set[str]:
+    return set(_tools(*argv))
+
+
+def _message_choices(tool: dict[str, Any]) -> list[str]:
+    (message,) = [p for p in tool["parameters"] if p["name"] == "message"]
+    return list(message["schema"]["enum"])
 
 
 def test_fd_tools_are_not_offered_over_socketcand(socketcand_url: str) -> None:
@@ -327,6 +346,30 @@ def test_fd_tools_are_not_offered_over_socketcand(socketcand_url: str) -> None:
     call = json.dumps({"message": "AdasObjects", "timeout_ms": 100})
     proc = hwbridge("inspect", "--bus", socketcand_url, stdin=f"read_message {call}\n")
     assert "read_message failed (UNSUPPORTED)" in " ".join(proc.stdout.split())
+
+
+def test_fd_messages_are_no_send_choice_over_socketcand(socketcand_url: str) -> None:
+    """send_message, start_periodic and stop_periodic offer no CAN FD message where sending
+    one could only fail (UNSUPPORTED), nor is there a send_AdasObjects; reading is as before."""
+    allow = ("--allow", "ClimateCommand", "AdasObjects")
+    over_socketcand = _tools("--bus", socketcand_url, *allow)
+    virtual = _tools("--bus", "virtual:hwb-fd-send", *allow)
+    for name in ("send_message", "start_periodic", "stop_periodic"):
+        assert _message_choices(virtual[name]) == ["AdasObjects", "ClimateCommand"]
+        assert _message_choices(over_socketcand[name]) == ["ClimateCommand"]
+    assert "send_AdasObjects" in virtual and "send_AdasObjects" not in over_socketcand
+    assert "send_ClimateCommand" in over_socketcand
+    assert over_socketcand["read_message"] == virtual["read_message"]
+    assert over_socketcand["decode_frame"] == virtual["decode_frame"]
+    only_fd = _tools("--bus", socketcand_url, "--allow", "AdasObjects")
+    assert not {"send_message", "start_periodic", "send_AdasObjects"} & set(only_fd)
+    # a model that names it anyway is told the choices, and nothing is sent
+    call = json.dumps({"message": "AdasObjects"})
+    proc = hwbridge("inspect", "--bus", socketcand_url, *allow,
+                    stdin=f"send_message {call}\n")  # fmt: skip
+    assert "parameter 'message' must be one of: ClimateCommand, got \"AdasObjects\"" in " ".join(
+        proc.stdout.split()
+    )
 
 
 # -- smaller --------------------------------------------------------------------------------

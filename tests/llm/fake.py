@@ -51,6 +51,7 @@ MODEL_LISTS = {  # what each client's check() asks
             "parameters": "",
             "template": "",
             "details": {"format": "gguf", "family": "llama"},
+            "model_info": {"general.architecture": "llama", "llama.context_length": 131072},
             "capabilities": ["completion", "tools"],
         },
     ),
@@ -60,21 +61,34 @@ CHAT_PATHS = {
     "anthropic": "/v1/messages",
     "ollama": "/api/chat",
 }
-_TYPES = {"sse": "text/event-stream", "ndjson": "application/x-ndjson", "json": "application/json"}
+_TYPES = {
+    "sse": "text/event-stream",
+    "ndjson": "application/x-ndjson",
+    "json": "application/json",
+    "text": "text/plain",
+}
 
 
 @dataclass
 class Answer:
     body: str
     status: int = 200
-    kind: str = "json"  # json | sse | ndjson
+    kind: str = "json"  # json | sse | ndjson | text (the content type)
     delay_s: float = 0.0  # before the body: a slow model
     stall_s: float = 0.0  # after the first line of the body: a long stream
     headers: dict[str, str] = field(default_factory=dict)
 
 
-def json_answer(payload: Any, status: int = 200, headers: dict[str, str] | None = None) -> Answer:
-    return Answer(json.dumps(payload), status, "json", headers=dict(headers or {}))
+def json_answer(
+    payload: Any,
+    status: int = 200,
+    headers: dict[str, str] | None = None,
+    *,
+    indent: int | None = None,
+    kind: str = "json",
+) -> Answer:
+    """One JSON document; `indent` pretty-prints it over lines, `kind` names its content type."""
+    return Answer(json.dumps(payload, indent=indent), status, kind, headers=dict(headers or {}))
 
 
 def sse(body: str, *, stall_s: float = 0.0) -> Answer:

@@ -322,3 +322,27 @@ def ollama_stream(
         }
     )
     return "".join(json.dumps(line) + "\n" for line in lines)
+
+
+def ollama_completion(
+    text: str = "",
+    tool_calls: list[tuple[str, dict[str, Any]]] = (),  # type: ignore[assignment]
+    *,
+    usage: tuple[int, int] = (402, 37),
+) -> dict[str, Any]:
+    """A whole /api/chat answer, as Ollama sends it with `stream: false`."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"function": {"name": name, "arguments": arguments}} for name, arguments in tool_calls
+        ]
+    return {
+        "model": OLLAMA_MODEL,
+        "created_at": "2025-01-16T21:14:03.511235Z",
+        "message": message,
+        "done_reason": "stop",
+        "done": True,
+        "total_duration": 4883583458,
+        "prompt_eval_count": usage[0],
+        "eval_count": usage[1],
+    }

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from pytest_httpserver import HTTPServer
+from werkzeug import Request, Response
 
 from hwbridge import ProviderError, Runner
-from hwbridge.llm import OllamaClient
+from hwbridge.llm import OllamaClient, ollama_client
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
-from tests.llm.fake import FakeProvider, json_answer, ndjson
+from tests.llm.fake import Answer, FakeProvider, json_answer, ndjson
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -107,3 +111,94 @@ def test_async(fake_ollama: FakeProvider) -> None:
     driver = Thermostat()
     result = asyncio.run(Runner(driver, client(fake_ollama)).arun("t?"))
     assert result.answer == "Fine." and len(driver.executed) == 1
+
+
+# -- a whole JSON answer to a streamed request ----------------------------------------------
+
+WHOLE_CASES = [
+    pytest.param(2, "json", id="pretty-application/json"),
+    pytest.param(None, "json", id="one-line-application/json"),
+    pytest.param(2, "ndjson", id="pretty-but-called-ndjson"),
+    pytest.param(4, "text", id="pretty-text/plain"),
+]
+
+
+@pytest.mark.parametrize(("indent", "kind"), WHOLE_CASES)
+def test_a_whole_json_answer_to_a_streamed_request(
+    fake_ollama: FakeProvider, indent: int | None, kind: str
+) -> None:
+    """A server that ignores `stream: true` and sends one JSON object, pretty-printed or not,
+    under any content type: read as the whole answer, tool calls included."""
+    fake_ollama.script(
+        json_answer(
+            P.ollama_completion("", [("get_temperature", {"room": "kitchen"})]),
+            indent=indent,
+            kind=kind,
+        ),
+        json_answer(P.ollama_completion("Kitchen: 21.5 degC.", usage=(500, 9)), indent=indent),
+    )
+    driver = Thermostat()
+    shown: list[str] = []
+    result = Runner(driver, client(fake_ollama), on_text=shown.append).run("t?")
+    assert result.ok and result.answer == "Kitchen: 21.5 degC." and "".join(shown) == result.answer
+    assert driver.executed == [("get_temperature", {"room": "kitchen"})]
+    assert result.usage is not None and result.usage.input_tokens == 402 + 500
+    assert [r["stream"] for r in fake_ollama.requests] == [True, True]
+
+
+def test_a_whole_pretty_json_answer_async(fake_ollama: FakeProvider) -> None:
+    fake_ollama.script(json_answer(P.ollama_completion("Fine."), indent=2))
+    result = asyncio.run(Runner(Thermostat(), client(fake_ollama)).arun("t?"))
+    assert result.ok and result.answer == "Fine."
+
+
+def test_stream_false_reads_a_pretty_answer(fake_ollama: FakeProvider) -> None:
+    fake_ollama.script(json_answer(P.ollama_completion("Whole."), indent=2))
+    result = Runner(Thermostat(), client(fake_ollama, stream=False)).run("t?")
+    assert result.answer == "Whole." and fake_ollama.requests[0]["stream"] is False
+
+
+def test_a_whole_answer_is_read_up_to_a_bound(
+    fake_ollama: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ollama_client, "_WHOLE_MAX", 4096)
+    big = P.ollama_completion("x" * 5000)
+    fake_ollama.script(json_answer(big, indent=2), json_answer(big, indent=2))
+    runner = Runner(Thermostat(), client(fake_ollama))
+    for result in (runner.run("t?"), asyncio.run(runner.arun("t?"))):
+        assert result.stop_reason == "provider_error"
+        assert result.detail is not None
+        assert result.detail.startswith("ollama: the answer is not streamed line by line and over")
+
+
+def test_neither_ndjson_nor_json_is_a_provider_error(fake_ollama: FakeProvider) -> None:
+    fake_ollama.script(Answer("<html>\n<body>a proxy page</body>\n</html>\n", kind="text"))
+    result = Runner(Thermostat(), client(fake_ollama)).run("t?")
+    assert result.stop_reason == "provider_error"
+    assert result.detail is not None
+    assert result.detail.startswith("ollama: the answer is neither NDJSON nor one JSON object")
+
+
+def test_ndjson_still_streams(loopback: HTTPServer) -> None:
+    """The first piece reaches on_delta while the server still holds the rest back."""
+    first_shown = threading.Event()
+    released: list[bool] = []
+    lines = P.ollama_stream(["Kitchen ", "is warm."]).splitlines(keepends=True)
+
+    def handler(request: Request) -> Response:
+        def body() -> Iterator[bytes]:
+            yield lines[0].encode()
+            released.append(first_shown.wait(5))
+            yield "".join(lines[1:]).encode()
+
+        return Response(body(), content_type="application/x-ndjson")
+
+    loopback.clear()
+    loopback.expect_request("/api/chat", method="POST").respond_with_handler(handler)
+    host = loopback.url_for("").rstrip("/")
+    result = Runner(
+        Thermostat(), OllamaClient("llama3.1:8b", host=host), on_text=lambda _: first_shown.set()
+    ).run("t?")
+    loopback.clear()
+    assert result.answer == "Kitchen is warm."
+    assert released == [True]

@@ -158,7 +158,8 @@ def run(args: argparse.Namespace) -> int:
             from hwbridge.cli.main import main as cli
 
             allow = [a for name in session.allowed for a in ("--allow", name)]
-            return cli(["inspect", "--dbc", str(dbc), "--bus", bus, *allow])
+            rate = [] if session.bitrate is None else ["--bitrate", str(session.bitrate)]
+            return cli(["inspect", "--dbc", str(dbc), "--bus", bus, *rate, *allow])
         surprises = play(console, session, dbc, bus)
     console.print(Text(f"demo finished in {time.monotonic() - started:.1f} s", style="dim"))
     if surprises:

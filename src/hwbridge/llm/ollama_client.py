@@ -3,12 +3,17 @@
 `host` defaults to OLLAMA_HOST or http://localhost:11434. Native mode uses Ollama's tool
 calling (for models that have it); `mode="text"` suits small models without it, with the
 driver's compact prompt picked by model name.
+
+Answers stream as NDJSON. A server that answers a streamed request with one plain JSON object
+instead (some proxies and servers ignore `stream: true`; pretty-printed over many lines or
+not) is read as that whole answer, up to 8 MiB; `stream=False` never asks for a stream.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 from hwbridge.core.contract import MCSDriver
@@ -17,6 +22,7 @@ from hwbridge.llm._base import (
     Mode,
     PerLoop,
     check_mode,
+    is_json,
     provider_error,
     require,
     setup_for,
@@ -24,11 +30,13 @@ from hwbridge.llm._base import (
 )
 
 ollama: Any = require("ollama", "ollama", "OllamaClient")
+import httpx  # noqa: E402  (ollama's own dependency: there once ollama is)
 
 __all__ = ["OllamaClient"]
 
 _FINISH = {"stop": "stop", "length": "length"}
 _DEFAULT_HOST = "http://localhost:11434"
+_WHOLE_MAX = 8 * 1024 * 1024  # bytes of an answer read whole (not streamed line by line)
 
 
 class OllamaClient:
@@ -54,8 +62,12 @@ class OllamaClient:
         self.options = dict(options or {})
         self.keep_alive = keep_alive
         self._timeout = timeout_s
-        self._client = ollama.Client(host=self.host, timeout=timeout_s)
-        self._async = PerLoop(lambda: ollama.AsyncClient(host=self.host, timeout=self._timeout))
+        self._client = ollama.Client(host=self.host, timeout=timeout_s, transport=_Transport())
+        self._async = PerLoop(
+            lambda: ollama.AsyncClient(
+                host=self.host, timeout=self._timeout, transport=_AsyncTransport()
+            )
+        )
 
     def setup(self, driver: MCSDriver) -> ChatSetup:
         return setup_for(driver, self.mode, "openai", self.model)  # Ollama takes OpenAI tools
@@ -121,6 +133,10 @@ class OllamaClient:
             type(exc).__module__.startswith("httpx")
         ):
             return provider_error(self.provider, exc, self.host)
+        if isinstance(exc, json.JSONDecodeError):
+            return ProviderError(
+                self.provider, "server", f"the answer is neither NDJSON nor one JSON object: {exc}"
+            )
         return exc
 
 
@@ -157,3 +173,144 @@ class _Answer:
             if self.calls:
                 output["tool_calls"] = self.calls
         return ChatTurn(output=output, text=text, finish_reason=self.finish, usage=self.usage)
+
+
+# -- a whole JSON answer to a streamed request ----------------------------------------------
+#
+# The SDK reads a streamed /api/chat answer line by line, one JSON object a line: a whole
+# answer pretty-printed over several lines fails on its first line ("{"). The transports
+# below hand the SDK such a body as one line; NDJSON passes through as it comes.
+
+
+class _Reframer:
+    """The body of an /api/chat answer, fed in pieces: NDJSON (the first line is JSON)
+    passes through unchanged; a body sent as `application/json`, or whose first line is not
+    JSON, is held (up to _WHOLE_MAX) and given out as one line if it is one JSON object."""
+
+    def __init__(self, whole: bool) -> None:
+        self._whole = whole
+        self._passing = False
+        self._held = bytearray()
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._passing:
+            return chunk
+        self._held += chunk
+        if len(self._held) > _WHOLE_MAX:
+            raise ProviderError(
+                "ollama",
+                "server",
+                f"the answer is not streamed line by line and over {_WHOLE_MAX >> 20} MiB",
+            )
+        if self._whole:
+            return b""
+        start = len(self._held) - len(self._held.lstrip())
+        end = self._held.find(b"\n", start)
+        if end < 0:
+            return b""
+        try:
+            json.loads(self._held[start:end])
+        except ValueError:
+            self._whole = True  # "{" of a pretty-printed object: read it whole
+            return b""
+        self._passing = True
+        out = bytes(self._held)
+        self._held.clear()
+        return out
+
+    def end(self) -> bytes:
+        held = bytes(self._held)
+        self._held.clear()
+        if not self._whole:
+            return held  # one line without an end, or nothing
+        try:
+            whole = json.loads(held)
+        except ValueError:
+            return held  # NDJSON called application/json, or no JSON: the SDK reads lines
+        if not isinstance(whole, dict):
+            return held
+        return json.dumps(whole).encode() + b"\n"
+
+
+def _reframes(request: httpx.Request, response: httpx.Response) -> bool:
+    return response.is_success and request.url.path.endswith("/api/chat")
+
+
+def _headers(response: httpx.Response) -> list[tuple[bytes, bytes]]:
+    """The headers without those of the bytes on the wire (the body is decoded, re-framed)."""
+    dropped = (b"content-length", b"content-encoding")
+    return [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+
+
+class _Stream(httpx.SyncByteStream):
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._reframer = _Reframer(is_json(response))
+
+    def __iter__(self) -> Iterator[bytes]:
+        for chunk in self._response.iter_bytes():
+            if out := self._reframer.feed(chunk):
+                yield out
+        if tail := self._reframer.end():
+            yield tail
+
+    def close(self) -> None:
+        self._response.close()
+
+
+class _AsyncStream(httpx.AsyncByteStream):
+    def __init__(self, response: httpx.Response) -> None:
+        self._response = response
+        self._reframer = _Reframer(is_json(response))
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._response.aiter_bytes():
+            if out := self._reframer.feed(chunk):
+                yield out
+        if tail := self._reframer.end():
+            yield tail
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+class _Transport(httpx.BaseTransport):
+    """httpx's own transport, with /api/chat answers re-framed for the SDK."""
+
+    def __init__(self) -> None:
+        self._inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self._inner.handle_request(request)
+        if not _reframes(request, response):
+            return response
+        response.request = request
+        return httpx.Response(
+            response.status_code,
+            headers=_headers(response),
+            stream=_Stream(response),
+            extensions=response.extensions,
+        )
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+class _AsyncTransport(httpx.AsyncBaseTransport):
+    def __init__(self) -> None:
+        self._inner = httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self._inner.handle_async_request(request)
+        if not _reframes(request, response):
+            return response
+        response.request = request
+        return httpx.Response(
+            response.status_code,
+            headers=_headers(response),
+            stream=_AsyncStream(response),
+            extensions=response.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -254,7 +254,14 @@ class CanToolDriver(MCSToolDriver):
         return tools
 
     def _sendable(self, network: Network) -> list[str]:
-        return [m.name for m in network.db.messages if self.policy.allows_message(m.name)]
+        """The messages the policy lets out that can cross the network's transport: no CAN FD
+        message over socketcand (sending one could only fail, UNSUPPORTED)."""
+        classic = _classic_only(network)
+        return [
+            m.name
+            for m in network.db.messages
+            if self.policy.allows_message(m.name) and not (classic and _is_fd(m))
+        ]
 
     def _sendable_schema(self) -> dict[str, Any]:
         names = sorted({n for net in self.networks.values() for n in self._sendable(net)})
@@ -267,7 +274,7 @@ class CanToolDriver(MCSToolDriver):
         otherwise shadow the generic read_signals)."""
         out: list[tuple[Tool, TypedTool]] = []
         taken = set(taken)
-        classic = network.adapter is not None and not network.adapter.carries_fd
+        classic = _classic_only(network)
         for message in network.db.messages:
             if classic and _is_fd(message):
                 continue  # never crosses this transport: a tool that could only fail
@@ -276,9 +283,7 @@ class CanToolDriver(MCSToolDriver):
                 taken.add(read.name)
                 out.append((read, TypedTool("read", message.name)))
         if self.policy.allows_sending:
-            for name in self._sendable(network):
-                if classic and _is_fd(network.db.message(name)):
-                    continue
+            for name in self._sendable(network):  # FD ones left out over socketcand
                 send = send_tool(network.db, network.db.message(name), self.texts)
                 if send is not None and send.name not in taken:
                     taken.add(send.name)
@@ -339,7 +344,7 @@ class CanToolDriver(MCSToolDriver):
         )
 
     def _tool_read_message(self, net: Network, args: Mapping[str, Any]) -> Any:
-        if net.adapter is not None and not net.adapter.carries_fd:
+        if _classic_only(net):
             message = net.db.message(args["message"])
             if _is_fd(message):
                 raise ToolError(
@@ -431,6 +436,11 @@ class CanToolDriver(MCSToolDriver):
     def close(self) -> None:
         for network in self.networks.values():
             network.close()
+
+
+def _classic_only(network: Network) -> bool:
+    """The network's bus carries classic frames only (socketcand); offline it carries none."""
+    return network.adapter is not None and not network.adapter.carries_fd
 
 
 def _is_fd(message: Any) -> bool:
