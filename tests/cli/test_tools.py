@@ -19,6 +19,8 @@ GENERIC = [
     "read_message",
     "wait_for_signal",
     "capture",
+    "signal_timeseries",
+    "plot_signals",
     "bus_status",
     "decode_frame",
 ]

@@ -62,7 +62,9 @@ class ImageResult(BaseModel):
 
 def image_of(result: Any) -> ImageResult | None:
     """The picture a tool result carries, or None for any other result (never raises)."""
-    if type(result) is not dict or result.keys() != _KEYS or result.get("type") != "image":
+    if type(result) is not dict or len(result) != 4 or result.get("type") != "image":
+        return None
+    if result.keys() != _KEYS:
         return None
     mime, data, summary = result["mime_type"], result["data"], result["summary"]
     if (

@@ -22,7 +22,7 @@ from hwbridge.core.jsonsafe import dumps
 from hwbridge.core.models import CallView
 from hwbridge.core.prompts import PromptStrategy
 
-__all__ = ["Outcome", "build_messages", "plain_messages"]
+__all__ = ["Outcome", "build_messages", "plain_messages", "result_text_json"]
 
 
 class Outcome(NamedTuple):
@@ -47,15 +47,21 @@ class Outcome(NamedTuple):
     def text_json(self, strategy: PromptStrategy) -> str:
         """The result as text: its JSON, or for a picture its summary and a note that the
         picture is not in the text."""
-        image = self.image()
-        if image is None:
-            return self.result_json
-        note = strategy.image_note(self.call.tool, image.mime_type, image.size_bytes)
-        return dumps(image.summary)[0] + "\n" + note
+        return result_text_json(self.call.tool, self.result, self.result_json, strategy)
 
     def summary_json(self, strategy: PromptStrategy, image: ImageResult) -> str:
         """A picture's summary as text, beside the picture itself."""
         return strategy.bounded(dumps(image.summary)[0])
+
+
+def result_text_json(tool: str, result: Any, result_json: str, strategy: PromptStrategy) -> str:
+    """A successful result as a model reads it in text: its JSON, or for a picture its
+    summary and a note that the picture is not in the text."""
+    image = image_of(result)
+    if image is None:
+        return result_json
+    note = strategy.image_note(tool, image.mime_type, image.size_bytes)
+    return dumps(image.summary)[0] + "\n" + note
 
 
 def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:

@@ -26,6 +26,7 @@ from hwbridge.plot.series import (
     bucket_points,
     downsample,
     iso_utc,
+    series_summary,
     timeseries_result,
 )
 
@@ -43,5 +44,6 @@ __all__ = [
     "png_within",
     "render",
     "require_matplotlib",
+    "series_summary",
     "timeseries_result",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "bucket_points",
     "downsample",
     "iso_utc",
+    "series_summary",
     "timeseries_result",
 ]
 
@@ -178,4 +179,22 @@ def timeseries_result(series: Series, extra: Mapping[str, Any] | None = None) ->
     out["truncated"] = series.downsampled
     if series.downsampled:
         out["downsampled"] = "min_max_per_bucket"
+    return out
+
+
+def series_summary(series: Series) -> dict[str, Any]:
+    """What a picture of `series` shows, in numbers: its span, extremes and sample count."""
+    values = [float(x) for x in series.v if math.isfinite(float(x))]
+    out: dict[str, Any] = {"signal": series.name, "unit": series.unit, "total": series.total}
+    out["drawn"] = len(series.t)
+    if values:
+        out["min"], out["max"] = _number(min(values)), _number(max(values))
+        out["first_value"], out["last_value"] = _number(values[0]), _number(values[-1])
+    if series.t:
+        out["start"], out["end"] = iso_utc(series.t[0]), iso_utc(series.t[-1])
+    if series.labels and values:
+        shown = {float(x) for x in values}
+        out["labels_seen"] = [name for k, name in series.labels.items() if float(k) in shown][
+            :MAX_LABELS
+        ]
     return out
