@@ -19,6 +19,7 @@ from typing import Any
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.questions import Questions, SignalRef, quote
 from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
+from hwbridge.captures.sql_sandbox import QuerySandbox, SandboxLimits
 from hwbridge.core.models import ToolError
 from hwbridge.plot.series import Series, bucket_points
 
@@ -30,14 +31,33 @@ _ROWS = MAX_BUCKETS + 10
 _GLOB = frozenset("*?[")
 
 
+class _SeriesEngine(SqlEngine):
+    """An engine without a spare worker: the tools that show and `hwbridge plot` use it
+    now and then, and a spare starting beside the first query would only slow it down (a
+    worker killed at a bound is started again on the next call)."""
+
+    def __init__(self, dataset: Dataset, limits: QueryLimits) -> None:
+        self.dataset = dataset
+        self.limits = limits
+        self.sandbox = QuerySandbox(
+            list(dataset.tables.values()),
+            SandboxLimits(
+                memory_limit=limits.memory_limit,
+                threads=limits.threads,
+                max_rows=limits.max_rows,
+                max_chars=limits.max_chars,
+                max_columns=limits.max_columns,
+                spare=False,
+            ),
+        )
+
+
 def series_engine(dataset: Dataset, limits: QueryLimits | None = None) -> SqlEngine:
     """An engine for `SeriesReader`: the time and memory bounds of `limits`, with room in
     each result for a downsampled series (a few thousand rows)."""
     base = limits or QueryLimits()
-    return SqlEngine(
-        dataset,
-        dataclasses.replace(base, max_rows=_ROWS, max_chars=_ROWS * 200, max_columns=16),
-    )
+    bounds = dataclasses.replace(base, max_rows=_ROWS, max_chars=_ROWS * 200, max_columns=16)
+    return _SeriesEngine(dataset, bounds)
 
 
 def _us(value: dt.datetime) -> int:

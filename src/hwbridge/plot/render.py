@@ -124,9 +124,12 @@ def _save(fig: Figure, fmt: str, dpi: float = _DPI) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     FigureCanvasAgg(fig)  # the figure draws on Agg, whatever the global backend
+    from matplotlib import rc_context
+
     out = io.BytesIO()
     metadata = {"Software": None} if fmt == "png" else {"Date": None}
-    fig.savefig(out, format=fmt, dpi=dpi, metadata=metadata)
+    with rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, smaller
+        fig.savefig(out, format=fmt, dpi=dpi, metadata=metadata)
     return out.getvalue()
 
 
