@@ -82,7 +82,9 @@ def test_a_dataset_downsampled_in_sql(
     assert png_size(png.read_bytes())[0] == 1200
 
 
-def test_usage_errors_exit_2(dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_usage_errors_exit_2(
+    dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = str(tmp_path / "x.png")
     cases = [
         (["--dataset", str(dataset), "--signal", "Speed", "--out", str(tmp_path / "x.jpg")], ".png, .svg or .html"),
@@ -103,7 +105,7 @@ def test_the_simulator_over_a_live_bus(
 ) -> None:
     out = tmp_path / "sim.png"
     with VirtualVehicle(DEMO, channel=channel):
-        code, said, err = plot(
+        code, _, err = plot(
             capsys, "--bus", f"virtual:{channel}", "--duration", "1.5",
             "--signal", "VehicleSpeed", "--signal", "EngineSpeed", "--signal", "GearLever",
             "--out", str(out),

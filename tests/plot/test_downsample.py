@@ -26,7 +26,9 @@ def test_every_bucket_keeps_its_minimum_and_maximum() -> None:
     span = t[-1] - t[0]
     for k in range(100):  # per bucket, the kept extremes are the bucket's extremes
         inside = [x for x, ts in zip(v, t, strict=True) if min(int(ts / span * 100), 99) == k]
-        kept = [x for x, ts in zip(kept_v, kept_t, strict=True) if min(int(ts / span * 100), 99) == k]
+        kept = [
+            x for x, ts in zip(kept_v, kept_t, strict=True) if min(int(ts / span * 100), 99) == k
+        ]
         assert max(kept) == max(inside) and min(kept) == min(inside)
 
 
