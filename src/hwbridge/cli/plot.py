@@ -181,6 +181,7 @@ def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
     except FileNotFoundError as exc:
         raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
     engine = series_engine(dataset, QueryLimits(timeout_s=120.0))
+    _warm_matplotlib()  # while the query worker starts (another process, another core)
     try:
         reader = SeriesReader(dataset, engine)
         try:
@@ -199,6 +200,11 @@ def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
             raise CliError(f"{exc.code}: {exc.message}", EXIT_RUNTIME) from None
     finally:
         engine.close()
+
+
+def _warm_matplotlib() -> None:
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure  # noqa: F401
 
 
 def _database(args: argparse.Namespace) -> CanDatabase:
