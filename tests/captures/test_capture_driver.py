@@ -35,7 +35,14 @@ def call(driver: CaptureDriver, tool: str, **arguments: Any) -> tuple[bool, Any]
 
 def test_tools_are_read_only_and_named_as_in_the_issue(driver: CaptureDriver) -> None:
     tools = {t.name: t for t in driver.list_tools()}
-    assert list(tools) == ["describe_dataset", "query", "signal_stats", "find_events"]
+    assert list(tools) == [
+        "describe_dataset",
+        "query",
+        "signal_stats",
+        "find_events",
+        "signal_timeseries",
+        "plot_signals",
+    ]
     assert all(t.read_only for t in tools.values())
     assert [p.name for p in tools["signal_stats"].parameters] == [
         "signal", "source", "start", "end"

@@ -19,6 +19,8 @@ GENERIC = [
     "read_message",
     "wait_for_signal",
     "capture",
+    "signal_timeseries",
+    "plot_signals",
     "bus_status",
     "decode_frame",
 ]
@@ -71,7 +73,7 @@ def test_large_real_database_in_catalog_mode(run: Run, ford: Path) -> None:
     assert doc["messages"] > 300
     assert doc["system_prompt_tokens"] < 4000
     table = run("tools", "--dbc", str(ford), "--exposure", "catalog")
-    assert "9 tools from" in table.out and "331 messages" in table.out
+    assert "11 tools from" in table.out and "331 messages" in table.out
 
 
 def test_model_picks_the_pack_variant(run: Run) -> None:

@@ -3,30 +3,37 @@
     with CaptureDriver.from_dataset("dataset/") as driver:
         driver.process_llm_response('{"tool": "describe_dataset", "arguments": {}}')
 
-Four read-only tools: `describe_dataset`, `query` (one SQL SELECT, see `sql_engine` for what
-keeps it inside the dataset), `signal_stats` and `find_events`.
+Six read-only tools: `describe_dataset`, `query` (one SQL SELECT, see `sql_engine` for what
+keeps it inside the dataset), `signal_stats`, `find_events`, and the tools that show:
+`signal_timeseries` (a series downsampled in SQL, keeping each bucket's extremes) and
+`plot_signals` (a PNG of the signals, `hwbridge.plot`).
 """
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
-from hwbridge.captures.questions import OPS, Questions
+from hwbridge.captures.questions import OPS, Questions, _utc
+from hwbridge.captures.series import SeriesReader, series_engine
 from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
 from hwbridge.core.prompts import PromptStrategy
+from hwbridge.plot.series import MAX_POINTS, timeseries_result
 
 __all__ = ["CaptureDriver"]
 
 _NAME = {"type": "string", "minLength": 1, "maxLength": 200}
 _TIME = {"type": "string", "minLength": 1, "maxLength": 64}
 _DAY_MS = 86_400_000
+MAX_PLOTTED = 8  # signals in one picture
+DEFAULT_POINTS = 200
 
 
 class CaptureDriver(HybridDriver, Closing):
@@ -56,6 +63,11 @@ class CaptureDriver(HybridDriver, Closing):
         self.engine = SqlEngine(dataset, limits)
         self.questions = Questions(dataset, self.engine)
         self._tools = tuple(self._build_tools())
+        # the tools that show read through an engine of their own, whose results have room
+        # for a series; started on their first call
+        self._series: SeriesReader | None = None
+        self._series_lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def from_dataset(
@@ -92,6 +104,7 @@ class CaptureDriver(HybridDriver, Closing):
         sql = {"type": "string", "minLength": 1, "maxLength": self.engine.limits.max_sql_chars}
         condition = {"type": "string", "minLength": 3, "maxLength": 300}
         duration = {"type": "number", "minimum": 0, "maximum": 30 * _DAY_MS}
+        names = {"type": "array", "items": _NAME, "minItems": 1, "maxItems": MAX_PLOTTED}
         return [
             self._tool("describe_dataset"),
             self._tool("query", p("query", "sql", sql, True)),
@@ -107,6 +120,23 @@ class CaptureDriver(HybridDriver, Closing):
                 p("find_events", "condition", condition, True),
                 p("find_events", "min_duration_ms", duration, True),
                 p("find_events", "source", _NAME),
+            ),
+            self._tool(
+                "signal_timeseries",
+                p("signal_timeseries", "signal", _NAME, True),
+                p("signal_timeseries", "start", _TIME),
+                p("signal_timeseries", "end", _TIME),
+                p(
+                    "signal_timeseries",
+                    "max_points",
+                    {"type": "integer", "minimum": 2, "maximum": MAX_POINTS},
+                ),
+            ),
+            self._tool(
+                "plot_signals",
+                p("plot_signals", "signals", names, True),
+                p("plot_signals", "start", _TIME),
+                p("plot_signals", "end", _TIME),
             ),
         ]
 
@@ -130,7 +160,41 @@ class CaptureDriver(HybridDriver, Closing):
             return q.find_events(
                 arguments["condition"], arguments["min_duration_ms"], arguments.get("source")
             )
+        if tool_name == "signal_timeseries":
+            return self._timeseries(arguments)
+        if tool_name == "plot_signals":
+            return self._plot(arguments)
         raise ToolError("UNKNOWN_TOOL", f"{tool_name} is not a tool of this driver")
+
+    def series_reader(self) -> SeriesReader:
+        """The reader of `signal_timeseries` and `plot_signals` (its engine starts on first
+        use)."""
+        with self._series_lock:
+            if self._closed:
+                raise ToolError("CLOSED", "the driver is closed")
+            if self._series is None:
+                engine = series_engine(self.dataset, self.engine.limits)
+                self._series = SeriesReader(self.dataset, engine)
+            return self._series
+
+    def _timeseries(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        since = _utc(arguments.get("start"), "start")
+        until = _utc(arguments.get("end"), "end")
+        reader = self.series_reader()
+        ref = reader.resolve([arguments["signal"]], limit=1)[0]
+        points = int(arguments.get("max_points") or DEFAULT_POINTS)
+        series = reader.series(ref, points // 2, since=since, until=until, extremes_only=True)
+        return timeseries_result(series)
+
+    def _plot(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        from hwbridge.plot.results import PLOT_WIDTH_PX, picture_result
+
+        since = _utc(arguments.get("start"), "start")
+        until = _utc(arguments.get("end"), "end")
+        reader = self.series_reader()
+        refs = reader.resolve(list(arguments["signals"]), limit=MAX_PLOTTED)
+        series = [reader.series(r, PLOT_WIDTH_PX, since=since, until=until) for r in refs]
+        return picture_result(series)
 
     def driver_guidance(self, model_name: str | None = None) -> str:
         return self.texts.guidance.dataset.strip()
@@ -142,4 +206,9 @@ class CaptureDriver(HybridDriver, Closing):
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> None:
+        with self._series_lock:
+            self._closed = True
+            reader, self._series = self._series, None
+        if reader is not None:
+            reader.engine.close()
         self.engine.close()

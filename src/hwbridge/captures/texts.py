@@ -9,7 +9,14 @@ from hwbridge.core.tool_texts import StrictTexts, ToolTexts, load_tool_texts
 
 __all__ = ["CaptureTexts", "capture_texts"]
 
-TOOLS = ("describe_dataset", "query", "signal_stats", "find_events")
+TOOLS = (
+    "describe_dataset",
+    "query",
+    "signal_stats",
+    "find_events",
+    "signal_timeseries",
+    "plot_signals",
+)
 
 
 class Guidance(StrictTexts):

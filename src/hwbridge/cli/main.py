@@ -23,6 +23,7 @@ from hwbridge.cli import (
     drivers,
     inspector,
     mcp_server,
+    plot,
     ports,
     prompt,
     schema,
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         discover,
         demo,
         ports,
+        plot,
     ):
         module.register(sub)
     for name, choice in sub.choices.items():

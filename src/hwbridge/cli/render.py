@@ -12,6 +12,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from hwbridge.core.images import image_of
 from hwbridge.core.models import DriverResponse, Tool
 
 __all__ = ["describe_tool", "response_panel", "schema_type", "short_description", "tools_table"]
@@ -129,7 +130,11 @@ def response_panel(response: DriverResponse) -> Panel:
         parts.append(Text.assemble(("detail: ", "bold"), response.call_detail))
     if response.call_executed:
         parts.append(Text("result:", style="bold"))
-        result = json.dumps(response.tool_call_result, ensure_ascii=False, default=str)
+        shown = response.tool_call_result
+        image = image_of(shown)
+        if image is not None:  # the summary, not kilobytes of base64
+            shown = {"image": f"{image.mime_type}, {image.size_bytes} bytes", **image.summary}
+        result = json.dumps(shown, ensure_ascii=False, default=str)
         parts.append(JSON(result, indent=2, highlight=False))
     if response.retry_prompt:
         parts.append(Text("retry prompt:", style="bold"))

@@ -22,7 +22,7 @@ from hwbridge.core.aio import CallJob, run_in_worker
 from hwbridge.core.contract import Capability, MCSDriver, MCSToolDriver
 from hwbridge.core.extraction import TOO_DEEP, CallExtractor, Found
 from hwbridge.core.jsonsafe import dumps, loads, writable
-from hwbridge.core.messages import Outcome, build_messages, plain_messages
+from hwbridge.core.messages import Outcome, build_messages, plain_messages, result_text_json
 from hwbridge.core.models import (
     CallView,
     Dialect,
@@ -318,7 +318,11 @@ class HybridDriver(MCSDriver, MCSToolDriver):
             return None
         strategy = self._prompt or PromptStrategy.default()
         ok, result, result_json, retry, detail, _ = self._execute(name, args, strategy)
-        said = strategy.result_text(name, result_json) if ok else retry
+        said = (
+            strategy.result_text(name, result_text_json(name, result, result_json, strategy))
+            if ok
+            else retry
+        )
         messages: list[dict[str, Any]] = [
             {"role": "assistant", "content": text},
             {"role": strategy.result_role, "content": said},

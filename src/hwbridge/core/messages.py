@@ -5,6 +5,11 @@ native input gets exactly what that provider expects next: OpenAI `tool` message
 `tool_call_id`, Anthropic `tool_result` blocks, Gemini `functionResponse` parts, Responses API
 `function_call_output` items. Calls of other drivers are left out of the echo so that every
 call in the history has its answer.
+
+A result that is a picture (`hwbridge.core.images`) goes as an image where the format carries
+one (an Anthropic image block in the `tool_result`, a Gemini inline image beside the
+`functionResponse`); elsewhere the model reads its summary and a note that the picture could
+not be shown.
 """
 
 from __future__ import annotations
@@ -12,11 +17,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from hwbridge.core.extraction import assistant_text, unwrap_envelope
+from hwbridge.core.images import ImageResult, image_of
 from hwbridge.core.jsonsafe import dumps
 from hwbridge.core.models import CallView
 from hwbridge.core.prompts import PromptStrategy
 
-__all__ = ["Outcome", "build_messages", "plain_messages"]
+__all__ = ["Outcome", "build_messages", "plain_messages", "result_text_json"]
 
 
 class Outcome(NamedTuple):
@@ -32,7 +38,30 @@ class Outcome(NamedTuple):
 
     def content(self, strategy: PromptStrategy) -> str:
         """The tool-result text for a native tool message."""
-        return strategy.bounded(self.result_json) if self.ok else (self.retry or "")
+        return strategy.bounded(self.text_json(strategy)) if self.ok else (self.retry or "")
+
+    def image(self) -> ImageResult | None:
+        """The picture the result carries, if it is one."""
+        return image_of(self.result) if self.ok else None
+
+    def text_json(self, strategy: PromptStrategy) -> str:
+        """The result as text: its JSON, or for a picture its summary and a note that the
+        picture is not in the text."""
+        return result_text_json(self.call.tool, self.result, self.result_json, strategy)
+
+    def summary_json(self, strategy: PromptStrategy, image: ImageResult) -> str:
+        """A picture's summary as text, beside the picture itself."""
+        return strategy.bounded(dumps(image.summary)[0])
+
+
+def result_text_json(tool: str, result: Any, result_json: str, strategy: PromptStrategy) -> str:
+    """A successful result as a model reads it in text: its JSON, or for a picture its
+    summary and a note that the picture is not in the text."""
+    image = image_of(result)
+    if image is None:
+        return result_json
+    note = strategy.image_note(tool, image.mime_type, image.size_bytes)
+    return dumps(image.summary)[0] + "\n" + note
 
 
 def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
@@ -45,7 +74,7 @@ def build_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[di
 def plain_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
     """The last resort when a dialect's messages cannot be built: every outcome, as text."""
     parts = [
-        strategy.result_text(o.call.tool, o.result_json) if o.ok else (o.retry or "")
+        strategy.result_text(o.call.tool, o.text_json(strategy)) if o.ok else (o.retry or "")
         for o in outcomes
     ]
     return [{"role": strategy.result_role, "content": "\n\n".join(p for p in parts if p)}]
@@ -54,7 +83,7 @@ def plain_messages(outcomes: list[Outcome], strategy: PromptStrategy) -> list[di
 def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> list[dict[str, Any]]:
     if len(outcomes) == 1 and type(origin) is str:
         o = outcomes[0]
-        content = strategy.result_text(o.call.tool, o.result_json) if o.ok else o.retry
+        content = strategy.result_text(o.call.tool, o.text_json(strategy)) if o.ok else o.retry
         return [
             {"role": "assistant", "content": origin},
             {"role": strategy.result_role, "content": content},
@@ -68,7 +97,7 @@ def _text(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> lis
     else:
         said = "\n".join(_call_json(o.call) for o in outcomes)
     parts = [
-        strategy.result_text(o.call.tool, o.result_json) if o.ok else (o.retry or "")
+        strategy.result_text(o.call.tool, o.text_json(strategy)) if o.ok else (o.retry or "")
         for o in outcomes
     ]
     return [
@@ -178,10 +207,22 @@ def _anthropic(
         ]
     results = []
     for o in outcomes:
+        image = o.image()
+        content: str | list[dict[str, Any]]
+        if image is not None and image.mime_type in _CARRIED:
+            content = [
+                {"type": "text", "text": o.summary_json(strategy, image)},
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": image.mime_type, "data": image.data},
+                },
+            ]
+        else:
+            content = o.content(strategy)
         block: dict[str, Any] = {
             "type": "tool_result",
             "tool_use_id": o.call.call_id,
-            "content": o.content(strategy),
+            "content": content,
         }
         if not o.ok:
             block["is_error"] = True
@@ -208,9 +249,14 @@ def _gemini(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> l
     else:
         kept = [{"functionCall": {"name": o.call.tool, "args": o.call.arguments}} for o in outcomes]
     responses = []
+    images = []
     for o in outcomes:
         payload: dict[str, Any]
-        if o.ok:
+        image = o.image()
+        if image is not None and image.mime_type in _CARRIED:
+            payload = {"result": image.summary}
+            images.append({"inlineData": {"mimeType": image.mime_type, "data": image.data}})
+        elif o.ok:
             text = o.content(strategy)
             payload = {"result": o.result if text == o.result_json else text}
         else:
@@ -219,6 +265,7 @@ def _gemini(origin: Any, outcomes: list[Outcome], strategy: PromptStrategy) -> l
         if o.call.call_id:
             fr["id"] = o.call.call_id
         responses.append({"functionResponse": fr})
+    responses += images  # after every function response: the pictures they refer to
     return [{"role": "model", "parts": kept}, {"role": "user", "parts": responses}]
 
 
@@ -251,6 +298,8 @@ def _args_json(call: CallView) -> str:
 def _call_json(call: CallView) -> str:
     return dumps({"tool": call.tool, "arguments": call.arguments})[0]
 
+
+_CARRIED = ("image/png", "image/jpeg")  # what Anthropic and Gemini take inline
 
 _BUILDERS = {
     "text": _text,

@@ -59,6 +59,7 @@ class Texts(_Strict):
     result: str
     result_truncated: str
     no_description: str
+    image_not_carried: str
 
 
 class RetryTexts(_Strict):
@@ -392,6 +393,10 @@ class PromptStrategy:
         if len(result_json) > self._max_chars:
             result_json = self.bounded(result_json)
         return self._result.format(tool=tool, result=result_json)
+
+    def image_note(self, tool: str, mime_type: str, size: int) -> str:
+        """What a model reads in place of a picture its conversation cannot carry."""
+        return self.pack.text.image_not_carried.format(tool=tool, mime_type=mime_type, size=size)
 
     def bounded(self, text: str) -> str:
         """Cut an oversized result and say so, so one tool call cannot flood the context."""

@@ -4,7 +4,8 @@ A tool keeps its JSON Schema and its description as the driver's native function
 definitions write them (line breaks inside escaped), and gets annotations that tell the
 truth: `readOnlyHint` from `Tool.read_only`, `destructiveHint` on every tool that is not
 read-only (sends, periodic starts, raw frames, commands). A success carries the result as
-structured content (an object; anything else under `result`) and as JSON text; a failure
+structured content (an object; anything else under `result`) and as JSON text; a picture
+(`hwbridge.core.images`) as image content beside its summary; a failure
 is a tool error (`isError`) whose text starts with the hwbridge code.
 """
 
@@ -16,6 +17,7 @@ import orjson
 from mcp import types
 
 from hwbridge.core.hybrid import HybridDriver
+from hwbridge.core.images import image_of
 from hwbridge.core.models import DriverResponse
 
 __all__ = ["call_result", "error_result", "mcp_tools"]
@@ -50,6 +52,16 @@ def call_result(response: DriverResponse) -> types.CallToolResult:
     """The MCP result of one call: its result on success, a tool error otherwise."""
     if response.call_executed and not response.call_failed:
         result = response.tool_call_result
+        image = image_of(result)
+        if image is not None:  # the picture as image content, its summary as text
+            summary = orjson.dumps(image.summary).decode()
+            return types.CallToolResult(
+                content=[
+                    types.TextContent(type="text", text=summary),
+                    types.ImageContent(type="image", data=image.data, mime_type=image.mime_type),
+                ],
+                structured_content=image.summary,
+            )
         structured = result if isinstance(result, dict) else {"result": result}
         text = orjson.dumps(result).decode()
         return types.CallToolResult(

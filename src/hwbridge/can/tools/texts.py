@@ -31,7 +31,7 @@ class CanTexts(ToolTexts):
 _REQUIRED_TOOLS = (
     "list_messages", "describe_message", "search_signals", "read_signals", "read_message",
     "wait_for_signal", "capture", "bus_status", "decode_frame", "send_message", "send_frame",
-    "start_periodic", "stop_periodic",
+    "start_periodic", "stop_periodic", "signal_timeseries", "plot_signals",
 )  # fmt: skip
 
 

@@ -13,12 +13,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from hwbridge.__about__ import __version__
 from hwbridge.can.tools.capture import MAX_CAPTURE_MS, capture
 from hwbridge.can.tools.reading import MAX_TIMEOUT_MS, OPS
+from hwbridge.can.tools.series import history_series, resolve_signals
 from hwbridge.can.tools.texts import CanTexts, can_texts
 from hwbridge.can.tools.typed import TypedTool, read_tool, send_tool
 from hwbridge.can.transport.adapter import AdapterStatus
 from hwbridge.can.transport.monitor import BusMonitor, frame_id_text
 from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
+from hwbridge.plot.series import MAX_POINTS, timeseries_result
 from hwbridge.policy import SendPolicy
 
 if TYPE_CHECKING:  # a Network holds this package's readers and senders
@@ -38,6 +40,9 @@ LABEL_CHARS = 256  # real DBC value labels run to 117 characters (opendbc vw_mlb
 ID_CHARS = 32
 HEX_CHARS = 400  # 64 bytes written as "0x01, 0x02, ..."
 MAX_DESCRIBED_SIGNALS = 40
+MAX_PLOTTED = 8  # signals in one picture
+MAX_LOOKBACK_S = 3600  # start/end of the tools that show: seconds before now
+DEFAULT_POINTS = 200
 _ENUM_LIMIT = 60  # list allowed messages as an enum up to this many
 _SENDING = frozenset({"send_message", "send_frame", "start_periodic", "stop_periodic"})
 
@@ -151,6 +156,8 @@ class CanToolDriver(MCSToolDriver):
         names = {"type": "array", "items": text, "minItems": 1, "maxItems": 50}
         frame_id = {"type": ["integer", "string"], "maxLength": ID_CHARS}
         hex_bytes = {"type": "string", "maxLength": HEX_CHARS}
+        seconds = {"type": "number", "minimum": -MAX_LOOKBACK_S, "maximum": 0}
+        plotted = {**names, "maxItems": MAX_PLOTTED}
         tools = [
             self._tool(
                 "list_messages",
@@ -204,6 +211,23 @@ class CanToolDriver(MCSToolDriver):
                     True,
                 ),
                 p("capture", "messages", names),
+            ),
+            self._tool(
+                "signal_timeseries",
+                p("signal_timeseries", "signal", text, True),
+                p("signal_timeseries", "start", seconds),
+                p("signal_timeseries", "end", seconds),
+                p(
+                    "signal_timeseries",
+                    "max_points",
+                    {"type": "integer", "minimum": 2, "maximum": MAX_POINTS},
+                ),
+            ),
+            self._tool(
+                "plot_signals",
+                p("plot_signals", "signals", plotted, True),
+                p("plot_signals", "start", seconds),
+                p("plot_signals", "end", seconds),
             ),
             self._tool("bus_status"),
             self._tool(
@@ -364,6 +388,31 @@ class CanToolDriver(MCSToolDriver):
         return capture(
             net.db, monitor, args["duration_ms"], args.get("messages"), adapter=net.adapter
         )
+
+    def _tool_signal_timeseries(self, net: Network, args: Mapping[str, Any]) -> Any:
+        monitor = self._monitor(net)
+        specs = resolve_signals(net.db, [args["signal"]], limit=1)
+        points = int(args.get("max_points") or DEFAULT_POINTS)
+        (series,) = history_series(
+            net.db,
+            monitor,
+            specs,
+            points // 2,
+            start_s=args.get("start"),
+            end_s=args.get("end"),
+            extremes_only=True,
+        )
+        return timeseries_result(series)
+
+    def _tool_plot_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
+        from hwbridge.plot.results import PLOT_WIDTH_PX, picture_result
+
+        monitor = self._monitor(net)
+        specs = resolve_signals(net.db, list(args["signals"]), limit=MAX_PLOTTED)
+        series = history_series(
+            net.db, monitor, specs, PLOT_WIDTH_PX, start_s=args.get("start"), end_s=args.get("end")
+        )
+        return picture_result(series)
 
     def _tool_bus_status(self, net: Network, args: Mapping[str, Any]) -> Any:
         monitor = self._monitor(net)
