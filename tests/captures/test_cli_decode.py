@@ -87,7 +87,7 @@ def test_inspect_a_dataset(
     code = main(["inspect", "--dataset", str(tmp_path / "ds")])
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0
-    assert "hwbridge inspect: dataset" in out and "4 tools, read-only" in out
+    assert "hwbridge inspect: dataset" in out and "6 tools, read-only" in out
     assert '"signal": "Engine.CoolantTemp"' in out
     assert "QUERY_REFUSED" in out
     assert '"name": "Engine"' in out

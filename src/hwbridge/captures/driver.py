@@ -18,7 +18,7 @@ from typing import Any
 from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.questions import OPS, Questions, _utc
-from hwbridge.captures.series import SeriesReader, series_engine
+from hwbridge.captures.series import SeriesReader
 from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
 from hwbridge.core.hybrid import HybridDriver
@@ -167,14 +167,13 @@ class CaptureDriver(HybridDriver, Closing):
         raise ToolError("UNKNOWN_TOOL", f"{tool_name} is not a tool of this driver")
 
     def series_reader(self) -> SeriesReader:
-        """The reader of `signal_timeseries` and `plot_signals` (its engine starts on first
-        use)."""
+        """The reader of `signal_timeseries` and `plot_signals` (through the query tool's
+        engine)."""
         with self._series_lock:
             if self._closed:
                 raise ToolError("CLOSED", "the driver is closed")
             if self._series is None:
-                engine = series_engine(self.dataset, self.engine.limits)
-                self._series = SeriesReader(self.dataset, engine)
+                self._series = SeriesReader(self.dataset, self.engine)
             return self._series
 
     def _timeseries(self, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -208,7 +207,5 @@ class CaptureDriver(HybridDriver, Closing):
     def close(self) -> None:
         with self._series_lock:
             self._closed = True
-            reader, self._series = self._series, None
-        if reader is not None:
-            reader.engine.close()
+            self._series = None
         self.engine.close()

@@ -4,13 +4,12 @@ A window of a signal is cut into time buckets; per bucket DuckDB keeps the first
 minimum and maximum sample (`hwbridge.plot.series` says why that draws faithfully), so ten
 million rows come back as a few thousand. A window that already fits comes back whole.
 Names are resolved against the dataset before they reach SQL (quoted); times and counts
-travel as parameters. The SQL runs on an engine (`SqlEngine.run`) whose result bounds fit
-a series: `series_engine` makes one beside the query tool's.
+travel as parameters. The SQL runs on the dataset's engine (`SqlEngine.run`, the query
+tool's worker and time and memory bounds), asking for answers with room for a series.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import fnmatch
 from collections.abc import Sequence
@@ -18,46 +17,17 @@ from typing import Any
 
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.questions import Questions, SignalRef, quote
-from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
-from hwbridge.captures.sql_sandbox import QuerySandbox, SandboxLimits
+from hwbridge.captures.sql_engine import SqlEngine
 from hwbridge.core.models import ToolError
 from hwbridge.plot.series import Series, bucket_points
 
-__all__ = ["MAX_SIGNALS", "SeriesReader", "series_engine"]
+__all__ = ["MAX_SIGNALS", "SeriesReader"]
 
 MAX_SIGNALS = 12
 MAX_BUCKETS = 5_000
 _ROWS = MAX_BUCKETS + 10
+_CHARS = _ROWS * 200  # a bucket's row: seven numbers
 _GLOB = frozenset("*?[")
-
-
-class _SeriesEngine(SqlEngine):
-    """An engine without a spare worker: the tools that show and `hwbridge plot` use it
-    now and then, and a spare starting beside the first query would only slow it down (a
-    worker killed at a bound is started again on the next call)."""
-
-    def __init__(self, dataset: Dataset, limits: QueryLimits) -> None:
-        self.dataset = dataset
-        self.limits = limits
-        self.sandbox = QuerySandbox(
-            list(dataset.tables.values()),
-            SandboxLimits(
-                memory_limit=limits.memory_limit,
-                threads=limits.threads,
-                max_rows=limits.max_rows,
-                max_chars=limits.max_chars,
-                max_columns=limits.max_columns,
-                spare=False,
-            ),
-        )
-
-
-def series_engine(dataset: Dataset, limits: QueryLimits | None = None) -> SqlEngine:
-    """An engine for `SeriesReader`: the time and memory bounds of `limits`, with room in
-    each result for a downsampled series (a few thousand rows)."""
-    base = limits or QueryLimits()
-    bounds = dataclasses.replace(base, max_rows=_ROWS, max_chars=_ROWS * 200, max_columns=16)
-    return _SeriesEngine(dataset, bounds)
 
 
 def _us(value: dt.datetime) -> int:
@@ -65,7 +35,7 @@ def _us(value: dt.datetime) -> int:
 
 
 class SeriesReader:
-    """Signals of one dataset as `Series`, over an engine made by `series_engine`."""
+    """Signals of one dataset as `Series`, read through the dataset's engine."""
 
     def __init__(self, dataset: Dataset, engine: SqlEngine) -> None:
         self.dataset = dataset
@@ -173,7 +143,9 @@ class SeriesReader:
             FROM {table} WHERE {condition}
             GROUP BY k ORDER BY k
         """
-        rows = self.engine.run(sql, [first, buckets, span, buckets - 1, *params]).rows
+        rows = self.engine.run(
+            sql, [first, buckets, span, buckets - 1, *params], max_rows=_ROWS, max_chars=_CHARS
+        ).rows
         total = sum(int(r[1]) for r in rows)
         per_bucket = 2 if extremes_only else 4
         if total <= buckets * per_bucket:
@@ -181,6 +153,8 @@ class SeriesReader:
                 f"SELECT epoch_us(timestamp), {col} FROM {table} "
                 f"WHERE {condition} ORDER BY timestamp",
                 params,
+                max_rows=_ROWS,
+                max_chars=_CHARS,
             ).rows
             return Series(
                 ref.qualified,

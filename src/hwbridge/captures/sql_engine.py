@@ -51,6 +51,9 @@ class QueryLimits:
     memory_limit: str = "2GB"
     threads: int = 2
     max_columns: int = 100
+    # a second worker kept started, so the query after a kill answers at once (a one-shot
+    # command that asks once has no use for it)
+    spare_worker: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +97,7 @@ class SqlEngine:
                 max_rows=self.limits.max_rows,
                 max_chars=self.limits.max_chars,
                 max_columns=self.limits.max_columns,
+                spare=self.limits.spare_worker,
             ),
         )
 

@@ -167,8 +167,8 @@ def _from_capture(args: argparse.Namespace) -> list[Series]:
 def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
     try:
         from hwbridge.captures.dataset import Dataset
-        from hwbridge.captures.series import SeriesReader, series_engine
-        from hwbridge.captures.sql_engine import QueryLimits
+        from hwbridge.captures.series import SeriesReader
+        from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
     except ImportError as exc:
         raise CliError(
             f"{exc.name or exc}: plotting a dataset needs pip install 'mcs-hwbridge[captures]'",
@@ -180,7 +180,7 @@ def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
         dataset = Dataset.open(root)
     except FileNotFoundError as exc:
         raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
-    engine = series_engine(dataset, QueryLimits(timeout_s=120.0))
+    engine = SqlEngine(dataset, QueryLimits(timeout_s=120.0, spare_worker=False))
     _warm_matplotlib()  # while the query worker starts (another process, another core)
     try:
         reader = SeriesReader(dataset, engine)
