@@ -21,6 +21,7 @@ from hwbridge.cli import (
     demo,
     discover,
     drivers,
+    dump,
     inspector,
     mcp_server,
     ports,
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         schema,
         decode,
         discover,
+        dump,
         demo,
         ports,
     ):
