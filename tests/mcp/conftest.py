@@ -74,6 +74,15 @@ class Session:
         self.loop.close()
 
 
+def _bare_environment() -> dict[str, str]:
+    """A client's bare environment, keeping PYTHONPATH: in a worktree it names the code
+    under test, which the installed (editable) package otherwise shadows."""
+    env = {"PYTHONUNBUFFERED": "1"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
 def stdio_session(*options: str, stderr: Path) -> Session:
     """`hwbridge mcp OPTIONS` started over stdio by the SDK's client, its stderr in a file."""
     log = stderr.open("w")
@@ -81,7 +90,7 @@ def stdio_session(*options: str, stderr: Path) -> Session:
         command=sys.executable,
         args=["-m", "hwbridge", "mcp", *options],
         cwd=ROOT,
-        env={"PYTHONUNBUFFERED": "1"},
+        env=_bare_environment(),
     )
     from mcp.client.stdio import stdio_client
 

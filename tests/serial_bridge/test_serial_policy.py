@@ -43,7 +43,13 @@ def test_serial_read_listens_and_stops_at_until(psu: BenchPsu) -> None:
     policy = SendPolicy(allow_raw_lines=[r"^\*IDN\?$"])
     with SerialDriver.from_port(str(psu.link), policy=policy) as driver:
         r = call(driver, "serial_read", duration_ms=50)
-        assert r.tool_call_result == {"lines": [], "count": 0, "truncated": False}
+        assert r.tool_call_result == {
+            "lines": [],
+            "count": 0,
+            "total": 0,
+            "returned": 0,
+            "truncated": False,
+        }
         result: list[Any] = []
         reader = threading.Thread(
             target=lambda: result.append(call(driver, "serial_read", duration_ms=2000, until="PSU"))
@@ -53,6 +59,7 @@ def test_serial_read_listens_and_stops_at_until(psu: BenchPsu) -> None:
         reader.join(5)
         read = result[0].tool_call_result
         assert read["until_met"] and read["lines"] == ["HWBRIDGE,PSU-3005,SIM00001,1.0.0"]
+        assert (read["total"], read["returned"], read["truncated"]) == (1, 1, False)
 
 
 def test_a_second_command_cannot_ride_in_a_parameter(psu: BenchPsu, tmp_path: Path) -> None:

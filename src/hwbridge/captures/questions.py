@@ -258,6 +258,7 @@ class Questions:
             "condition": cond.text,
             "unit": ref.column.unit,
             "total": total,
+            "returned": len(events),
             "truncated": total > len(events),
         }
 

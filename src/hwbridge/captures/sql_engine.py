@@ -54,6 +54,9 @@ class QueryLimits:
     # a second worker kept started, so the query after a kill answers at once (a one-shot
     # command that asks once has no use for it)
     spare_worker: bool = True
+    count_timeout_s: float = 2.0
+    """How long counting a query's rows past `max_rows` may take (`total`); beyond it,
+    or past 80% of `timeout_s`, `total` is null and `total_at_least` says what is known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,14 +65,25 @@ class QueryResult:
     rows: list[list[Any]]
     truncated: bool
     column_count: int | None = None
+    total: int | None = None
+    """The rows the query produces (counted, not fetched); None when not known."""
+    total_at_least: int | None = None
+    """When `total` is None: how many rows it is known to have at least."""
 
     def to_dict(self) -> dict[str, Any]:
+        """`rows` with `returned` (and `row_count`, the same number, as before) and `total`:
+        `truncated` says rows or columns were cut. `total` is null when counting did not
+        end in time; then `total_at_least` bounds it from below."""
         out: dict[str, Any] = {
             "columns": self.columns,
             "rows": self.rows,
             "row_count": len(self.rows),
+            "returned": len(self.rows),
+            "total": self.total,
             "truncated": self.truncated,
         }
+        if self.total is None and self.total_at_least is not None:
+            out["total_at_least"] = self.total_at_least
         if self.column_count is not None and self.column_count > len(self.columns):
             out["column_count"] = self.column_count  # the columns not shown were cut
         return out
@@ -81,6 +95,10 @@ def _refused(message: str) -> ToolError:
 
 def _short(text: str) -> str:
     return " ".join(text.split())[:MAX_MESSAGE_CHARS]
+
+
+def _count(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 class SqlEngine:
@@ -115,7 +133,13 @@ class SqlEngine:
     def query(self, sql: str) -> QueryResult:
         """Run model-written SQL under every check and bound; ToolError on refusal, timeout or
         failure."""
-        return self._call({"kind": "query", "sql": self.check(sql)})
+        request = {
+            "kind": "query",
+            "sql": self.check(sql),
+            "count_s": self.limits.count_timeout_s,
+            "timeout_s": self.limits.timeout_s,
+        }
+        return self._call(request)
 
     def run(
         self,
@@ -146,7 +170,12 @@ class SqlEngine:
             columns = [str(c) for c in answer["columns"]]
             rows = [list(r) for r in answer["rows"]]
             return QueryResult(
-                columns, rows, bool(answer["truncated"]), int(answer.get("column_count") or 0)
+                columns,
+                rows,
+                bool(answer["truncated"]),
+                int(answer.get("column_count") or 0),
+                _count(answer.get("total")),
+                _count(answer.get("total_at_least")),
             )
         except (KeyError, TypeError, ValueError):
             raise ToolError("QUERY_FAILED", "The query worker gave no usable answer.") from None

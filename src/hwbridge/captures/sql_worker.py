@@ -25,7 +25,8 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import IO, Any
 
 import duckdb
@@ -113,6 +114,7 @@ class Worker:
         self.max_columns = int(settings["max_columns"])
         self.memory_limit = str(settings["memory_limit"])
         self.names = frozenset(t.name.lower() for t in tables)
+        self.broken = False  # DuckDB said it can no longer be trusted: replace this worker
         config: dict[str, Any] = {
             "enable_external_access": False,
             "autoinstall_known_extensions": False,
@@ -166,6 +168,7 @@ class Worker:
             return _error("QUERY_FAILED", f"The query could not be answered: {exc!r}")
 
     def _answer(self, request: dict[str, Any]) -> bytes:
+        started = time.monotonic()
         sql = str(request["sql"])
         params = request.get("params")
         max_rows = int(request.get("max_rows") or self.max_rows)
@@ -178,6 +181,7 @@ class Worker:
         relation = self.con.sql(sql, params=list(params) if params is not None else None)
         if relation is None:  # not a query after all
             raise Refused("Only SELECT queries are answered.")
+        whole = relation
         names = [str(c)[:MAX_NAME_CHARS] for c in relation.columns]
         kinds = list(relation.types)
         shown = _columns_within(names[: self.max_columns], max_chars // 2)
@@ -190,15 +194,75 @@ class Worker:
             )
         header = orjson.dumps(names[:shown])
         table = relation.limit(max_rows + 1).to_arrow_table()
-        rows, _, truncated = bounded_rows(table, max_rows, max_chars - len(header), exact_ints)
-        head = {
+        rows, returned, truncated = bounded_rows(
+            table, max_rows, max_chars - len(header), exact_ints
+        )
+        head: dict[str, Any] = {
             "ok": True,
             "columns": names[:shown],
             "column_count": len(names),
             "truncated": truncated or shown < len(names),
+            "returned": returned,
         }
+        if table.num_rows <= max_rows:  # every row was fetched: the total is known
+            head["total"] = table.num_rows
+        else:
+            head["total"] = self._count(whole, request, started)
+            if head["total"] is None:
+                head["total_at_least"] = table.num_rows
+        if self.broken:
+            head["restart"] = True
         # the rows are JSON already: spliced in, not encoded twice
         return orjson.dumps(head)[:-1] + b',"rows":[' + rows + b"]}"
+
+    def _count(self, relation: Any, request: dict[str, Any], started: float) -> int | None:
+        """How many rows `relation` has, counted by DuckDB without fetching them, when that
+        ends within the request's `count_s` and well inside its `timeout_s` (the parent kills
+        the worker at the timeout: a count must never cost the rows already found); None
+        when there is no time for it, it was interrupted, or it failed."""
+        budget = float(request.get("count_s") or 0.0)
+        timeout = float(request.get("timeout_s") or 0.0)
+        left = min(budget, started + timeout * COUNT_SHARE - time.monotonic())
+        if left < MIN_COUNT_S:
+            return None
+        with _interrupted_after(self.con, left):
+            try:
+                counted = relation.aggregate("count(*)").fetchall()
+            except (duckdb.FatalException, duckdb.InternalException):
+                self.broken = True  # the rows stand; the worker is replaced after answering
+                return None
+            except Exception:  # interrupted, out of memory, a value failing past the rows:
+                return None  # the count never costs the rows already found
+        return int(counted[0][0]) if counted else None
+
+
+COUNT_SHARE = 0.8
+"""A count ends by this share of the request's timeout, leaving the rest to answer."""
+MIN_COUNT_S = 0.05
+
+
+@contextmanager
+def _interrupted_after(con: Any, seconds: float) -> Iterator[None]:
+    """Interrupt what `con` runs once `seconds` have passed, unless the block ended first.
+    An interrupt that lands just after the block is harmless: DuckDB clears it when the
+    next statement starts."""
+    lock = threading.Lock()
+    running = [True]
+
+    def fire() -> None:
+        with lock:
+            if running[0]:
+                con.interrupt()
+
+    timer = threading.Timer(seconds, fire)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        with lock:
+            running[0] = False
+        timer.cancel()
 
 
 _INFINITE = (

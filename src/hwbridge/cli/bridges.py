@@ -89,12 +89,14 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
 
 def serves_can(args: argparse.Namespace, *, offline: bool) -> bool:
     """Whether the CAN driver is part of the setup: with --bus; with `offline` (a server
-    that offers the catalog without a bus) also with --dbc, or when nothing else is named."""
+    that offers the catalog without a bus) also with --dbc, or when nothing else is named
+    (a serial device, diagnostics, a dataset of `hwbridge mcp --dataset`)."""
     if args.bus is not None:
         return True
     if not offline:
         return False
-    others = args.obd is not None or serves_serial(args)
+    dataset = getattr(args, "dataset", None) is not None
+    others = args.obd is not None or serves_serial(args) or dataset
     return not others or args.dbc is not None
 
 

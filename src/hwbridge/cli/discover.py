@@ -2,11 +2,14 @@
 
     hwbridge discover drive.blf --reference gnss.dbc --out draft.dbc
     hwbridge discover drive.blf --json > report.json
+    hwbridge discover drive.blf --reference gnss.dbc --html report.html
 
 Prints, per frame id, its rate, length and the fields found (kind, bits, order, sign, and
 what a reference says they mean); `--json` prints the report instead; `--out` writes the
-draft DBC. Exit 0, or 1 when a capture could not be read to its end (the frames before the
-break are used); 2 for bad options, a capture that cannot be opened, a bad reference.
+draft DBC; `--html` writes the evidence (bit grids, flip rates, each matched field drawn
+over its reference) as one self-contained page. Exit 0, or 1 when a capture could not be
+read to its end (the frames before the break are used); 2 for bad options, a capture that
+cannot be opened, a bad reference.
 """
 
 from __future__ import annotations
@@ -50,6 +53,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument("--out", metavar="DBC", help="write the draft DBC here")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write the evidence as one self-contained HTML page a browser opens "
+        "offline: each id's bits on a grid shaded by how often they flipped, each field's "
+        "bits as a heat row, each field matched to a reference drawn over it with r, scale "
+        "and offset (the busiest 64 ids)",
+    )
+    parser.add_argument(
         "--min-r",
         type=float,
         default=0.9,
@@ -69,7 +80,9 @@ def run(args: argparse.Namespace) -> int:
     if not 0.0 < args.min_r <= 1.0:
         raise CliError("--min-r must be above 0 and at most 1", EXIT_USAGE)
     try:
-        report = discover(args.captures, reference=args.reference, min_r=args.min_r)
+        report = discover(
+            args.captures, reference=args.reference, min_r=args.min_r, evidence=bool(args.html)
+        )
     except ImportError as exc:
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
     except (DatabaseError, ValueError) as exc:
@@ -82,10 +95,20 @@ def run(args: argparse.Namespace) -> int:
             out.write_text(report.to_dbc(), encoding="utf-8")
         except OSError as exc:
             raise CliError(f"cannot write {out}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
+    if args.html:
+        from hwbridge.can.discovery.html import render_html
+
+        page = Path(args.html)
+        try:
+            page.write_text(render_html(report), encoding="utf-8")
+        except OSError as exc:
+            raise CliError(f"cannot write {page}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
     if args.json:
         print(report.to_json(indent=True))
     else:
         show_report(make_console(), report, wrote=args.out)
+        if args.html:
+            make_console().print(f"evidence written to {args.html}", soft_wrap=True)
     broken = [n for n in report.notes if n.message in report.captures]
     errors = make_console(sys.stderr)
     for note in broken:

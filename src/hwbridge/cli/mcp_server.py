@@ -1,6 +1,7 @@
 """`hwbridge mcp`: the drivers as an MCP server, for Claude Desktop, Claude Code, Cursor and
-any other MCP client: the CAN bus (--dbc, --bus), a serial device (--spec, --port) and
-vehicle diagnostics (--obd), alone or together behind one Orchestrator.
+any other MCP client: the CAN bus (--dbc, --bus), a serial device (--spec, --port),
+vehicle diagnostics (--obd) and a decoded capture dataset (--dataset), alone or together
+behind one Orchestrator.
 
 stdio by default: stdout carries the protocol and nothing else (notices and logs go to
 stderr). `--http HOST:PORT` serves streamable HTTP at /mcp instead, on loopback unless
@@ -28,7 +29,7 @@ from hwbridge.cli.bridges import (
     serves_can,
     serves_serial,
 )
-from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError, one_line
+from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.options import add_bitrate_option, add_driver_options
 from hwbridge.cli.serial_cli import resolve_spec
 
@@ -50,6 +51,8 @@ examples:
       --token-env HWBRIDGE_MCP_TOKEN
   hwbridge mcp --spec bench_psu --port /dev/ttyUSB1 --allow set_voltage
   hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
+  hwbridge mcp --dataset truck_dataset             the capture tools of a decoded dataset
+  hwbridge mcp --dataset truck_dataset --bus socketcan:can0   recorded and live together
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
 """
 
@@ -62,12 +65,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "other command: read tools are marked read-only, send tools (only with --allow) "
         "destructive; the database or device spec, the bus and port status and the driver "
         "are resources. Without --bus it serves the CAN catalog and decode tools; --spec "
-        "with --port and --obd add a serial device and vehicle diagnostics.",
+        "with --port and --obd add a serial device and vehicle diagnostics; --dataset the "
+        "read-only capture tools (describe_dataset, query, signal_stats, find_events) of a "
+        "decoded dataset, beside the other bridges or alone.",
         epilog=EXAMPLES,
     )
     add_driver_options(parser, bus_required=False)
     add_bitrate_option(parser)
     add_bridge_options(parser)
+    parser.add_argument(
+        "--dataset",
+        metavar="DIR",
+        help="also a decoded capture dataset (hwbridge decode --out DIR): its read-only "
+        "tools describe_dataset, query, signal_stats and find_events; alone (no --bus, "
+        "--dbc, --port or --obd) only those",
+    )
     parser.add_argument(
         "--http",
         metavar="HOST:PORT",
@@ -122,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     from hwbridge.cli.chat import drivers
 
     with ExitStack() as stack:
-        parts = open_bridges(args, stack, offline=True)
+        parts = _open_parts(args, stack)
         driver = drivers(parts)
         offline = "can" in parts and args.bus is None
         offered = _offered(driver, parts, offline=offline)
@@ -140,6 +152,33 @@ def run(args: argparse.Namespace) -> int:
                 raise
             raise CliError(f"cannot serve on {args.http}: {_reason(exc)}", EXIT_RUNTIME) from exc
     return EXIT_OK
+
+
+def _open_parts(args: argparse.Namespace, stack: ExitStack) -> dict[str, MCSToolDriver]:
+    """The bridges the options name, and the capture dataset of --dataset beside them
+    (opened first: a wrong folder costs no bus connection)."""
+    captures = _open_dataset(args, stack) if args.dataset is not None else None
+    parts = open_bridges(args, stack, offline=True)  # none when --dataset is alone
+    if captures is not None:
+        parts["captures"] = captures
+    return parts
+
+
+def _open_dataset(args: argparse.Namespace, stack: ExitStack) -> MCSToolDriver:
+    """The CaptureDriver of --dataset (closed by `stack`); a folder that is not a dataset's
+    root is a usage error naming the root nearby, as `hwbridge inspect --dataset` says it."""
+    try:
+        from hwbridge.captures.driver import CaptureDriver
+    except ImportError as exc:
+        raise CliError(
+            f"{exc.name or exc}: --dataset needs pip install 'mcs-hwbridge[captures]'",
+            EXIT_RUNTIME,
+        ) from None
+    try:
+        driver = CaptureDriver.from_dataset(args.dataset, prompt_strategy=str(args.pack))
+    except FileNotFoundError as exc:
+        raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
+    return stack.enter_context(driver)
 
 
 def _offered(
@@ -224,6 +263,9 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     words: list[str] = []
     dbc_given = args.dbc is not None  # before allowances() fills in the bundled one
     given = allowances(args, offline=True)
+    if args.dataset is not None:
+        _check_dataset(args.dataset)
+        words += ["--dataset", str(Path(args.dataset).resolve())]
     if serves_can(args, offline=True):
         if dbc_given:
             words += ["--dbc", str(Path(args.dbc).resolve())]
@@ -251,6 +293,22 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     if args.name != "hwbridge":
         words += ["--name", args.name]
     return words
+
+
+def _check_dataset(folder: str) -> None:
+    """--print-config says at once when --dataset names no dataset (the client would not);
+    the folder is only looked at, no query worker is started."""
+    try:
+        from hwbridge.captures.dataset import Dataset
+    except ImportError as exc:
+        raise CliError(
+            f"{exc.name or exc}: --dataset needs pip install 'mcs-hwbridge[captures]'",
+            EXIT_RUNTIME,
+        ) from None
+    try:
+        Dataset.open(folder)
+    except FileNotFoundError as exc:
+        raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
 
 
 def _absolute_port(port: str) -> str:

@@ -50,6 +50,8 @@ def test_a_known_signal_finds_the_field_that_moves_with_it(channel: str) -> None
         assert (top["id"], top["start_bit"], top["byte_order"]) == (0x110, 0, "little_endian")
         assert top["r"] > 0.99 and abs(top["scale"] / 0.01 - 1) < 0.02
         assert found["unit"] == "km/h"
+        assert found["returned"] == len(found["candidates"]) <= found["total"]
+        assert found["truncated"] is (found["returned"] < found["total"])
         defined = call(driver, "define_signal", name="Speed", id=top["id"], start_bit=0, length=16,
                        byte_order="little_endian", scale=0.01, unit="km/h")  # fmt: skip
         assert defined["message"] == "MSG_110" and defined["value"] >= 0
@@ -74,6 +76,8 @@ def test_a_partial_database_is_never_rediscovered(channel: str, tmp_path: Path) 
         assert "survey_bus" in driver.get_driver_system_message()
         survey = call(driver, "survey_bus", duration_ms=1500)
         assert {"EngineData", "VehicleDynamics"} <= set(survey["known_messages"])
+        assert survey["returned"] == len(survey["messages"]) <= survey["total"]
+        assert survey["truncated"] is (survey["returned"] < survey["total"])
         explained = {
             (int(m.frame_id), b)
             for m in known

@@ -456,5 +456,12 @@ class CanDatabase:
 
     def search_signals(self, query: str, limit: int = 10) -> list[dict[str, Any]]:
         """Signals whose name, unit or comment match `query`; tolerant of case and typos."""
+        return self.search_signals_counted(query, limit)[0]
+
+    def search_signals_counted(
+        self, query: str, limit: int = 10
+    ) -> tuple[list[dict[str, Any]], int]:
+        """`search_signals`, and how many signals matched in all (the best `limit` given)."""
         index = self._signal_index()
-        return [index.result(s, how) for s, how in index.search(query, limit)]
+        found, total = index.search_counted(query, limit)
+        return [index.result(s, how) for s, how in found], total

@@ -306,8 +306,15 @@ class SignalIndex:
 
     def search(self, query: str, limit: int = 10) -> list[tuple[SignalSpec, str]]:
         """Up to `limit` (spec, how it matched) pairs, best first."""
+        return self.search_counted(query, limit)[0]
+
+    def search_counted(
+        self, query: str, limit: int = 10
+    ) -> tuple[list[tuple[SignalSpec, str]], int]:
+        """`search`, and how many signals matched well enough to be ranked (of which the
+        best `limit` are given)."""
         if limit <= 0 or not query.strip():
-            return []
+            return [], 0
         units = self._units(query)
         asked = {k[2:] for u in units for k in u.keys if k.startswith("c:")}
         n = len(self._entries)
@@ -334,7 +341,7 @@ class SignalIndex:
         for e in tiers:
             score.setdefault(e, 0.0)
         if not score:
-            return []
+            return [], 0
         ranked_best = max((s for e, s in score.items() if e not in tiers), default=0.0)
         keep = _KEEP * ranked_best
         candidates = [(tiers.get(e, 0), s, e) for e, s in score.items() if e in tiers or s >= keep]
@@ -357,7 +364,7 @@ class SignalIndex:
                 f, typo = label[e]
                 how = "fuzzy" if typo else _FIELD_LABEL[f]
             out.append((self._entries[e], how))
-        return out
+        return out, len(candidates)
 
     def _tiers(self, query: str) -> dict[int, int]:
         """Signals whose name equals, starts with or contains the whole query (ignoring case

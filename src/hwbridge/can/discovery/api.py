@@ -34,6 +34,7 @@ def discover(
     max_ids: int | None = None,
     max_bytes: int | None = None,
     progress: Callable[[str, float], None] | None = None,
+    evidence: bool = False,
 ) -> DiscoveryReport:
     """Find the signals of the frames in `captures` (any format python-can reads, and MF4).
 
@@ -42,7 +43,10 @@ def discover(
     correlated with its signals; a field with |r| >= `min_r` (0.9) takes the signal's unit
     and a least-squares scale and offset. `progress(capture, fraction)` is called as
     captures are read. A truncated capture keeps the frames read before the break (a note
-    says so). Raises FileNotFoundError / ValueError for a capture that cannot be opened.
+    says so). `evidence=True` also keeps, on `report.evidence`, what a person needs to check
+    it (each bit's flip rate, each matched field drawn beside its reference signal; see
+    `hwbridge.can.discovery.html.render_html`). Raises FileNotFoundError / ValueError for a
+    capture that cannot be opened.
     """
     require_numpy()
     from hwbridge.can.discovery import frames as frames_module
@@ -88,8 +92,13 @@ def discover(
             reader.close()
         collector.end_segment()
     deadline = time.monotonic() + time_budget_s
-    found, left_out = analyse_frames(collector.framesets(), ref, deadline=deadline)
+    framesets = collector.framesets()
+    found, left_out = analyse_frames(framesets, ref, deadline=deadline)
     report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
+    if evidence:
+        from hwbridge.can.discovery.evidence import collect_evidence
+
+        report._evidence = collect_evidence(report, framesets, ref)
     report.captures = [p.name for p in checked]
     report.dropped = collector.report_dropped().to_dict()
     if left_out:

@@ -113,10 +113,21 @@ class DiscoveryReport(_Model):
     dropped: dict[str, int] = Field(default_factory=dict)
     notes: list[Note] = Field(default_factory=list)
     _comments: dict[tuple[str, str | None], str] = PrivateAttr(default_factory=dict)
+    _evidence: Any = PrivateAttr(default=None)
+
+    @property
+    def evidence(self) -> Any:
+        """The `Evidence` (flip rates, plots) behind the report when `discover` was asked
+        for it (`evidence=True`); None otherwise. Not part of the JSON document."""
+        return self._evidence
 
     def comment(self, message: str, signal: str | None, text: str) -> None:
         """Keep a sentence for the draft DBC's comment of a message or signal."""
         self._comments[message, signal] = text
+
+    def comment_of(self, message: str, signal: str | None) -> str | None:
+        """The sentence kept for the draft DBC's comment (how a field was found)."""
+        return self._comments.get((message, signal))
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -236,6 +236,9 @@ class DiscoveryTools(MCSToolDriver):
             out["notes"] = notes[:MAX_NOTES]
         out["duration_ms"] = duration
         out["frames"] = frames
+        out["total"] = len(messages)  # ids found; the busiest `returned` are described
+        out["returned"] = len(out["messages"])
+        out["truncated"] = len(out["messages"]) < len(messages)
         if report.reference_messages:
             out["known_messages"] = report.reference_messages[:MAX_MESSAGES]
         omitted: dict[str, int] = {}
@@ -285,7 +288,12 @@ class DiscoveryTools(MCSToolDriver):
             changes += _diff(a.framesets[key], b.framesets[key], reference)
             compared += 1
         changes.sort(key=lambda c: -c["score"])
-        out: dict[str, Any] = {"changes": changes[:MAX_CHANGES]}
+        out: dict[str, Any] = {
+            "changes": changes[:MAX_CHANGES],
+            "total": len(changes),
+            "returned": min(len(changes), MAX_CHANGES),
+            "truncated": len(changes) > MAX_CHANGES,
+        }
         if len(changes) > MAX_CHANGES:
             out["more_changes"] = len(changes) - MAX_CHANGES
         if compared < len(order):
@@ -360,7 +368,13 @@ class DiscoveryTools(MCSToolDriver):
                     "offset": significant(offset),
                 }
             )
-        out: dict[str, Any] = {"signal": spec.qualified, "candidates": candidates}
+        out: dict[str, Any] = {
+            "signal": spec.qualified,
+            "candidates": candidates,
+            "total": len(fields),  # fields compared; the best `returned` are given
+            "returned": len(candidates),
+            "truncated": len(candidates) < len(fields),
+        }
         if spec.unit:
             out["unit"] = spec.unit
         if candidates and abs(candidates[0]["r"]) < MIN_R:

@@ -136,6 +136,9 @@ def capture(
         "duration_ms": round(window_s * 1000),
         "frames": len(frames),
         "messages": summaries,
+        "total": len(ranked),  # messages received; `returned` of them are summarised
+        "returned": len(summaries),
+        "truncated": len(summaries) < len(ranked),
     }
     if lost is not None:
         out["complete"] = False

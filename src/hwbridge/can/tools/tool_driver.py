@@ -345,7 +345,12 @@ class CanToolDriver(MCSToolDriver):
             {k: m[k] for k in ("name", "id", "cycle_time_ms", "signals") if m.get(k) is not None}
             for m in messages[:MAX_LISTED]
         ]
-        out: dict[str, Any] = {"total": len(messages), "messages": shown}
+        out: dict[str, Any] = {
+            "total": len(messages),
+            "returned": len(shown),
+            "truncated": len(shown) < len(messages),
+            "messages": shown,
+        }
         if len(messages) > MAX_LISTED:
             out["more"] = len(messages) - MAX_LISTED
         return out
@@ -360,7 +365,13 @@ class CanToolDriver(MCSToolDriver):
         return out
 
     def _tool_search_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
-        return {"results": net.db.search_signals(args["query"], int(args.get("limit", 10)))}
+        results, total = net.db.search_signals_counted(args["query"], int(args.get("limit", 10)))
+        return {
+            "results": results,
+            "total": total,
+            "returned": len(results),
+            "truncated": len(results) < total,
+        }
 
     def _tool_read_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
         return net.reader.read_signals(

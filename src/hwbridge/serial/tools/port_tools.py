@@ -91,6 +91,8 @@ class PortTools:
         else:
             self.monitor.wait_for(lambda r: False, after_seq=after, timeout_s=wait_s)
         records = self.monitor.history(after, limit=MAX_LINES + 1)
+        # lines are numbered as they arrive: the window's count, even past what is kept
+        total = (met.seq if met is not None else self.monitor.lines_total) - after
         if met is not None:
             records = [r for r in records if r.seq <= met.seq]
         lines: list[str] = []
@@ -105,7 +107,13 @@ class PortTools:
             used += len(text)
         if not lines and not self.adapter.connected:
             raise self.adapter.down_error()
-        out: dict[str, Any] = {"lines": lines, "count": len(lines), "truncated": truncated}
+        out: dict[str, Any] = {
+            "lines": lines,
+            "count": len(lines),
+            "total": total,
+            "returned": len(lines),
+            "truncated": truncated,
+        }
         if until is not None:
             out["until_met"] = met is not None
         return out

@@ -1,0 +1,146 @@
+"""The evidence behind a discovery report, for a person to check it: how often each bit of
+each id flipped, and for every field matched to a reference signal, the field decoded with
+its scale and offset beside the reference signal, over the capture.
+
+`discover(..., evidence=True)` collects it while the frames are still in memory and keeps it
+on the report (`report.evidence`); `render_html` (`hwbridge.can.discovery.html`) draws it.
+Everything is bounded: the busiest `MAX_IDS` ids, `MAX_POINTS` points a series, and what was
+left out is counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from hwbridge.can.discovery.bits import bit_matrix, cantools_chain, to_signed, values
+from hwbridge.can.discovery.frames import FrameKey, FrameSet
+from hwbridge.can.discovery.reference import Reference
+from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
+
+__all__ = ["MAX_IDS", "MAX_POINTS", "Evidence", "MessageEvidence", "Plot", "collect_evidence"]
+
+MAX_IDS = 64
+"""Ids whose evidence is kept (the busiest); the others are counted in `ids_left_out`."""
+MAX_POINTS = 400
+"""Points of a drawn series, spread evenly over the capture."""
+_CHUNK = 65_536  # frames compared at once when counting flips
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A field decoded (scale and offset applied) and the reference signal it matched."""
+
+    field_t: list[float]
+    field_v: list[float]
+    reference_t: list[float]
+    reference_v: list[float]
+
+
+@dataclass(frozen=True)
+class MessageEvidence:
+    """One id: the flip rate of every bit position (`byte * 8 + bit`), over `transitions`
+    pairs of consecutive frames, and the plots of its matched fields by field name."""
+
+    id: int
+    extended: bool
+    length: int
+    transitions: int
+    flip_rates: list[float]
+    plots: dict[str, Plot] = field(default_factory=dict)
+
+
+@dataclass
+class Evidence:
+    messages: dict[FrameKey, MessageEvidence] = field(default_factory=dict)
+    ids_left_out: int = 0
+
+
+def flip_rates(fs: FrameSet) -> tuple[list[float], int]:
+    """How often each bit position changed between consecutive frames (0..1), and over how
+    many pairs; counted in chunks, so memory stays small whatever the capture."""
+    nbits = fs.length * 8
+    counts = np.zeros(nbits, np.int64)
+    pairs = 0
+    for start in range(1, len(fs), _CHUNK):
+        stop = min(len(fs), start + _CHUNK)
+        cont = fs.cont[start:stop]
+        changed = np.bitwise_xor(fs.data[start:stop], fs.data[start - 1 : stop - 1])[cont]
+        if len(changed):
+            counts += np.unpackbits(changed, axis=1, bitorder="little").sum(axis=0, dtype=np.int64)
+        pairs += int(cont.sum())
+    if not pairs:
+        return [0.0] * nbits, 0
+    return [round(float(c) / pairs, 4) for c in counts], pairs
+
+
+def _sample(fs: FrameSet, points: int) -> FrameSet:
+    """At most `points` frames of `fs`, evenly spread."""
+    if len(fs) <= points:
+        return fs
+    idx = np.unique(np.linspace(0, len(fs) - 1, points).astype(np.int64))
+    cont = np.zeros(len(idx), np.bool_)
+    return FrameSet(fs.key, fs.t[idx], fs.data[idx], cont, fs.length, fs.frames, fs.period_ms)
+
+
+def _floats(v: npt.NDArray[np.float64]) -> list[float]:
+    return [float(x) if np.isfinite(x) else 0.0 for x in np.asarray(v, np.float64)]
+
+
+def _field_series(sample: FrameSet, f: FieldReport) -> tuple[list[float], list[float]]:
+    chain = cantools_chain(f.start_bit, f.length, f.byte_order)
+    if not chain or max(chain) >= sample.length * 8 or min(chain) < 0 or len(chain) > 63:
+        return [], []
+    raw = values(bit_matrix(sample.data), chain)
+    if f.signed:
+        raw = to_signed(raw, f.length)
+    return _floats(sample.t), _floats(raw.astype(np.float64) * f.scale + f.offset)
+
+
+def collect_evidence(
+    report: DiscoveryReport,
+    framesets: Mapping[FrameKey, FrameSet],
+    reference: Reference,
+    *,
+    max_ids: int = MAX_IDS,
+    points: int = MAX_POINTS,
+) -> Evidence:
+    """The evidence of `report`'s messages from the frames it was found in."""
+    reported = [(m.id, m.extended) for m in report.messages if (m.id, m.extended) in framesets]
+    busiest = sorted(reported, key=lambda k: -framesets[k].frames)[:max_ids]
+    evidence = Evidence(ids_left_out=len(reported) - len(busiest))
+    # the reference messages' own frames, by name, sampled once each
+    by_name: dict[str, FrameSet] = {}
+    for key, fs in framesets.items():
+        message = reference.message(key)
+        if message is not None and str(message.name) not in by_name:
+            by_name[str(message.name)] = _sample(fs, points)
+    chosen = set(busiest)
+    for m in report.messages:
+        key = (m.id, m.extended)
+        if key not in chosen:
+            continue
+        fs = framesets[key]
+        rates, pairs = flip_rates(fs)
+        plots: dict[str, Plot] = {}
+        sample = _sample(fs, points)
+        for f in m.signals:
+            if f.reference is None or f.reference.message not in by_name:
+                continue
+            ref = next(
+                (
+                    r
+                    for r in reference.signals(by_name[f.reference.message])
+                    if r.signal == f.reference.signal
+                ),
+                None,
+            )
+            if ref is None:
+                continue
+            t, v = _field_series(sample, f)
+            plots[f.name] = Plot(t, v, _floats(ref.series.t), _floats(ref.series.v))
+        evidence.messages[key] = MessageEvidence(m.id, m.extended, fs.length, pairs, rates, plots)
+    return evidence
