@@ -49,7 +49,7 @@ def _discover_front_page(out: str, folder: Path) -> None:
 
 def _can_page_read(out: str, folder: Path) -> None:
     first, second = out.splitlines()
-    assert re.fullmatch(r"20 tools, a prompt of \d+ tokens", first), first
+    assert re.fullmatch(r"22 tools, a prompt of \d+ tokens", first), first
     assert "'EngineSpeed': {'value': " in second and "'unit': 'rpm'" in second
     assert "not_received" not in second  # the simulator really sends
 

@@ -33,7 +33,7 @@ def test_session_reads_refuses_and_closes(
     r = run("inspect", "--dbc", str(DEMO), "--bus", f"virtual:{channel}", stdin=script)
     assert r.code == 0, r.err
     out = r.out
-    assert "20 tools; send policy read-only" in out
+    assert "22 tools; send policy read-only" in out
     assert "describe TOOL" in out and "paste" in out  # help
     assert "read_EngineData" in out and "list_messages" not in out  # the filtered table
     assert "max_age_ms" in out and "ignore values older than this" in out  # describe

@@ -16,7 +16,14 @@ from hwbridge.cli.mcp_server import OFFLINE_TOOLS
 from tests.cli.conftest import DEMO, ENGINE, Run
 from tests.mcp.conftest import Session, stdio_session, text_of
 
-CAPTURE_TOOLS = {"describe_dataset", "query", "signal_stats", "find_events"}
+CAPTURE_TOOLS = {
+    "describe_dataset",
+    "query",
+    "signal_stats",
+    "find_events",
+    "signal_timeseries",
+    "plot_signals",
+}
 
 
 @pytest.fixture(scope="module")
