@@ -25,6 +25,7 @@ from hwbridge.cli import (
     mcp_server,
     ports,
     prompt,
+    record,
     schema,
     sim,
     tools,
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         discover,
         demo,
         ports,
+        record,
     ):
         module.register(sub)
     for name, choice in sub.choices.items():
