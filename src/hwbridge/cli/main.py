@@ -23,6 +23,7 @@ from hwbridge.cli import (
     drivers,
     inspector,
     mcp_server,
+    monitor,
     ports,
     prompt,
     record,
@@ -96,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         discover,
         demo,
         ports,
+        monitor,
         record,
     ):
         module.register(sub)
