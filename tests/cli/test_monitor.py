@@ -22,7 +22,7 @@ import can
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.transport.monitor import BusMonitor
 from hwbridge.cli.monitor import MAX_UNKNOWN_IDS, MonitorScreen, matches, parse_keys
-from tests.cli.conftest import DEMO, ENGINE, REPO
+from tests.cli.conftest import DEMO, ENGINE, REPO, Run
 from tests.cli.sim_bus import SimBus, hwbridge, sim_bus
 from tests.conftest import wait_until
 
@@ -215,6 +215,19 @@ def test_a_bus_that_does_not_answer_exits_1() -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1
     assert "BUS_DOWN" in err
+
+
+def test_usage_errors_exit_2_in_one_line(run: Run) -> None:
+    r = run("monitor", "--bus", "virtual:x", "--dbc", "missing.dbc")
+    assert r.code == 2
+    assert r.err == "hwbridge: missing.dbc: cannot read the file: No such file or directory\n"
+    r = run("monitor", "--bus", "nonsense", "--dbc", str(DEMO))
+    assert r.code == 2
+    assert (
+        r.err.startswith("hwbridge: --bus: invalid CAN bus 'nonsense'") and r.err.count("\n") == 1
+    )
+    proc = hwbridge("monitor", "--bus", "virtual:x", "--no-such-option", stderr=subprocess.PIPE)
+    assert proc.wait(60) == 2
 
 
 # -- the screen on its own --------------------------------------------------------------

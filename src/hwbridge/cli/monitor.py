@@ -391,7 +391,7 @@ class MonitorScreen:
     def _header(self) -> Text:
         from rich.text import Text
 
-        head = Text()
+        head = Text(no_wrap=True, overflow="ellipsis")  # one line, whatever the width
         head.append("hwbridge monitor ", style="bold")
         head.append(self.bus_name)
         if self.db_name:
@@ -411,7 +411,7 @@ class MonitorScreen:
     def _footer(self, above: int, below: int) -> Text:
         from rich.text import Text
 
-        foot = Text()
+        foot = Text(no_wrap=True, overflow="ellipsis")
         if self.editing is not None:
             foot.append("filter: ", style="bold")
             foot.append(self.editing + "_")
