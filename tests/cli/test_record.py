@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import can
 from tests.cli.conftest import Run
 from tests.cli.sim_bus import Frame, SimBus, contiguous_in, frame_of, hwbridge, read_back, sim_bus
 from tests.conftest import wait_until
@@ -159,3 +160,30 @@ def test_a_missing_folder_is_a_write_failure(run: Run, tmp_path: Path) -> None:
     r = run("record", "--bus", "virtual:nobody", "--out", str(tmp_path / "no" / "drive.blf"))
     assert r.code == 1
     assert "cannot write" in r.err and "no such folder" in r.err
+
+
+def test_a_replayed_capture_is_converted_whole(tmp_path: Path) -> None:
+    """`replay:` as the bus: the recording ends with the capture, every frame in it."""
+    source = tmp_path / "drive.log"
+    frames = [
+        can.Message(
+            timestamp=1_700_000_000 + i * 0.001,
+            arbitration_id=0x100 + i % 7,
+            data=bytes([i % 256, i // 256]),
+            is_extended_id=False,
+            channel="vcan0",
+        )
+        for i in range(2000)
+    ]
+    with can.Logger(str(source)) as log:
+        for msg in frames:
+            log.on_message_received(msg)
+    out = tmp_path / "drive.blf"
+    proc = hwbridge(
+        "record", "--bus", f"replay:{source}?speed=max", "--out", str(out),
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert err.startswith("hwbridge: the replay ended: 2,000 frames from 7 ids")
+    assert [frame_of(m) for m in read_back(out)] == [frame_of(m) for m in frames]

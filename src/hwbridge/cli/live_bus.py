@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     import can
     from hwbridge.can.transport.adapter import CanAdapter
 
-__all__ = ["open_adapter", "quiet_socketcand"]
+__all__ = ["check_bus", "open_adapter", "quiet_socketcand"]
 
 _SOCKETCAND_LOG = "can.interfaces.socketcand.socketcand"
 
@@ -34,6 +34,20 @@ def quiet_socketcand() -> None:
     logger = logging.getLogger(_SOCKETCAND_LOG)
     if not any(isinstance(f, _PartialReads) for f in logger.filters):
         logger.addFilter(_PartialReads())
+
+
+def check_bus(bus: str) -> None:
+    """A usage error (exit 2) for a bus string that cannot name a bus, without opening it."""
+    from hwbridge.can.transport.bus_url import is_replay_url, parse_bus_url
+    from hwbridge.can.transport.replay import parse_replay_url
+
+    try:
+        if is_replay_url(bus):
+            parse_replay_url(bus)
+        else:
+            parse_bus_url(bus)
+    except (ValueError, TypeError) as exc:
+        raise CliError(f"--bus: {one_line(str(exc))}", EXIT_USAGE) from exc
 
 
 def open_adapter(bus: str, listeners: Sequence[Callable[[can.Message], object]]) -> CanAdapter:

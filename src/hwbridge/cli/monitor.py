@@ -269,6 +269,8 @@ class MonitorScreen:
                     decoded = self.db.decode_frame(f.arbitration_id, f.data, f.is_extended_id)
                 except Exception as exc:  # a frame the database cannot decode: raw
                     notes.append(f"cannot decode: {exc}")
+                    known = self.db.message_for_frame(f.arbitration_id, f.is_extended_id)
+                    name = str(known.name) if known is not None else name
             if decoded is None:
                 continue
             name = decoded.message

@@ -127,7 +127,6 @@ class Recorder:
         self._lock = threading.Lock()
         self._closed = False
         self.max_bytes = max_bytes
-        self.armed = False
         self.frames = 0
         self.full = False
         self.error: BaseException | None = None
@@ -135,8 +134,6 @@ class Recorder:
         self._ids: set[tuple[int, bool]] = set()
 
     def on_message(self, msg: can.Message) -> None:
-        if not self.armed:
-            return
         with self._lock:
             if self._closed or self.full or self.error is not None:
                 return
@@ -253,33 +250,28 @@ def run(args: argparse.Namespace) -> int:
     if not path.parent.is_dir():
         raise CliError(f"cannot write {path}: no such folder: {path.parent}", EXIT_RUNTIME)
 
-    from hwbridge.cli.live_bus import open_adapter
+    from hwbridge.cli.live_bus import check_bus, open_adapter
 
+    check_bus(args.bus)  # a bad bus string is a usage error before the file is touched
     stop = threading.Event()
-    recorder: Recorder | None = None
-    listener_box: list[Recorder] = []
-
-    def listener(msg: can.Message) -> None:
-        if listener_box:
-            listener_box[0].on_message(msg)
-
-    adapter = open_adapter(args.bus, [listener])
+    max_bytes = None if args.max_size is None else int(args.max_size * _MB)
+    # the writer first, so the first frame the bus gives is written (a replay at full
+    # speed gives them at once); a bus that does not open takes the empty file away
+    recorder = Recorder(_open_writer(path, suffix), max_bytes=max_bytes, ended=stop)
     try:
-        try:
-            max_bytes = None if args.max_size is None else int(args.max_size * _MB)
-            recorder = Recorder(_open_writer(path, suffix), max_bytes=max_bytes, ended=stop)
-        except BaseException:
-            adapter.close()
-            raise
-        listener_box.append(recorder)
+        adapter = open_adapter(args.bus, [recorder.on_message])
+    except BaseException:
+        recorder.close()
+        path.unlink(missing_ok=True)
+        raise
+    try:
         return _record(args, path, adapter, recorder, stop)
     finally:
         adapter.close()  # no frame arrives after this: the writer can close
-        if recorder is not None:
-            try:
-                recorder.close()
-            except Exception as exc:  # flushing the last block failed (a full disk)
-                raise CliError(f"cannot write {path}: {one_line(str(exc))}", EXIT_RUNTIME) from exc
+        try:
+            recorder.close()
+        except Exception as exc:  # flushing the last block failed (a full disk)
+            raise CliError(f"cannot write {path}: {one_line(str(exc))}", EXIT_RUNTIME) from exc
 
 
 def _record(
@@ -303,7 +295,6 @@ def _record(
         total = None
     bus_name = str(getattr(adapter, "description", args.bus))
     start = time.monotonic()
-    recorder.armed = True
     last_t, last_frames, rate = start, 0, 0.0
     with _stop_on_signals(stop, why), progress:
         task: TaskID = progress.add_task(f"recording {path.name}", total=total)
@@ -318,7 +309,11 @@ def _record(
             if now - last_t >= 0.2:
                 rate = (frames - last_frames) / (now - last_t)
                 last_t, last_frames = now, frames
-            state = "" if adapter.status().connected else ", bus down (reconnecting)"
+            status = adapter.status()
+            if getattr(status, "finished", False):  # replay:CAPTURE played to its end
+                why[0] = "the replay ended"
+                break
+            state = "" if status.connected else ", bus down (reconnecting)"
             progress.update(
                 task,
                 description=f"recording {path.name}: {frames:,} frames, {rate:,.0f} frames/s, "
@@ -347,7 +342,7 @@ def _record(
         f"{bus_name} in {elapsed:.1f} s, {path} ({decimal(size)})",
         file=sys.stderr,
     )
-    if not status.connected:
+    if not status.connected and not getattr(status, "finished", False):
         reason = f": {status.last_error}" if status.last_error else ""
         print(f"hwbridge: the bus was down when the recording ended{reason}", file=sys.stderr)
         return EXIT_RUNTIME
