@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,12 +36,12 @@ class Tmux:
     """One tmux server of its own, one window running a command."""
 
     def __init__(self, tmp: Path) -> None:
-        self.socket = f"hwb-test-{uuid.uuid4().hex[:10]}"
+        self.socket = str(tmp / "tmux.sock")  # its own server, its socket gone with tmp
         self.tmp = tmp
 
     def __call__(self, *argv: str) -> str:
         proc = subprocess.run(
-            ["tmux", "-L", self.socket, *argv],
+            ["tmux", "-S", self.socket, *argv],
             capture_output=True,
             text=True,
             timeout=10,
@@ -91,7 +90,7 @@ class Tmux:
         return before == (self.tmp / "stty.after").read_text()
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True, check=False)
+        subprocess.run(["tmux", "-S", self.socket, "kill-server"], capture_output=True, check=False)
 
 
 @pytest.fixture
