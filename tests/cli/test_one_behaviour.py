@@ -27,7 +27,7 @@ pytestmark = pytest.mark.timeout(120)
 
 COMMANDS = [
     "tools", "prompt", "inspect", "chat", "mcp", "drivers", "sim", "schema", "decode",
-    "discover", "demo", "ports",
+    "discover", "demo", "ports", "dump", "plot", "monitor", "record",
 ]  # fmt: skip
 _KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OLLAMA_HOST", "OPENAI_BASE_URL", "COLUMNS")
 

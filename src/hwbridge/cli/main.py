@@ -24,9 +24,11 @@ from hwbridge.cli import (
     dump,
     inspector,
     mcp_server,
+    monitor,
     plot,
     ports,
     prompt,
+    record,
     schema,
     sim,
     tools,
@@ -99,6 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
         demo,
         ports,
         plot,
+        monitor,
+        record,
     ):
         module.register(sub)
     for name, choice in sub.choices.items():
