@@ -71,11 +71,16 @@ def open_driver(
         dev.stop()
 
 
+Streamed = Callable[[], Iterator[bytes]]
+
+
 class ScriptedElm:
     """A fake ELM327 on a pty that answers each command from a script (for replies the
-    simulator never gives: garbage, odd adapter messages)."""
+    simulator never gives: garbage, odd adapter messages). An answer that is a function
+    streams what it yields until it ends (its last chunk brings the prompt, if any) or a
+    character arrives (then STOPPED, as a real chip)."""
 
-    def __init__(self, answers: dict[str, bytes]) -> None:
+    def __init__(self, answers: dict[str, bytes | Streamed]) -> None:
         self.answers = answers
         self.master, slave = os.openpty()
         import tty
@@ -85,6 +90,7 @@ class ScriptedElm:
         self.port = os.ttyname(slave)
         self.commands: list[str] = []
         self._stop = threading.Event()
+        self._stream: tuple[threading.Thread, threading.Event] | None = None
         self._thread = threading.Thread(target=self._run, daemon=True, name="scripted-elm")
         self._thread.start()
 
@@ -102,6 +108,9 @@ class ScriptedElm:
             except OSError:
                 return
             for byte in data:
+                if self._stream is not None and self._stream[0].is_alive():
+                    self._end_stream()  # a real chip stops on any character, and discards it
+                    continue
                 if busy:  # a real chip stops on any character, and discards it
                     busy = False
                     os.write(self.master, b"STOPPED\r\r>")
@@ -110,7 +119,9 @@ class ScriptedElm:
                     command = line.decode().strip().upper().replace(" ", "")
                     self.commands.append(command)
                     answer = self.answers.get(command, b"OK" if command.startswith("AT") else b"?")
-                    if answer == b"<silent>":
+                    if callable(answer):
+                        self._start_stream(answer)
+                    elif answer == b"<silent>":
                         busy = True
                     else:
                         os.write(self.master, answer + b"\r\r>")
@@ -118,18 +129,50 @@ class ScriptedElm:
                 else:
                     line += bytes([byte])
 
+    def _start_stream(self, answer: Streamed) -> None:
+        stop = threading.Event()
+
+        def run() -> None:
+            import select
+
+            for chunk in answer():
+                # never blocked on a full pty: the reader may have stopped reading
+                while not (stop.is_set() or self._stop.is_set()):
+                    if select.select([], [self.master], [], 0.05)[1]:
+                        break
+                if stop.is_set() or self._stop.is_set():
+                    break
+                try:
+                    os.write(self.master, chunk)
+                except OSError:
+                    return
+            if stop.is_set() and not self._stop.is_set():
+                os.write(self.master, b"STOPPED\r\r>")
+
+        thread = threading.Thread(target=run, daemon=True, name="scripted-elm-stream")
+        self._stream = (thread, stop)
+        thread.start()
+
+    def _end_stream(self) -> None:
+        if self._stream is not None:
+            thread, stop = self._stream
+            stop.set()
+            thread.join(2)
+            self._stream = None
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(2)
+        self._end_stream()
         os.close(self.master)
         os.close(self.slave)
 
 
 @pytest.fixture
-def scripted() -> Iterator[Callable[[dict[str, bytes]], ScriptedElm]]:
+def scripted() -> Iterator[Callable[[dict[str, bytes | Streamed]], ScriptedElm]]:
     made: list[ScriptedElm] = []
 
-    def make(answers: dict[str, bytes]) -> ScriptedElm:
+    def make(answers: dict[str, bytes | Streamed]) -> ScriptedElm:
         base = {"ATZ": b"\r\rELM327 v1.5", "ATRV": b"12.1V", "ATDPN": b"A6"}
         made.append(ScriptedElm({**base, **answers}))
         return made[-1]

@@ -254,6 +254,12 @@ class UdsService:
             )
             return result
         reply = replies[0]
+        if not reply.complete and reply.request_cut:
+            # the ECU's flow control stopped it: ISO-TP discards an unfinished message
+            note = "only part of the request went out (the ECU stopped it part way)"
+            note += "; check before sending it again." if service is not None else "."
+            result.update(answered=False, problem=reply.error, note=note)
+            return result
         if not reply.complete:
             note = f"the request went out but its answer did not finish{acted}"
             result.update(answered=False, problem=reply.error, note=note)

@@ -84,11 +84,14 @@ class Ecu:
 
 @dataclass(frozen=True, slots=True)
 class EcuReply:
-    """One ECU's answer: the reassembled payload, or why it could not be completed."""
+    """One ECU's answer: the reassembled payload, or why it could not be completed.
+    `request_cut`: the ECU stopped a multi-frame request part way (its flow control), so
+    only part of the request went out."""
 
     ecu: Ecu
     data: bytes
     error: str | None = None
+    request_cut: bool = False
 
     @property
     def complete(self) -> bool:

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from hwbridge.core.models import ToolError
 from hwbridge.obd.transport.base import Ecu, EcuReply, ObdAdapter, UnansweredRequest
-from hwbridge.obd.transport.elm327_reply import Reply, parse_reply, pending_line
-from hwbridge.obd.transport.pending import PendingClock
+from hwbridge.obd.transport.elm327_reply import Reply, ReplyReader, parse_reply
+from hwbridge.obd.transport.pending import PendingClock, another_service_note
 from hwbridge.obd.transport.serial_link import AdapterLink, PortSpec, SerialLink
 
 __all__ = ["Elm327Adapter"]
@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 
 _PROMPT = b">"
 _MAX_REPLY = 64 * 1024
+_MAX_LINES = 2048  # lines read for one request (more than any answer needs: a flood)
 _CAN_PROTOCOLS = {"6": False, "7": True, "8": False, "9": True}  # number -> 29-bit ids
 _SETUP = ("ATE0", "ATL0", "ATS0", "ATH1", "ATAT1", "ATCAF1")
 _PROTOCOLS = frozenset("0123456789ABC")
@@ -55,6 +56,18 @@ _RETRYABLE = frozenset({"BUS_ERROR", "NO_VEHICLE", "ADAPTER_OVERFLOW", "ADAPTER_
 _STOPPED_EARLY = (
     "it answered 'response pending' (0x78) and the ELM327 stopped listening before its final answer"
 )
+
+
+class _Read(NamedTuple):
+    """How a reading of the chip's lines ended."""
+
+    prompt: bool  # it came back to its prompt
+    size: int  # bytes read
+    flooded: str | None = None  # why it was cut short: it printed more than a reply holds
+
+
+def _bare(line: str) -> str:
+    return line.strip().upper().replace(" ", "")
 
 
 class Elm327Adapter(ObdAdapter):
@@ -88,6 +101,7 @@ class Elm327Adapter(ObdAdapter):
         self._garbage = 0
         self._last_error: str | None = None
         self._resync = False
+        self._cut: str | None = None  # why the last request's reading was cut short
         self._closed = False
 
     @classmethod
@@ -142,67 +156,86 @@ class Elm327Adapter(ObdAdapter):
         self.link.read_until(_PROMPT, 1.0, _MAX_REPLY)
         self.link.discard_input()
 
-    def _ask(self, command: str, extended: bool, clock: PendingClock) -> str:
-        """Send a request and read the reply line by line up to the prompt; each "response
-        pending" moves the deadline. When the deadline passes after a pending, the chip is
-        stopped and what it printed counts; without one, UnansweredRequest (it went out)."""
+    def _ask(self, command: str, reader: ReplyReader, clock: PendingClock) -> bool:
+        """Send a request and read the reply line by line up to the prompt (True); each
+        "response pending" moves the deadline. When the deadline passes (or the chip floods)
+        after a pending, the chip is stopped and what it printed counts; without one,
+        UnansweredRequest (it went out)."""
         if self._resync:
             self._bring_back_prompt()
         self.link.discard_input()
         self.link.write(command.encode("ascii") + b"\r")
-        lines = self._read_lines(extended, clock)
-        if lines and lines[-1].endswith(">"):
-            lines[-1] = lines[-1][:-1]
-        elif clock.pendings:
+        read = self._read_lines(reader, clock, echo=command)
+        if read.prompt:
+            return True
+        if read.flooded:
+            self._cut = read.flooded
+        if clock.pendings:
             self._bring_back_prompt()  # the ECU is still at work: stop waiting for it
-        else:
-            self._resync = True
-            got = sum(map(len, lines))
+            return False
+        self._resync = True
+        where = f"on {self.link.description}"
+        if read.flooded:
             raise UnansweredRequest(
-                "ADAPTER_TIMEOUT",
-                f"The ELM327 on {self.link.description} did not finish {command} within "
-                f"{clock.deadline - clock.started:g} s "
-                f"({f'{got} bytes without a prompt' if got else 'nothing'}).",
+                "ADAPTER_ERROR",
+                f"The ELM327 {where} {read.flooded} after {command} was sent, without "
+                f"finishing its reply; it was stopped after {clock.waited():.1f} s.",
                 retryable=True,
             )
-        if lines and lines[0].strip().upper().replace(" ", "") == command:
-            lines = lines[1:]  # the echo (before ATE0 took effect)
-        return "".join(lines)
+        got = f"{read.size} bytes without a prompt" if read.size else "nothing"
+        raise UnansweredRequest(
+            "ADAPTER_TIMEOUT",
+            f"The ELM327 {where} did not finish {command} within {clock.waited():.1f} s ({got}).",
+            retryable=True,
+        )
 
     def _read_lines(
-        self, extended: bool, clock: PendingClock, until: int | None = None
-    ) -> list[str]:
-        """Lines as they come until the prompt, the clock's deadline or `until`'s answer
-        (complete or begun); pending lines move the deadline."""
-        lines: list[str] = []
-        size = 0
-        while size < _MAX_REPLY:
-            raw = self.link.read_line(clock.left())
+        self,
+        reader: ReplyReader,
+        clock: PendingClock,
+        until: int | None = None,
+        echo: str | None = None,
+    ) -> _Read:
+        """Lines as they come, each read once into `reader`, until the prompt, the clock's
+        deadline, `until`'s answer (complete or begun) or more than a reply can hold (a
+        flood); pending lines move the deadline. The clock is looked at before every line:
+        lines that already arrived never keep the reading past the deadline."""
+        size = count = 0
+        while True:
+            if size >= _MAX_REPLY or count >= _MAX_LINES:
+                why = f"printed more than {_MAX_LINES} lines ({size} bytes)"
+                return _Read(False, size, why)
+            left = clock.left()
+            if left <= 0:
+                return _Read(False, size)
+            raw = self.link.read_line(left)
             if not raw:
-                break  # the deadline passed
-            line = raw.decode("ascii", "replace")
-            lines.append(line)
+                return _Read(False, size)  # the deadline passed
+            count += 1
             size += len(raw)
-            if line.endswith(">"):
-                break
-            if (ident := pending_line(line, extended)) is not None:
+            line = raw.decode("ascii", "replace")
+            prompt = line.endswith(">")
+            text = line[:-1] if prompt else line
+            if echo is not None and count == 1 and _bare(text) == echo:
+                text = ""  # the echo (before ATE0 took effect)
+            if (ident := reader.feed(text)) is not None:
                 clock.pending(ident)
-            elif until is not None:
-                reply = parse_reply("".join(lines), extended)
-                if until in reply.messages or until in reply.incomplete:
-                    break
-        return lines
+            if prompt:
+                return _Read(True, size)
+            if until is not None and reader.began(until):
+                return _Read(False, size)
 
-    def _listen(self, ecu: Ecu, extended: bool, clock: PendingClock) -> str:
+    def _listen(self, ecu: Ecu, reader: ReplyReader, clock: PendingClock) -> None:
         """The chip went back to its prompt after a "response pending" (before v2.1 it takes
         one for the answer): monitor the asked ECU (ATCRA lets only its frames through) for
         the final answer, sending nothing to the vehicle. Monitoring sends no flow control,
         so a multi-frame answer shows as begun, not complete."""
         self.link.write(b"ATMA\r")
-        lines = self._read_lines(extended, clock, until=ecu.response_id)
-        if not (lines and lines[-1].endswith(">")):
+        read = self._read_lines(reader, clock, until=ecu.response_id)
+        if read.flooded:
+            self._cut = f"{read.flooded} while listening"
+        if not read.prompt:
             self._bring_back_prompt()  # a key press ends the monitoring
-        return "".join(line.rstrip(">") for line in lines)
 
     def _at(self, command: str, timeout_s: float = 1.0) -> str:
         lines = [x.strip() for x in self._command(command, timeout_s).split("\r") if x.strip()]
@@ -254,7 +287,7 @@ class Elm327Adapter(ObdAdapter):
     def _detect(self) -> None:
         """The first request: the chip searches (if automatic); ATDPN says what it found."""
         reply_text = self._command("0100", max(self.timeout_s, 10.0))
-        reply = parse_reply(reply_text, extended=False)
+        reply = parse_reply(reply_text, extended=False, service=0x01)
         if reply.errors and not (reply.messages or reply.order):
             code, line = reply.errors[0]
             self._raise(code, line)  # UNABLE TO CONNECT, BUS INIT: ...ERROR, CAN ERROR...
@@ -268,7 +301,7 @@ class Elm327Adapter(ObdAdapter):
         self._detected = number
         self._extended = _CAN_PROTOCOLS[number]
         # with 29-bit ids the answer must be read again with the right header width
-        for ident in parse_reply(reply_text, self._extended).messages:
+        for ident in parse_reply(reply_text, self._extended, service=0x01).messages:
             self._known.setdefault(ident, Ecu.from_response(ident, self._extended))
 
     def _raise(self, code: str, line: str) -> None:
@@ -308,13 +341,16 @@ class Elm327Adapter(ObdAdapter):
             command += "1"  # one ECU answers: the chip returns as soon as it has (v1.3+)
         budget = max(timeout_s, self.p2_star_s)
         clock = PendingClock(max(timeout_s, 1.0), self.p2_star_s, budget)
-        text = self._ask(command, extended, clock)
-        reply = parse_reply(text, extended)
-        if ecu is not None and self._left_waiting(reply, ecu.response_id, clock):
-            text += "\r" + self._listen(ecu, extended, clock)
-            reply = parse_reply(text, extended)
+        reader = ReplyReader(extended, service=payload[0])
+        self._cut = None
+        # from here on the request is out: an error is no proof that it did not act
+        prompted = self._ask(command, reader, clock)
+        reply = reader.result()
+        if ecu is not None and prompted and self._left_waiting(reply, ecu.response_id, clock):
+            self._listen(ecu, reader, clock)
+            reply = reader.result()
         self._garbage += reply.garbage
-        return self._replies(reply, extended, ecu, clock)
+        return self._replies(reply, extended, ecu, clock, command)
 
     @staticmethod
     def _left_waiting(reply: Reply, ident: int, clock: PendingClock) -> bool:
@@ -323,17 +359,31 @@ class Elm327Adapter(ObdAdapter):
         return ident in reply.pending and not final and clock.left() > 0
 
     def _replies(
-        self, reply: Reply, extended: bool, asked: Ecu | None, clock: PendingClock
+        self, reply: Reply, extended: bool, asked: Ecu | None, clock: PendingClock, command: str
     ) -> list[EcuReply]:
         """The ECUs' answers; to a physical request only the asked ECU's (the chip's
-        receive filter may let another ECU's frames through)."""
+        receive filter may let another ECU's frames through). The request went out: an
+        error the chip prints now is UnansweredRequest (it may have acted), except a lone
+        `?`, the chip refusing the command itself."""
         if reply.errors and not reply.messages and not reply.pending:
             code, line = reply.errors[0]
-            self._raise(code, line)
-        if reply.garbage and not reply.messages and not reply.incomplete and not reply.pending:
-            raise ToolError(
+            refused = line == "?" and len(reply.errors) == 1 and not (reply.order or reply.garbage)
+            if refused:
+                self._raise(code, line)  # nothing went to the vehicle
+            template = _MESSAGES.get(code, "The ELM327 reported {line}.")
+            raise UnansweredRequest(
+                code,
+                f"{template.format(line=line)} ({command} had been sent: it may have reached "
+                "the vehicle.)",
+                retryable=code in _RETRYABLE,
+            )
+        if reply.garbage and not (
+            reply.messages or reply.incomplete or reply.pending or reply.foreign
+        ):
+            raise UnansweredRequest(
                 "ADAPTER_ERROR",
-                f"The ELM327 answered with {reply.garbage} line(s) that are not CAN frames.",
+                f"The ELM327 answered {command} with {reply.garbage} line(s) that are not "
+                "CAN frames.",
                 retryable=True,
             )
         out = []
@@ -347,8 +397,15 @@ class Elm327Adapter(ObdAdapter):
             elif ident in reply.incomplete:
                 out.append(EcuReply(ecu, b"", error=reply.incomplete[ident]))
             elif ident in reply.pending:
-                why = clock.unanswered(ident) if clock.left() == 0 else _STOPPED_EARLY
+                if self._cut:
+                    why = f"{clock.unanswered(ident)}: the ELM327 {self._cut}"
+                elif clock.left() == 0:
+                    why = clock.unanswered(ident)
+                else:
+                    why = _STOPPED_EARLY
                 out.append(EcuReply(ecu, b"", error=why))
+            elif ident in reply.foreign:
+                out.append(EcuReply(ecu, b"", error=another_service_note(reply.foreign[ident])))
         return out
 
     # -- state ----------------------------------------------------------------------------

@@ -39,7 +39,12 @@ from hwbridge.obd.transport.base import (
     ObdAdapter,
     is_response_id,
 )
-from hwbridge.obd.transport.pending import PendingClock, is_pending
+from hwbridge.obd.transport.pending import (
+    PendingClock,
+    another_service_note,
+    for_another_service,
+    is_pending,
+)
 
 __all__ = ["IsoTpObdAdapter"]
 
@@ -50,6 +55,33 @@ _INBOX_LIMIT = 4096  # frames queued during one request; a flood beyond it is dr
 _TX_SLICE_S = 0.001  # how often the link is processed while it sends consecutive frames
 _RX_SLICE_S = 0.02  # ... and while it receives (so can-isotp sees its timeouts)
 
+# can-isotp logs every error it meets as a warning, one line per frame: a flood of stray
+# frames would flood the application's log. The errors reach `_Link` anyway; its log says
+# only what is worse than that.
+_ISOTP_LOGGER = "hwbridge.obd.isotp"
+logging.getLogger(_ISOTP_LOGGER).setLevel(logging.ERROR)
+# Stray frames while nothing is received or sent (another tester's traffic, a sender's
+# leftovers): can-isotp ignores them, and so does the reply.
+_NOISE = (isotp.errors.UnexpectedConsecutiveFrameError, isotp.errors.UnexpectedFlowControlError)
+# The ECU's flow control stopped our multi-frame request: the rest of it never went out.
+_TX_STOPPED = (
+    isotp.errors.OverflowError,
+    isotp.errors.FlowControlTimeoutError,
+    isotp.errors.UnsupportedWaitFrameError,
+    isotp.errors.MaximumWaitFrameReachedError,
+)
+
+
+def _frames(size: int) -> int:
+    """How many CAN frames a request of `size` bytes takes (classic CAN, 8-byte frames)."""
+    return 1 if size <= 7 else 1 + -(-(size - 6) // 7)
+
+
+def _cut(link: _Link) -> bool:
+    """Whether only part of a multi-frame request went out: the ECU's flow control stopped
+    it, or it was still being sent when the time ran out."""
+    return link.tx_stopped or link.layer.transmitting()
+
 
 class _Link:
     """One ECU's ISO-TP link: can-isotp's state machine, fed by the request thread."""
@@ -58,6 +90,8 @@ class _Link:
         self.ecu = ecu
         self.frames: collections.deque[isotp.CanMessage] = collections.deque()
         self.errors: list[str] = []
+        self.sent_frames = 0  # frames of the request sent so far
+        self.tx_stopped = False  # the ECU's flow control stopped the request part way
         mode = (
             isotp.AddressingMode.Normal_29bits
             if ecu.extended
@@ -65,6 +99,7 @@ class _Link:
         )
 
         def tx(msg: isotp.CanMessage) -> None:
+            self.sent_frames += 1
             send(build_message(msg.arbitration_id, bytes(msg.data), extended=ecu.extended))
 
         self.layer = isotp.TransportLayer(
@@ -72,14 +107,19 @@ class _Link:
             txfn=tx,
             address=isotp.Address(mode, txid=ecu.request_id, rxid=ecu.response_id),
             error_handler=self._error,
-            params=params,
+            params={**params, "logger_name": _ISOTP_LOGGER},
         )
 
     def _rx(self, timeout: float) -> isotp.CanMessage | None:
         return self.frames.popleft() if self.frames else None
 
     def _error(self, error: Exception) -> None:
-        self.errors.append(str(error))
+        if isinstance(error, _NOISE):
+            return
+        if isinstance(error, _TX_STOPPED):
+            self.tx_stopped = True
+        if len(self.errors) < 16:
+            self.errors.append(str(error))
 
     def process(self) -> list[bytes]:
         self.layer.process()
@@ -96,9 +136,18 @@ class _Link:
         layer = self.layer
         return bool(layer.rx_state != layer.RxState.IDLE or layer.transmitting())
 
+    def received(self) -> str:
+        """How much of a multi-frame answer came, while one is being received."""
+        layer = self.layer
+        if layer.rx_state == layer.RxState.IDLE or not layer.rx_frame_length:
+            return "part"
+        return f"{len(layer.rx_buffer)} of {layer.rx_frame_length} bytes"
+
     def reset(self) -> None:
         self.frames.clear()
         self.errors.clear()
+        self.sent_frames = 0
+        self.tx_stopped = False
         self.layer.reset()
 
 
@@ -223,41 +272,35 @@ class IsoTpObdAdapter(ObdAdapter):
                 self.can.send(build_message(ident, frame, extended=extended))
             else:
                 self._link(ecu).layer.send(payload)
-            return self._collect(ecu, extended, timeout_s)
+            return self._collect(payload, ecu, extended, timeout_s)
         except ToolError as exc:
             self._last_error = exc.message
             raise
         finally:
             self._active = False
 
-    def _collect(self, ecu: Ecu | None, extended: bool, timeout_s: float) -> list[EcuReply]:
+    def _collect(
+        self, payload: bytes, ecu: Ecu | None, extended: bool, timeout_s: float
+    ) -> list[EcuReply]:
         first_s = timeout_s if ecu is not None else self.p2_s
         clock = PendingClock(first_s, self.p2_star_s, max(timeout_s, self.p2_star_s))
+        service = payload[0]
         replies: dict[tuple[int, bool], EcuReply] = {}
+        foreign: dict[tuple[int, bool], bytes] = {}  # negative answers to another service
         involved: dict[tuple[int, bool], _Link] = {}
         if ecu is not None:
             involved[(ecu.response_id, ecu.extended)] = self._link(ecu)
         wanted = {k for k, e in self._known.items() if e.extended == extended}
+        out_of_time = False
         while True:
-            while self._inbox:
-                msg = self._inbox.popleft()
-                key = (int(msg.arbitration_id), bool(msg.is_extended_id))
-                if key[1] != extended or (ecu is not None and key != (ecu.response_id, extended)):
-                    continue
-                link = involved.get(key)
-                if link is None:
-                    link = involved[key] = self._link(Ecu.from_response(*key))
-                link.frames.append(
-                    isotp.CanMessage(
-                        arbitration_id=msg.arbitration_id,
-                        data=bytes(msg.data),
-                        extended_id=bool(msg.is_extended_id),
-                    )
-                )
+            self._deliver(ecu, extended, involved)
             for key, link in involved.items():
                 for data in link.process():
-                    if is_pending(data):
+                    if is_pending(data, service):
                         clock.pending(key[0])
+                        continue
+                    if for_another_service(data, service):
+                        foreign[key] = data  # another request's answer (the last)
                         continue
                     if key not in replies:
                         replies[key] = EcuReply(link.ecu, data)
@@ -270,8 +313,9 @@ class IsoTpObdAdapter(ObdAdapter):
                 break
             if now >= clock.deadline and not busy:
                 break
-            if now >= clock.end + timeout_s:
-                break  # a link that never finishes (a broken sender): give up
+            if now >= clock.end:
+                out_of_time = True  # a link still busy at the end of the budget
+                break
             sending = any(link.layer.transmitting() for link in involved.values())
             if sending:
                 wait = _TX_SLICE_S
@@ -279,16 +323,78 @@ class IsoTpObdAdapter(ObdAdapter):
                 wait = _RX_SLICE_S  # frames wake us; this only runs can-isotp's timers
             else:
                 wait = clock.left(now)
-            self._wake.wait(wait)
+            self._wake.wait(min(wait, max(clock.end - now, 0.0)))
             self._wake.clear()
+        self._missing(
+            payload,
+            ecu,
+            clock,
+            out_of_time=out_of_time,
+            involved=involved,
+            replies=replies,
+            foreign=foreign,
+        )
+        return list(replies.values())
+
+    def _deliver(
+        self, ecu: Ecu | None, extended: bool, involved: dict[tuple[int, bool], _Link]
+    ) -> None:
+        """The frames queued by the listener, each to its ECU's link."""
+        while self._inbox:
+            msg = self._inbox.popleft()
+            key = (int(msg.arbitration_id), bool(msg.is_extended_id))
+            if key[1] != extended or (ecu is not None and key != (ecu.response_id, extended)):
+                continue
+            link = involved.get(key)
+            if link is None:
+                link = involved[key] = self._link(Ecu.from_response(*key))
+            link.frames.append(
+                isotp.CanMessage(
+                    arbitration_id=msg.arbitration_id,
+                    data=bytes(msg.data),
+                    extended_id=bool(msg.is_extended_id),
+                )
+            )
+
+    @staticmethod
+    def _missing(
+        payload: bytes,
+        ecu: Ecu | None,
+        clock: PendingClock,
+        *,
+        out_of_time: bool,
+        involved: dict[tuple[int, bool], _Link],
+        replies: dict[tuple[int, bool], EcuReply],
+        foreign: dict[tuple[int, bool], bytes],
+    ) -> None:
+        """Why each ECU involved that gave no answer has none, into `replies`."""
         for key, link in involved.items():
-            if key not in replies and (link.errors or link.busy):
+            if key in replies:
+                continue
+            asked = ecu is not None and key == (ecu.response_id, ecu.extended)
+            if asked and _cut(link):
+                why = link.errors[-1] if link.errors else "the time ran out while sending it"
+                problem = (
+                    f"only {link.sent_frames} of the request's {_frames(len(payload))} "
+                    f"frames went out: {why}"
+                )
+                replies[key] = EcuReply(link.ecu, b"", error=problem, request_cut=True)
+                link.reset()
+            elif link.busy and out_of_time:
+                problem = (
+                    f"the answer stopped part way: {link.received()} had come when the "
+                    f"request's {clock.budget_s:g} s ran out"
+                )
+                replies[key] = EcuReply(link.ecu, b"", error=problem)
+                link.reset()
+            elif link.errors or link.busy:
                 problem = link.errors[-1] if link.errors else "the answer stopped part way"
                 replies[key] = EcuReply(link.ecu, b"", error=problem)
                 link.reset()
-            elif key not in replies and key[0] in clock.pendings:
+            elif key[0] in clock.pendings:
                 replies[key] = EcuReply(link.ecu, b"", error=clock.unanswered(key[0]))
-        return list(replies.values())
+            elif key in foreign:
+                replies[key] = EcuReply(link.ecu, b"", error=another_service_note(foreign[key]))
 
     # -- state ----------------------------------------------------------------------------
 

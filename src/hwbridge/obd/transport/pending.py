@@ -11,14 +11,36 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["PENDING", "PendingClock", "is_pending"]
+__all__ = ["PENDING", "PendingClock", "another_service_note", "for_another_service", "is_pending"]
 
 PENDING = 0x78
+NEGATIVE = 0x7F
 
 
-def is_pending(payload: bytes) -> bool:
-    """Whether an answer is a "response pending" (`7F xx 78`), never a final answer."""
-    return len(payload) >= 3 and payload[0] == 0x7F and payload[2] == PENDING
+def is_pending(payload: bytes, service: int) -> bool:
+    """Whether an answer is a "response pending" (`7F xx 78`) for a request of `service`:
+    never a final answer. A pending that names another service is not this request's."""
+    return (
+        len(payload) >= 3
+        and payload[0] == NEGATIVE
+        and payload[1] == service
+        and payload[2] == PENDING
+    )
+
+
+def for_another_service(payload: bytes, service: int) -> bool:
+    """Whether an answer is a negative response (`7F xx ..`) that names another service
+    than `service`: it answers some other request, not this one (ISO 14229-1 10.4: the
+    second byte of a negative response is the service it refuses)."""
+    return len(payload) >= 2 and payload[0] == NEGATIVE and payload[1] != service
+
+
+def another_service_note(payload: bytes) -> str:
+    """Why an ECU that answered only for another service has no answer to this request."""
+    return (
+        f"it sent only a negative response to another service (0x{payload[1]:02X}: "
+        f"{payload[:8].hex(' ').upper()}), not an answer to this request"
+    )
 
 
 class PendingClock:
@@ -45,11 +67,17 @@ class PendingClock:
         """Seconds to the deadline (0 once it passed)."""
         return max(0.0, self.deadline - (time.monotonic() if now is None else now))
 
-    def unanswered(self, ident: int) -> str:
+    def waited(self, now: float | None = None) -> float:
+        """Seconds waited for answers so far: to now, or to the deadline once it passed
+        (what happens after it, such as stopping an adapter, is no waiting)."""
+        now = time.monotonic() if now is None else now
+        return max(0.0, min(now, self.deadline) - self.started)
+
+    def unanswered(self, ident: int, now: float | None = None) -> str:
         """Why `ident`'s ECU has no answer although it said "response pending"."""
         count = self.pendings.get(ident, 0)
         times = "once" if count == 1 else f"{count} times"
         return (
             f"it answered 'response pending' (0x78) {times} but sent no final answer "
-            f"within {self.deadline - self.started:.1f} s"
+            f"within {self.waited(now):.1f} s"
         )
