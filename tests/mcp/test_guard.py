@@ -1,11 +1,13 @@
-"""The HTTP guard's helpers: TCP keep-alive on a proven connection."""
+"""The HTTP guard's helpers: TCP keep-alive on a proven connection, and uvicorn's warnings
+about requests let through at most once a minute."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 
-from hwbridge.mcp.guard import KEEPALIVE, keep_alive
+from hwbridge.mcp.guard import KEEPALIVE, Hushed, keep_alive
 
 
 def test_keep_alive_probes_are_switched_on() -> None:
@@ -33,3 +35,21 @@ def test_keep_alive_probes_are_switched_on() -> None:
         assert seen
 
     asyncio.run(accepted())
+
+
+def record(level: int, message: str) -> logging.LogRecord:
+    return logging.LogRecord("uvicorn.error", level, __file__, 1, message, None, None)
+
+
+def test_warnings_are_let_through_once_a_minute_errors_always() -> None:
+    hushed = Hushed(every_s=60)
+    assert hushed.filter(record(logging.WARNING, "Invalid HTTP request received."))
+    assert not any(
+        hushed.filter(record(logging.WARNING, "Unsupported upgrade.")) for _ in range(99)
+    )
+    assert hushed.filter(record(logging.ERROR, "Exception in ASGI application"))
+    assert hushed.held_back == 99
+    hushed._passed_at -= 61
+    later = record(logging.WARNING, "Invalid HTTP request received.")
+    assert hushed.filter(later)
+    assert "and 99 more such warnings" in later.getMessage() and hushed.held_back == 0

@@ -346,3 +346,28 @@ def test_event_streams_that_fill_the_server_give_way_to_a_new_token_holder() -> 
         for sock in streams:
             sock.close()
         stop(process)
+
+
+def test_strangers_cannot_flood_the_log() -> None:
+    process, address = start_http(
+        "--bus",
+        f"virtual:mcp-log-{uuid.uuid4().hex[:8]}",
+        "--token-env",
+        "HWB_TEST_TOKEN",
+        env={"HWB_TEST_TOKEN": TOKEN},
+    )
+    requests = [
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+        b"GARBAGE\x00\r\n\r\n",
+    ]
+    try:
+        for request in requests * 30:
+            with connect_raw(address, request) as sock:
+                assert status_of(sock) in (400, 401)
+    finally:
+        stop(process)
+    assert process.stderr is not None
+    lines = process.stderr.read().splitlines()
+    assert len(lines) <= 3, lines

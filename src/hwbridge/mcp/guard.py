@@ -10,6 +10,8 @@ waits apart, *silent*, until its first bytes are read, and only then competes fo
 `hwbridge.mcp.admission` decides which connections are closed to make room for new ones.
 Between requests, uvicorn's keep-alive timeout closes an idle connection; a proven one gets
 TCP keep-alive probes, so one whose client vanished without a word is closed in minutes.
+The warnings uvicorn logs about requests (malformed, an `Upgrade:` header), which anyone can
+provoke before any token is checked, are let through at most once a minute.
 """
 
 from __future__ import annotations
@@ -39,8 +41,8 @@ READ_TIMEOUT_S = 10.0
 MAX_CONNECTIONS = 64
 MAX_UNPROVEN_PER_CLIENT = 16
 WARN_EVERY_S = 60.0
-"""At most one warning a minute about connections closed by the limits: an attack must not
-flood the log."""
+"""At most one warning a minute about connections closed by the limits, and one of uvicorn's
+about requests: an attack must not flood the log."""
 KEEPALIVE = (("TCP_KEEPIDLE", 60), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3))
 """TCP keep-alive on a proven connection: probed after 60 s without traffic, closed after 3
 unanswered probes 10 s apart (where the system lets these be set)."""
@@ -137,6 +139,7 @@ class GuardedH11Protocol(H11Protocol):
         self._since = time.monotonic()  # when the phase began
         self.heard = False  # its first bytes have been read
         self.proven = False  # a request head of it carried the token
+        self.logger = HUSHED_LOG  # uvicorn's own warnings, at most one a minute
 
     @property
     def peer(self) -> str:
@@ -265,6 +268,40 @@ def keep_alive(transport: asyncio.BaseTransport) -> None:
                 sock.setsockopt(socket.IPPROTO_TCP, option, value)
     except OSError:  # not TCP, or closed meanwhile: nothing to probe
         pass
+
+
+class Hushed(logging.Filter):
+    """Lets through at most one warning every `every_s` seconds (errors always), and says
+    how many it held back."""
+
+    def __init__(self, every_s: float = WARN_EVERY_S) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.held_back = 0
+        self._passed_at = -math.inf
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING:
+            return True
+        now = time.monotonic()
+        if now - self._passed_at < self.every_s:
+            self.held_back += 1
+            return False
+        self._passed_at = now
+        if self.held_back:
+            record.msg = (
+                f"{record.getMessage()} (and {self.held_back} more such warnings about "
+                f"requests not logged; at most one every {self.every_s:g} s)"
+            )
+            record.args = None
+            self.held_back = 0
+        return True
+
+
+HUSHED_LOG = logging.getLogger("uvicorn.error.hwbridge")
+"""uvicorn's log for the server's connections: its warnings about requests, which anyone
+can provoke before the token is checked (malformed, `Upgrade:`), at most once a minute."""
+HUSHED_LOG.addFilter(Hushed())
 
 
 def guarded_protocol(gate: Gate) -> type[GuardedH11Protocol]:
