@@ -79,6 +79,8 @@ def test_the_help_states_the_http_limits_the_server_applies(
     assert f"(default {limits.read_timeout_s:g})" in text
     assert f"at most {limits.max_connections} connections" in text
     assert f"at most {limits.max_unproven_per_client} per client address" in text
+    assert f"at most {limits.max_silent}; one is safe from newer ones for its first" in text
+    assert f"{limits.silent_grace_s:g} s" in text
 
 
 @pytest.mark.parametrize(

@@ -3,11 +3,15 @@ token, the SDK's own client."""
 
 from __future__ import annotations
 
+import json
+import re
 import select
+import socket
 import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -16,6 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
+from hwbridge.mcp import HttpLimits
 from tests.mcp.conftest import (
     HALF_HEAD,
     Session,
@@ -233,3 +238,136 @@ def test_every_loopback_spelling_keeps_the_rebinding_protection() -> None:
         assert hostile_origin.status_code in (403, 421)
     finally:
         stop(process)
+
+
+def initialize_head(url: str, *, token: str | None = TOKEN, close: bool = False) -> bytes:
+    """A whole POST /mcp of `INITIALIZE`, as bytes for a raw socket."""
+    body = json.dumps(INITIALIZE).encode()
+    port = urlsplit(url).port
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n"
+    )
+    if token is not None:
+        head += f"Authorization: Bearer {token}\r\n"
+    if close:
+        head += "Connection: close\r\n"
+    return head.encode() + b"\r\n" + body
+
+
+def status_of(sock: socket.socket, timeout_s: float = 5.0) -> int:
+    """The status of the response the server sends on `sock` (0 if it closes first)."""
+    sock.settimeout(timeout_s)
+    data = b""
+    while b"\r\n" not in data:
+        try:
+            chunk = sock.recv(4096)
+        except ConnectionResetError:
+            return 0
+        if not chunk:
+            return 0
+        data += chunk
+    return int(data.split(b" ", 2)[1])
+
+
+def silent(url: str, source: str) -> socket.socket:
+    """A connection from loopback address `source` that sends nothing."""
+    sock = socket.socket()
+    try:
+        sock.bind((source, 0))
+        sock.connect(("127.0.0.1", urlsplit(url).port or 0))
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def test_silent_connections_cannot_close_a_token_holder_that_has_not_spoken_yet(
+    url: str,
+) -> None:
+    # the server accepts connections in batches before it reads any of them: a client with
+    # the token that connected first must not be the one closed to make room for them
+    statuses = []
+    for _ in range(5):
+        holder = connect_raw(url)
+        crowd = [silent(url, source) for source in ("127.0.0.1", "127.0.0.2") for _ in range(20)]
+        try:
+            time.sleep(0.05)
+            holder.sendall(initialize_head(url))
+            statuses.append(status_of(holder))
+        finally:
+            holder.close()
+            for sock in crowd:
+                sock.close()
+    assert statuses == [200] * 5
+
+
+def event_stream(url: str) -> socket.socket:
+    """A session initialized with the token, then its GET event stream, held open."""
+    with connect_raw(url, initialize_head(url, close=True)) as sock:
+        answer = read_until_closed(sock)
+    found = re.search(rb"mcp-session-id: (\S+)", answer, re.IGNORECASE)
+    assert found, answer
+    port = urlsplit(url).port
+    head = (
+        f"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAccept: text/event-stream\r\n"
+        f"Authorization: Bearer {TOKEN}\r\nmcp-session-id: {found.group(1).decode()}\r\n"
+        "mcp-protocol-version: 2025-06-18\r\n\r\n"
+    )
+    stream = connect_raw(url, head.encode())
+    assert status_of(stream) == 200
+    return stream
+
+
+def test_event_streams_that_fill_the_server_give_way_to_a_new_token_holder() -> None:
+    process, address = start_http(
+        "--bus",
+        f"virtual:mcp-streams-{uuid.uuid4().hex[:8]}",
+        "--token-env",
+        "HWB_TEST_TOKEN",
+        env={"HWB_TEST_TOKEN": TOKEN},
+    )
+    streams: list[socket.socket] = []
+    try:
+        for _ in range(HttpLimits().max_connections):
+            streams.append(event_stream(address))
+        # without the token: refused, and no stream is closed for it
+        with connect_raw(address, initialize_head(address, token=None)) as stranger:
+            assert status_of(stranger) == 503
+        readable, _, _ = select.select(streams, [], [], 0.2)
+        assert readable == []
+        # with the token: the oldest stream makes room
+        with connect_raw(address, initialize_head(address)) as holder:
+            assert status_of(holder) == 200
+        read_until_closed(streams[0], 3)  # closed (it raises if not)
+        readable, _, _ = select.select(streams[1:], [], [], 0.2)
+        assert readable == []
+    finally:
+        for sock in streams:
+            sock.close()
+        stop(process)
+
+
+def test_strangers_cannot_flood_the_log() -> None:
+    process, address = start_http(
+        "--bus",
+        f"virtual:mcp-log-{uuid.uuid4().hex[:8]}",
+        "--token-env",
+        "HWB_TEST_TOKEN",
+        env={"HWB_TEST_TOKEN": TOKEN},
+    )
+    requests = [
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+        b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n",
+        b"GARBAGE\x00\r\n\r\n",
+    ]
+    try:
+        for request in requests * 30:
+            with connect_raw(address, request) as sock:
+                assert status_of(sock) in (400, 401)
+    finally:
+        stop(process)
+    assert process.stderr is not None
+    lines = process.stderr.read().splitlines()
+    assert len(lines) <= 3, lines

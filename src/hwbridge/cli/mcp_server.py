@@ -101,7 +101,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "within SECONDS of its first byte, or its body within SECONDS after the head "
         "(default 10). The server also holds at most 64 connections, and at most 16 per "
         "client address that have not shown the token: beyond, the oldest without the "
-        "token is closed to make room",
+        "token is closed to make room, or else the event stream (or keep-alive connection) "
+        "idle the longest, for a client with the token. Connections that have sent nothing "
+        "yet wait apart (at most 512; one is safe from newer ones for its first 0.1 s)",
     )
     parser.add_argument(
         "--name",
