@@ -56,7 +56,9 @@ class DatasetInspector(Inspector):
         )
 
 
-def run_dataset(args: argparse.Namespace) -> int:
+def open_dataset(args: argparse.Namespace) -> CaptureDriver:
+    """The CaptureDriver of --dataset; a folder that is not a dataset's root is a usage
+    error naming the root nearby, a missing captures extra a runtime one."""
     try:
         from hwbridge.captures.driver import CaptureDriver
     except ImportError as exc:
@@ -65,9 +67,13 @@ def run_dataset(args: argparse.Namespace) -> int:
             EXIT_RUNTIME,
         ) from None
     try:
-        driver = CaptureDriver.from_dataset(args.dataset, prompt_strategy=str(args.pack))
+        return CaptureDriver.from_dataset(args.dataset, prompt_strategy=str(args.pack))
     except FileNotFoundError as exc:
         raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
+
+
+def run_dataset(args: argparse.Namespace) -> int:
+    driver = open_dataset(args)
     console = make_console()
     with driver:
         DatasetInspector(driver, console, model=args.model).run()

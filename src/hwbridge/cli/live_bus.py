@@ -6,8 +6,12 @@ A bad bus string is a usage error (exit 2); a bus that does not answer exits 1.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from types import FrameType
 from typing import TYPE_CHECKING
 
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
@@ -70,3 +74,22 @@ def open_adapter(bus: str, listeners: Sequence[Callable[[can.Message], object]])
         raise CliError(f"--bus: {os_text(exc)}", EXIT_USAGE) from exc
     except OSError as exc:
         raise CliError(f"cannot open {bus}: {os_text(exc)}", EXIT_RUNTIME) from exc
+
+
+@contextlib.contextmanager
+def on_stop_signals(handler: Callable[[int], None]) -> Iterator[None]:
+    """Ctrl-C and SIGTERM call `handler(signum)` while the block runs (main thread only: a
+    signal handler can be set nowhere else); the previous handlers come back after it."""
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        handler(signum)
+
+    previous: dict[signal.Signals, object] = {}
+    if threading.current_thread() is threading.main_thread():
+        for number in (signal.SIGINT, signal.SIGTERM):
+            previous[number] = signal.signal(number, on_signal)
+    try:
+        yield
+    finally:
+        for kind, old in previous.items():
+            signal.signal(kind, old)  # type: ignore[arg-type]

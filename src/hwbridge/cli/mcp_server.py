@@ -167,19 +167,11 @@ def _open_parts(args: argparse.Namespace, stack: ExitStack) -> dict[str, MCSTool
 
 
 def _open_dataset(args: argparse.Namespace, stack: ExitStack) -> MCSToolDriver:
-    """The CaptureDriver of --dataset (closed by `stack`); a folder that is not a dataset's
-    root is a usage error naming the root nearby, as `hwbridge inspect --dataset` says it."""
-    try:
-        from hwbridge.captures.driver import CaptureDriver
-    except ImportError as exc:
-        raise CliError(
-            f"{exc.name or exc}: --dataset needs pip install 'mcs-hwbridge[captures]'",
-            EXIT_RUNTIME,
-        ) from None
-    try:
-        driver = CaptureDriver.from_dataset(args.dataset, prompt_strategy=str(args.pack))
-    except FileNotFoundError as exc:
-        raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
+    """The CaptureDriver of --dataset (closed by `stack`), opened as `hwbridge inspect
+    --dataset` opens it."""
+    from hwbridge.cli.dataset_inspect import open_dataset
+
+    driver = open_dataset(args)
     return stack.enter_context(driver)
 
 

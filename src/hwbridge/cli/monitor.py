@@ -614,22 +614,11 @@ def _logs_to(handler: _NoteHandler) -> Iterator[None]:
                 print(f"hwbridge: ... and {more} more warnings", file=sys.stderr)
 
 
-@contextlib.contextmanager
-def _until_signal(stop: threading.Event) -> Iterator[None]:
+def _until_signal(stop: threading.Event) -> contextlib.AbstractContextManager[None]:
     """SIGTERM (and, without a terminal, Ctrl-C) ends the monitor like `q`."""
+    from hwbridge.cli.live_bus import on_stop_signals
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
-            previous[number] = signal.signal(number, on_signal)
-    try:
-        yield
-    finally:
-        for kind, handler in previous.items():
-            signal.signal(kind, handler)
+    return on_stop_signals(lambda signum: stop.set())
 
 
 # -- the command ------------------------------------------------------------------------

@@ -17,9 +17,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError, one_line, os_text
@@ -205,24 +203,18 @@ def _open_writer(path: Path, suffix: str) -> _Writer:
         raise CliError(f"cannot write {path}: {os_text(exc)}", EXIT_RUNTIME) from exc
 
 
-@contextlib.contextmanager
-def _stop_on_signals(stop: threading.Event, why: list[str]) -> Iterator[None]:
+def _stop_on_signals(
+    stop: threading.Event, why: list[str]
+) -> contextlib.AbstractContextManager[None]:
     """Ctrl-C and SIGTERM end the recording through `stop` (the writer is then closed by
     the main thread, never interrupted in the middle of a frame)."""
+    from hwbridge.cli.live_bus import on_stop_signals
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
+    def on_signal(signum: int) -> None:
         why[0] = "interrupted" if signum == signal.SIGINT else "terminated"
         stop.set()
 
-    previous: dict[signal.Signals, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
-            previous[number] = signal.signal(number, on_signal)
-    try:
-        yield
-    finally:
-        for kind, handler in previous.items():
-            signal.signal(kind, handler)
+    return on_stop_signals(on_signal)
 
 
 def _progress() -> Progress:
