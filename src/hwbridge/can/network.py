@@ -19,6 +19,7 @@ from hwbridge.can.tools.sending import HookFactory, Sender
 from hwbridge.can.transport.adapter import BusSpec, CanAdapter, PythonCanAdapter
 from hwbridge.can.transport.bus_url import is_replay_url
 from hwbridge.can.transport.monitor import BusMonitor
+from hwbridge.can.transport.multipacket import MultiPacketListener, describes_multipacket
 from hwbridge.can.transport.replay import ReplayAdapter
 from hwbridge.policy import SendPolicy
 
@@ -86,13 +87,17 @@ class Network:
                 bitrate=bitrate,
                 known=lambda aid, ext: _frame_owner(db, aid, ext),
             )
+            listeners = [monitor.on_message]
+            if describes_multipacket(db):  # J1939 messages longer than 8 bytes
+                listeners.append(MultiPacketListener(db, monitor).on_message)
             if isinstance(bus, CanAdapter):
                 adapter = bus
-                adapter.add_listener(monitor.on_message)
+                for listener in listeners:
+                    adapter.add_listener(listener)
             elif is_replay_url(bus):
-                adapter = ReplayAdapter.from_url(bus, listeners=[monitor.on_message])
+                adapter = ReplayAdapter.from_url(bus, listeners=listeners)
             else:
-                adapter = PythonCanAdapter(bus, listeners=[monitor.on_message])
+                adapter = PythonCanAdapter(bus, listeners=listeners)
         try:
             sender = Sender(db, adapter, policy, hooks, scope=name)
         except BaseException:

@@ -502,6 +502,21 @@ class BusMonitor:
         if self._waiters:
             self._offer(msg, None)
 
+    def assembled(self, msg: can.Message) -> None:
+        """A message put together from several frames (the J1939 transport protocol): it
+        becomes the latest of its id and wakes waiters, but never enters the history, which
+        holds the frames that carried it. Called on the receive thread, like `on_message`."""
+        key = msg.arbitration_id | _EXT_KEY if msg.is_extended_id else msg.arbitration_id
+        state = self._ids.get(key)
+        if state is None:
+            if not self._first_frame(key, msg, msg):
+                return
+        else:
+            state[0] += 1
+            state[2] = msg
+        if self._waiters:
+            self._offer(msg, None)
+
     def _write_odd(self, msg: can.Message, seq: int, off: int) -> None:
         """The record of a frame the fast path cannot pack (special flags, odd values)."""
         flags = _F_EXTENDED if msg.is_extended_id else 0
