@@ -224,19 +224,29 @@ class VirtualTruck:
         """Accelerator pedal 0-100 %; takes over from the drive cycle."""
         with self._lock:
             self._model.car.set_throttle(pct)
+            self._state = None
 
     def set_brake(self, on: bool) -> None:
         """Service brake; takes over from the drive cycle."""
         with self._lock:
             self._model.car.set_brake(on)
+            self._state = None
+
+    def set_gear(self, lever: str) -> None:
+        """Gear lever P, R, N, D, S or L; takes over from the drive cycle."""
+        with self._lock:
+            self._model.car.set_gear(lever)
+            self._state = None
 
     def pause_driving(self) -> None:
         with self._lock:
             self._model.car.pause_driving()
+            self._state = None
 
     def resume_driving(self) -> None:
         with self._lock:
             self._model.car.resume_driving()
+            self._state = None
 
     # -- faults ---------------------------------------------------------------------------
 
@@ -247,6 +257,7 @@ class VirtualTruck:
         self.nodes[fault.controller].dtcs.raise_fault(fault)
         with self._lock:
             self._model.set_condition(fault.name, True)
+            self._state = None  # what is sent from now on shows it
 
     def end_fault(self, name: str) -> None:
         """The fault goes away: its DTC becomes previously active (DM2)."""
@@ -254,6 +265,7 @@ class VirtualTruck:
         self.nodes[fault.controller].dtcs.end_fault(fault)
         with self._lock:
             self._model.set_condition(fault.name, False)
+            self._state = None
 
     def _cleared(self, controller: str) -> None:
         """After a DM11: the cleared faults' conditions end too (the simulator has no fault
@@ -262,6 +274,8 @@ class VirtualTruck:
             for fault in TRUCK_FAULTS.values():
                 if fault.controller == controller:
                     self._model.set_condition(fault.name, False)
+            self._state = None
+            self._state = None
 
     # -- sending --------------------------------------------------------------------------
 
