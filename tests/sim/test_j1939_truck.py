@@ -173,6 +173,18 @@ def test_rts_cts_sends_two_packets_per_cts_when_asked_two(
     assert [p[0] for p in client.packets(ENGINE, 2)] == [3, 4]
 
 
+def test_a_stopped_truck_starts_again(channel: str, client: Peer) -> None:
+    truck = VirtualTruck(TRUCK_DBC, channel=channel, drive=False)
+    truck.start()
+    truck.stop()
+    with truck:
+        client.drain()
+        client.request(65260, GLOBAL)
+        vin, _ = client.bam(65260, ENGINE)
+    assert vin == f"{DEFAULT_TRUCK_VIN}*".encode()
+    assert not truck.running
+
+
 def test_a_client_abort_stops_the_transfer(truck: VirtualTruck, client: Peer) -> None:
     client.request(65242, ENGINE)  # software identification
     client.rts(ENGINE, 65242)

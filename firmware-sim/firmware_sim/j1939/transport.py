@@ -186,8 +186,13 @@ class Transport:
                 or any(self._session_queue.values())
             )
 
+    def start(self) -> None:
+        """Take transfers again after `stop`."""
+        with self._lock:
+            self._stopped = False
+
     def stop(self) -> None:
-        """Forget every transfer (nothing more is sent)."""
+        """Forget every transfer; nothing more is sent until `start`."""
         with self._lock:
             self._stopped = True
             for transfer in (*self._bams.values(), *self._sessions.values()):

@@ -153,6 +153,7 @@ class VirtualTruck:
             raise RuntimeError("truck already started")
         self._bus = can.Bus(interface="virtual", channel=self.channel)
         try:
+            self.transport.start()
             self._last_step = time.monotonic()
             self._notifier = can.Notifier(self._bus, [self._on_frame], timeout=_NOTIFIER_TIMEOUT_S)
             for node in self.nodes.values():  # first, before anything else they send
