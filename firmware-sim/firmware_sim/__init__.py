@@ -2,6 +2,8 @@
 
 `VirtualVehicle` runs a DBC-driven vehicle with an OBD-II responder on a python-can virtual
 channel; `python -m firmware_sim` serves it over socketcand, slcan and ELM327.
+`firmware_sim.j1939.VirtualTruck` runs a J1939 truck instead (`python -m firmware_sim
+--j1939`).
 """
 
 from __future__ import annotations
