@@ -151,14 +151,17 @@ class J1939Service:
         first = link.listening_since + window - time.monotonic()
         if first > 0:
             link.wait(first)  # a full window heard: every ECU broadcasting has been
+        # what the first window heard counts whole, even a frame of its very first moment
+        since = link.listening_since if first > 0 else time.monotonic() - window
         held = self._held(DM1_PGN, source)
-        if not any(time.monotonic() - h.t <= window for h in held) and first <= 0:
+        if not any(h.t >= since for h in held) and first <= 0:
             link.listen(DM1_PGN, timeout_s=window, source=source, until_first=True)
             held = self._held(DM1_PGN, source)
+            since = time.monotonic() - window
         now = time.monotonic()
         claims = link.nodes()["claims"]
-        current = [h for h in held if now - h.t <= window]
-        older = [h for h in held if now - h.t > window]
+        current = [h for h in held if h.t >= since]
+        older = [h for h in held if h.t < since]
         sources = [{**source_info(h.source, claims), **dm_entry(h, self.db, now)} for h in current]
         shown, meta = counted(sources, MAX_SOURCES)
         result: dict[str, Any] = {"window_s": window, "sources": shown, **meta}

@@ -46,6 +46,7 @@ from hwbridge.j1939.database.ids import (
 from hwbridge.j1939.database.name import J1939Name
 from hwbridge.j1939.transport.address import CLAIM_WAIT_S, AddressClaimer
 from hwbridge.j1939.transport.tp import (
+    T3,
     Aborted,
     Completed,
     Progress,
@@ -177,7 +178,8 @@ class J1939Link(Closing):
     prefers (249, off-board diagnostic-service tool #1). `response_s` is how long a request
     waits for answers when no transfer is under way (J1939-21's T3, 1.25 s); `claim_wait_s`
     how long a claim must stand uncontested (250 ms); `bam_gap_s` the time between the
-    packets of a BAM we send (50 ms). Tests shorten them.
+    packets of a BAM we send (50 ms), `t3_s` how long our RTS/CTS session waits for the
+    receiver (T3, 1.25 s). Tests shorten them.
     """
 
     def __init__(
@@ -189,6 +191,7 @@ class J1939Link(Closing):
         response_s: float = 1.25,
         claim_wait_s: float = CLAIM_WAIT_S,
         bam_gap_s: float = 0.05,
+        t3_s: float = T3,
         max_latest: int = 2048,
     ) -> None:
         if not 0 <= address <= 253:
@@ -197,6 +200,7 @@ class J1939Link(Closing):
         self.name = name or default_name()
         self.response_s = response_s
         self.bam_gap_s = bam_gap_s
+        self.t3_s = t3_s
         self._max_latest = max(16, max_latest)
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
@@ -613,7 +617,9 @@ class J1939Link(Closing):
             self._send(TxFrame(make_id(pgn, address, destination, priority), bytes(data)))
             return TransmitOutcome(pgn, destination, address, "frame", len(data), 1, True)
         try:
-            sender = TpSender(pgn, data, address, destination, bam_gap_s=self.bam_gap_s)
+            sender = TpSender(
+                pgn, data, address, destination, bam_gap_s=self.bam_gap_s, t3_s=self.t3_s
+            )
         except ValueError as exc:
             raise ToolError("INVALID_VALUE", f"{exc}.") from None
         outgoing = _Outgoing(sender)
