@@ -57,6 +57,7 @@ class Peer:
     on_frame: Callable[[Peer, can.Message], bool] | None = None  # True: handled
     received: list[can.Message] = field(default_factory=list)
     completed: list[Completed] = field(default_factory=list)
+    sent: list[tuple[int, bytes]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.bus = can.Bus(interface="virtual", channel=self.channel)
@@ -69,6 +70,8 @@ class Peer:
 
     def send(self, frame_id: int, data: bytes) -> None:
         self.bus.send(can.Message(arbitration_id=frame_id, data=data, is_extended_id=True))
+        with self.lock:
+            self.sent.append((frame_id, bytes(data)))
 
     def claim(self, address: int | None = None) -> None:
         self.send(

@@ -33,6 +33,7 @@ from hwbridge.j1939.tools.texts import j1939_texts
 from hwbridge.j1939.tools.tool_driver import J1939ToolDriver
 from hwbridge.j1939.transport.address import CLAIM_WAIT_S
 from hwbridge.j1939.transport.link import J1939Link
+from hwbridge.j1939.transport.tp import T3
 from hwbridge.policy import SendPolicy, SendRequest
 from hwbridge.policy.outcomes import failure_outcome
 from hwbridge.policy.service_rules import J1939_SERVICES
@@ -92,6 +93,7 @@ class J1939Driver(HybridDriver, Closing):
         response_s: float = 1.25,
         claim_wait_s: float = CLAIM_WAIT_S,
         bam_gap_s: float = 0.05,
+        t3_s: float = T3,
         dm1_window_s: float = 1.5,
         request_timeout_s: float = 2.0,
         prompt_strategy: str | Path | PromptStrategy = "json",
@@ -106,7 +108,10 @@ class J1939Driver(HybridDriver, Closing):
         SPNs (its `SPN` signal attribute); a shared CanDriver's database serves when none is
         given. `address` is the one this tool claims (249, off-board diagnostic-service
         tool #1; it moves to a free one of 128-247 when it loses the contest); `name` its
-        NAME (function 129, arbitrary-address capable, a random identity number).
+        NAME (function 129, arbitrary-address capable, a random identity number). The
+        times are J1939's: `response_s` (T3) for answers to a request, `claim_wait_s` for a
+        claim to stand, `bam_gap_s` between BAM packets, `t3_s` for our RTS/CTS receiver,
+        `dm1_window_s` for a DM1 to count as current.
         """
         from hwbridge.can.driver import CanDriver
 
@@ -127,6 +132,7 @@ class J1939Driver(HybridDriver, Closing):
             response_s=response_s,
             claim_wait_s=claim_wait_s,
             bam_gap_s=bam_gap_s,
+            t3_s=t3_s,
         )
         settings = J1939Settings(dm1_window_s=dm1_window_s, request_timeout_s=request_timeout_s)
         return cls(
