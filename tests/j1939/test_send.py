@@ -29,7 +29,9 @@ def test_sending_is_refused_unless_the_policy_allows_it(peer: Peer, open_driver:
     with pytest.raises(ToolError) as refused:
         driver.send_pgn(PGN, DATA, 0)
     assert refused.value.code == "SEND_NOT_ALLOWED"
-    assert not peer.frames(TP_CM_PGN)
+    time.sleep(0.05)
+    assert not peer.frames()  # not even an address claim went out
+    driver.close()
     only = open_driver(SendPolicy(allow_raw_frames=True, allow_ids=[make_id(0xFF10, 249, GLOBAL)]))
     assert only.send_pgn(0xFF10, b"\x01\x02")["transport"] == "frame"
     with pytest.raises(ToolError) as other:

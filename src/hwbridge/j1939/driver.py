@@ -181,6 +181,16 @@ class J1939Driver(HybridDriver, Closing):
         of it spends the policy's frame budget. Audited like every send."""
         if not 0 <= destination <= 255:
             raise ToolError("INVALID_VALUE", f"destination must be 0..255, not {destination}.")
+        if not self.policy.allows_raw_frames:  # refused before even an address claim goes out
+            self.policy.check(
+                SendRequest(
+                    kind="raw",
+                    arbitration_id=make_id(pgn, self.link.preferred_address, destination, priority),
+                    data=bytes(data),
+                    is_extended=True,
+                    tool="send_pgn",
+                )
+            )
         address = self.link.claim()
         request = SendRequest(
             kind="raw",

@@ -435,6 +435,10 @@ class J1939Link(Closing):
             time.sleep(wait)
 
     @property
+    def preferred_address(self) -> int:
+        return self._claimer.preferred
+
+    @property
     def read_only(self) -> str | None:
         """Why nothing can be sent on this bus (a replay), or None."""
         return self._read_only
