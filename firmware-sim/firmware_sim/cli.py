@@ -5,8 +5,11 @@ One line per transport goes to stdout once it accepts connections, exactly
 `psu: /dev/pts/N`, `gnss: /dev/pts/N`; then the simulator runs until SIGINT or SIGTERM and
 exits 0. Bad input (a DBC that does not load, a malformed option) exits 2 with one line on
 stderr; a transport that cannot start exits 1. Without --dbc the demo vehicle bundled with
-hwbridge runs, said in one stderr line. The bench devices (--psu, --gnss) need no vehicle:
-asked for alone, they run without one (and without the default socketcand server).
+hwbridge runs, said in one stderr line. `--j1939` runs a J1939 truck instead (engine,
+transmission and brake controllers, `firmware_sim.j1939`) on the same transports, from the
+bundled `j1939_truck.dbc` or the J1939 database given with --dbc. The bench devices
+(--psu, --gnss) need no vehicle: asked for alone, they run without one (and without the
+default socketcand server).
 `hwbridge sim` calls `main(argv)` in its own process, so nothing here reads sys.argv or
 exits the interpreter.
 """
@@ -28,20 +31,42 @@ __all__ = ["SOCKETCAND_BUS", "build_parser", "main", "parse_fault"]
 SOCKETCAND_BUS = "vcan0"
 _PROG = "python -m firmware_sim"
 _DEFAULT_SOCKETCAND = "127.0.0.1:0"
-_EPILOG = f"""\
+_EPILOG = """\
 With no --dbc, the demo vehicle bundled with hwbridge runs (one line on stderr says so).
-With no transport option, a socketcand server starts on {_DEFAULT_SOCKETCAND} (any free port).
+With no transport option, a socketcand server starts on {socketcand} (any free port).
 Printed once ready, one line per transport:
-  socketcand: socketcand://HOST:PORT/{SOCKETCAND_BUS}
+  socketcand: socketcand://HOST:PORT/{bus}
   slcan: /dev/pts/N
   elm327: /dev/pts/N
   psu: /dev/pts/N        (--psu: a SCPI bench power supply)
   gnss: /dev/pts/N       (--gnss: a GNSS receiver streaming NMEA 0183)
 Faults: overheat, error_frames, silence:MESSAGE, out_of_range:SIGNAL.
+{truck}
 A client may connect with no database at all (CanDriver.from_bus) to discover the signals;
 --gnss-can adds a GNSS module whose database (gnss_module.dbc) is the reference for that.
 Runs until SIGINT or SIGTERM.
 """
+
+
+_TRUCK = """\
+--j1939: a J1939 truck instead of the car, on the same transports: engine (0x00),
+transmission (0x03) and brakes (0x0B) claim their addresses, send their periodic PGNs and
+DM1 every second, answer requests (one frame, BAM to global, RTS/CTS to the requester,
+NACK when unsupported), DM2, DM11 and DM3. --dbc names a J1939 database (signals found by
+their SPN attribute; default: the bundled j1939_truck.dbc). Truck faults (--j1939 --fault):
+{faults}"""
+
+
+def _epilog() -> str:
+    from firmware_sim.j1939.diagnostics import TRUCK_FAULTS  # stdlib only: quick for --help
+
+    faults = "\n".join(
+        f"  {f.name:<27} {f.controller}, SPN {f.spn} FMI {f.fmi}: {f.lamp_text()}"
+        for f in TRUCK_FAULTS.values()
+    )
+    return _EPILOG.format(
+        socketcand=_DEFAULT_SOCKETCAND, bus=SOCKETCAND_BUS, truck=_TRUCK.format(faults=faults)
+    )
 
 
 class UsageError(Exception):
@@ -50,6 +75,14 @@ class UsageError(Exception):
 
 class _Device(Protocol):
     def start(self) -> str: ...
+
+    def stop(self) -> None: ...
+
+
+class _Vehicle(Protocol):
+    """The car (`VirtualVehicle`) or the truck (`VirtualTruck`)."""
+
+    def start(self) -> object: ...
 
     def stop(self) -> None: ...
 
@@ -76,13 +109,19 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog=prog or _PROG,
         description="Simulated vehicle: periodic CAN messages from a DBC and an OBD-II ECU.",
-        epilog=_EPILOG,
+        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--dbc",
         metavar="FILE",
-        help="the vehicle's database (default: the demo vehicle bundled with hwbridge)",
+        help="the vehicle's database (default: the demo vehicle bundled with hwbridge; with"
+        " --j1939 the bundled j1939_truck.dbc)",
+    )
+    parser.add_argument(
+        "--j1939",
+        action="store_true",
+        help="a J1939 truck (engine, transmission, brakes) instead of the car",
     )
     parser.add_argument(
         "--channel", default="sim", metavar="NAME", help="python-can virtual channel (sim)"
@@ -116,22 +155,36 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME[:TARGET]",
-        help="inject a fault at start (repeatable)",
+        help="inject a fault at start (repeatable; the truck's with --j1939, listed below)",
     )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="model seed (0)")
     parser.add_argument("--no-drive", action="store_true", help="stay parked at idle")
-    parser.add_argument("--vin", help="the VIN the OBD-II ECU reports (17 characters)")
+    parser.add_argument(
+        "--vin", help="the VIN the OBD-II ECU (or the truck's engine) reports (17 characters)"
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more to stderr")
     return parser
 
 
-def parse_fault(text: str) -> tuple[str, dict[str, str]]:
-    """`silence:EngineData` -> ("silence", {"message": "EngineData"})."""
+def parse_fault(text: str, *, j1939: bool = False) -> tuple[str, dict[str, str]]:
+    """`silence:EngineData` -> ("silence", {"message": "EngineData"}); with `j1939` a truck
+    fault (`nox_sensor` -> ("nox_sensor", {}))."""
+    from firmware_sim.j1939.diagnostics import TRUCK_FAULTS
     from firmware_sim.vehicle import FAULTS  # with python-can: not for --help (0.1 s)
 
     name, _, target = text.partition(":")
     name, target = name.strip(), target.strip()
+    if j1939:
+        truck = ", ".join(TRUCK_FAULTS)
+        if name not in TRUCK_FAULTS:
+            whose = "the car's, not the truck's" if name in FAULTS else "unknown"
+            raise UsageError(f"fault {name!r} is {whose}; the truck's faults: {truck}")
+        if target:
+            raise UsageError(f"fault {name} takes no target (got {target!r})")
+        return name, {}
     if name not in FAULTS:
+        if name in TRUCK_FAULTS:
+            raise UsageError(f"fault {name!r} is the J1939 truck's: add --j1939")
         raise UsageError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
     key = {"silence": "message", "out_of_range": "signal"}.get(name)
     if key is None:
@@ -213,8 +266,11 @@ def main(
 def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
     try:
         args = build_parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
-        faults = [parse_fault(f) for f in args.fault]
+        faults = [parse_fault(f, j1939=args.j1939) for f in args.fault]
         endpoint = _host_port(args.socketcand) if args.socketcand else None
+        if args.j1939 and (args.elm327 or args.gnss_can):
+            car_only = "--elm327" if args.elm327 else "--gnss-can"
+            raise UsageError(f"{car_only} belongs to the car; not with --j1939")
     except _Exit as exc:
         return exc.status
     except UsageError as exc:
@@ -223,7 +279,9 @@ def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
     if not 1 <= args.gnss_rate <= 10:
         print(f"{_PROG}: error: --gnss-rate must be 1 to 10", file=sys.stderr)
         return 2
-    bench_only = (args.psu or args.gnss) and not (endpoint or args.slcan or args.elm327)
+    bench_only = (args.psu or args.gnss) and not (
+        endpoint or args.slcan or args.elm327 or args.j1939
+    )
     if endpoint is None and not (args.slcan or args.elm327 or bench_only):
         endpoint = _host_port(_DEFAULT_SOCKETCAND)
     if bench_only:
@@ -231,6 +289,17 @@ def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
         stop = stop if stop is not None else threading.Event()
         with _signals_set(stop):
             return _serve_bench(args, stop)
+    if args.dbc is None and args.j1939:
+        from hwbridge.resources import J1939_TRUCK_DBC, bundled_dbc
+
+        try:
+            args.dbc = str(bundled_dbc(J1939_TRUCK_DBC))
+        except FileNotFoundError as exc:
+            print(f"{_PROG}: error: no --dbc given and {exc}; reinstall hwbridge", file=sys.stderr)
+            return 1
+        print(
+            f"{_PROG}: no --dbc given, using the bundled J1939 truck ({args.dbc})", file=sys.stderr
+        )
     if args.dbc is None:
         from hwbridge.resources import bundled_dbc, default_dbc_notice
 
@@ -277,9 +346,7 @@ def _serve(
     endpoint: tuple[str, int] | None,
     stop: threading.Event,
 ) -> int:
-    from firmware_sim.obd import DEFAULT_VIN
     from firmware_sim.socketcand import SocketcandServer
-    from firmware_sim.vehicle import VirtualVehicle
 
     try:
         db: Any = _load_dbc(args.dbc)
@@ -289,15 +356,7 @@ def _serve(
     if args.gnss_can_dbc:
         db = [db, _load_dbc(args.gnss_can_dbc)]
     try:
-        vehicle = VirtualVehicle(
-            db,
-            channel=args.channel,
-            seed=args.seed,
-            drive=not args.no_drive,
-            vin=args.vin or DEFAULT_VIN,
-        )
-        for name, target in faults:
-            vehicle.inject_fault(name, **target)
+        vehicle = _truck(args, db, faults) if args.j1939 else _car(args, db, faults)
     except ValueError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -330,6 +389,40 @@ def _serve(
     finally:
         for close in reversed(cleanup):
             close()
+
+
+def _car(args: argparse.Namespace, db: Any, faults: list[tuple[str, dict[str, str]]]) -> _Vehicle:
+    from firmware_sim.obd import DEFAULT_VIN
+    from firmware_sim.vehicle import VirtualVehicle
+
+    vehicle = VirtualVehicle(
+        db,
+        channel=args.channel,
+        seed=args.seed,
+        drive=not args.no_drive,
+        vin=args.vin or DEFAULT_VIN,
+    )
+    for name, target in faults:
+        vehicle.inject_fault(name, **target)
+    return vehicle
+
+
+def _truck(args: argparse.Namespace, db: Any, faults: list[tuple[str, dict[str, str]]]) -> _Vehicle:
+    from firmware_sim.j1939.controllers import DEFAULT_TRUCK_VIN
+    from firmware_sim.j1939.truck import VirtualTruck
+
+    if not any(m.is_extended_frame for m in db.messages):
+        raise ValueError(f"{args.dbc} has no 29-bit (J1939) message; --j1939 wants a J1939 DBC")
+    truck = VirtualTruck(
+        db,
+        channel=args.channel,
+        seed=args.seed,
+        drive=not args.no_drive,
+        vin=args.vin or DEFAULT_TRUCK_VIN,
+    )
+    for name, _ in faults:
+        truck.inject_fault(name)
+    return truck
 
 
 def _start_bench(args: argparse.Namespace, cleanup: list[Callable[[], None]]) -> list[str]:

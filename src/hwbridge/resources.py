@@ -1,4 +1,5 @@
-"""Data files that ship inside the wheel: the demo vehicle's database and the device specs.
+"""Data files that ship inside the wheel: the databases (demo vehicle, J1939 truck) and the
+device specs.
 
 The repository's `dbc/` and `devices/` folders are the one source of truth. The wheel carries
 them as `hwbridge/dbc` and `hwbridge/devices` (read with importlib.resources); an editable
@@ -16,6 +17,7 @@ from pathlib import Path
 
 __all__ = [
     "DEMO_DBC",
+    "J1939_TRUCK_DBC",
     "bundled_dbc",
     "bundled_dbcs",
     "bundled_spec",
@@ -25,6 +27,10 @@ __all__ = [
 
 DEMO_DBC = "demo_vehicle.dbc"
 """The simulated demo vehicle: what every command uses when no --dbc is given."""
+
+J1939_TRUCK_DBC = "j1939_truck.dbc"
+"""The simulated J1939 truck (`python -m firmware_sim --j1939`): engine, transmission and
+brake controllers, SPN attributes on every signal, EC1 as a 39-byte multi-packet PGN."""
 
 _DATABASE_SUFFIXES = frozenset({".dbc", ".kcd", ".sym", ".arxml"})
 _SPEC_SUFFIX = ".toml"
