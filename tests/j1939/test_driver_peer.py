@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import can
 from hwbridge import J1939Driver
 from hwbridge.core.models import ToolError
 from hwbridge.j1939 import J1939Name
@@ -306,3 +307,30 @@ def test_the_driver_is_shared_with_a_can_driver(channel: str, peer: Peer) -> Non
         j1939.close()  # the shared bus stays open
         adapter = can_driver.networks["can"].adapter
         assert adapter is not None and adapter.connected
+
+
+def test_acknowledgements_for_another_requester_are_not_ours(
+    peer: Peer, open_driver: Opener
+) -> None:
+    def someone_else(p: Peer, msg: can.Message) -> bool:
+        ident = parse_id(msg.arbitration_id)
+        if ident.pgn == REQUEST_PGN and int.from_bytes(msg.data[:3], "little") == 65242:
+            other = bytes([1, 0xFF, 0xFF, 0xFF, 0x20]) + (65242).to_bytes(3, "little")
+            p.send(make_id(ACK_PGN, 0, GLOBAL), other)  # a NACK for the node at 0x20
+            return True
+        return False
+
+    peer.on_frame = someone_else
+    driver = open_driver()
+    with pytest.raises(ToolError) as silent:
+        call(driver, "j1939_request", pgn=65242, address=0, timeout_ms=300)
+    assert silent.value.code == "NO_RESPONSE"
+
+
+def test_a_pdu1_group_is_asked_without_its_destination_byte(
+    peer: Peer, open_driver: Opener
+) -> None:
+    peer.answers[0xEF00] = Answer(b"\x01\x02\x03")
+    driver = open_driver()
+    result = call(driver, "j1939_request", pgn=0xEF12, address=0)
+    assert result["pgn"] == 0xEF00 and result["answers"][0]["data"] == "01 02 03"

@@ -37,7 +37,7 @@ from hwbridge.j1939.tools.common import (
     source_info,
     target,
 )
-from hwbridge.j1939.transport.link import Heard, J1939Link, RequestOutcome
+from hwbridge.j1939.transport.link import Heard, J1939Link, RequestOutcome, group
 from hwbridge.policy import SendPolicy, ServiceRequest
 from hwbridge.policy.outcomes import failure_outcome
 
@@ -220,6 +220,7 @@ class J1939Service:
                 f"PGN {pgn} ({_NOT_REQUESTABLE[pgn]}) is part of the protocol, not data to "
                 "request.",
             )
+        pgn = group(pgn)  # a PDU1 group's PDU-specific byte is the destination, not the PGN
         destination = target(address)
         timeout_s = self.settings.request_timeout_s
         if timeout_ms is not None:

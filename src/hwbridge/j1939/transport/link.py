@@ -40,6 +40,7 @@ from hwbridge.j1939.database.ids import (
     REQUEST_PGN,
     TP_CM_PGN,
     TP_DT_PGN,
+    is_pdu1,
     make_id,
     parse_id,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "RequestOutcome",
     "TransmitOutcome",
     "default_name",
+    "group",
 ]
 
 log = logging.getLogger(__name__)
@@ -75,6 +77,12 @@ _TICK_S = 0.05  # how often a waiting thread lets stalled sessions time out
 _MAX_PGNS_PER_NODE = 64
 _MAX_CANNOT_CLAIM = 32
 _SEND_WAIT_S = 1.0  # how long a protocol frame may wait for the frame budget
+
+
+def group(pgn: int) -> int:
+    """The PGN as frames carry it: a PDU1 group's PDU-specific byte is the destination,
+    not part of the PGN (0xEF12 is PGN 0xEF00)."""
+    return pgn & 0x3FF00 if is_pdu1(pgn) else pgn
 
 
 def default_name(identity_number: int | None = None) -> J1939Name:
@@ -321,7 +329,9 @@ class J1939Link(Closing):
                 self._requested(source, dest, int.from_bytes(data[:3], "little"), owed)
             return
         if pgn == ACK_PGN:
-            if len(data) >= 8 and dest in (GLOBAL, self._claimer.address):
+            # to us, or to everyone naming us (byte 5; 0xFF from ECUs before J1939-21 2006)
+            ours = self._claimer.address
+            if len(data) >= 8 and dest in (GLOBAL, ours) and data[4] in (0xFF, ours):
                 self._acknowledged(source, data, t)
             return
         if source < NULL_ADDRESS:
@@ -532,6 +542,7 @@ class J1939Link(Closing):
         transfer of `pgn` is under way, and at `timeout_s` in any case."""
         if not 0 <= pgn <= 0x3FFFF:
             raise ToolError("INVALID_VALUE", f"A PGN is 0..262143, not {pgn}.")
+        pgn = group(pgn)
         address = self.claim()
         self._spend(0.0)  # a flood of tool calls is refused here, not sent
         waiter = _Waiter(pgn, destination, time.monotonic())
@@ -550,7 +561,7 @@ class J1939Link(Closing):
     ) -> RequestOutcome:
         """Collect what is heard of `pgn` (from `source`, or anyone) for `timeout_s`; with
         `until_first`, stop at the first complete message."""
-        waiter = _Waiter(pgn, source, time.monotonic())
+        waiter = _Waiter(group(pgn), source, time.monotonic())
         self._watch(waiter)
         try:
             return self._collect(waiter, None, False, timeout_s, timeout_s, until_first=until_first)
@@ -687,6 +698,7 @@ class J1939Link(Closing):
 
     def heard(self, pgn: int) -> dict[int, Heard]:
         """The latest payload of `pgn` per source."""
+        pgn = group(pgn)
         with self._lock:
             return {s: h for (p, s), h in self._latest.items() if p == pgn}
 
