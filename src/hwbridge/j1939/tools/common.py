@@ -23,6 +23,7 @@ __all__ = [
     "age",
     "counted",
     "dm_entry",
+    "put",
     "source_info",
     "target",
 ]
@@ -55,6 +56,15 @@ def counted(items: Sequence[T], limit: int) -> tuple[list[T], dict[str, Any]]:
         "returned": len(shown),
         "truncated": len(shown) < len(items),
     }
+
+
+def put(result: dict[str, Any], key: str, items: Sequence[Any]) -> None:
+    """A secondary list (NACKs, aborts, sources no longer current...) into `result`: at most
+    MAX_SOURCES items, and `<key>_total`, `<key>_truncated` when there were more."""
+    result[key] = list(items[:MAX_SOURCES])
+    if len(items) > MAX_SOURCES:
+        result[f"{key}_total"] = len(items)
+        result[f"{key}_truncated"] = True
 
 
 def source_info(address: int, claims: Mapping[int, tuple[J1939Name, float]]) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from hwbridge.j1939.tools.common import (
     age,
     counted,
     dm_entry,
+    put,
     source_info,
     target,
 )
@@ -116,15 +117,16 @@ class J1939Service:
             {"source": s, "answer": a.kind} for s, a in sorted(outcome.acks.items()) if a.control
         ]
         if nacks:
-            result["nacked_by"] = nacks[:MAX_SOURCES]
+            put(result, "nacked_by", nacks)
         aborted = [{"source": s, "problem": why[:160]} for s, why in sorted(outcome.aborts.items())]
         if aborted:
-            result["aborted"] = aborted[:MAX_SOURCES]
+            put(result, "aborted", aborted)
         if outcome.cut:
-            result["incomplete"] = [
+            cut = [
                 {"source": p.source, "received_bytes": p.received, "size": p.size}
-                for p in outcome.cut[:MAX_SOURCES]
+                for p in outcome.cut
             ]
+            put(result, "incomplete", cut)
 
     def _no_answer(self, what: str, outcome: RequestOutcome, why: str | None) -> ToolError:
         if outcome.sent:
@@ -166,9 +168,8 @@ class J1939Service:
         shown, meta = counted(sources, MAX_SOURCES)
         result: dict[str, Any] = {"window_s": window, "sources": shown, **meta}
         if older:
-            result["not_current"] = [
-                {"source": h.source, "heard_s_ago": age(h.t, now)} for h in older[:MAX_SOURCES]
-            ]
+            stale = [{"source": h.source, "heard_s_ago": age(h.t, now)} for h in older]
+            put(result, "not_current", stale)
         if not current:
             who = "no ECU" if source == GLOBAL else f"address {source}"
             result["note"] = f"{who} broadcast a DM1 in the last {window:g} s"
@@ -242,7 +243,7 @@ class J1939Service:
         result.update(answers=shown, **meta)
         acked = [s for s, a in sorted(outcome.acks.items()) if not a.control]
         if acked:
-            result["acknowledged_by"] = acked[:MAX_SOURCES]
+            put(result, "acknowledged_by", acked)
         self._problems(outcome, result)
         if not answers and not outcome.acks and not outcome.aborts and not outcome.cut:
             raise self._no_answer(f"PGN {pgn}", outcome, why)
@@ -318,7 +319,7 @@ class J1939Service:
         result.update(nodes=shown, **meta)
         cannot = snapshot["cannot_claim"]
         if cannot:
-            result["cannot_claim"] = [n.describe() for n in cannot[:MAX_SOURCES]]
+            put(result, "cannot_claim", [n.describe() for n in cannot])
         return result
 
     # -- DM11 / DM3 ------------------------------------------------------------------------
@@ -350,10 +351,10 @@ class J1939Service:
             audit_error = audit.write(request, "sent")
         result: dict[str, Any] = {**head, "sent": True}
         acks = sorted(outcome.acks.items())
-        result["acknowledged_by"] = [s for s, a in acks if not a.control][:MAX_SOURCES]
+        put(result, "acknowledged_by", [s for s, a in acks if not a.control])
         refused = [{"source": s, "answer": a.kind} for s, a in acks if a.control]
         if refused:
-            result["refused_by"] = refused[:MAX_SOURCES]
+            put(result, "refused_by", refused)
         if not acks:
             result["note"] = (
                 f"the {dm} request went out, but no ECU acknowledged it within "
