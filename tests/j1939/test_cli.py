@@ -85,3 +85,25 @@ def test_the_tools_are_listed_and_callable_over_mcp(server: Session) -> None:
     assert cleared.is_error and text_of(cleared).startswith("SEND_NOT_ALLOWED: ")
     nodes = server.run(lambda c: c.call_tool("j1939_nodes", {}))
     assert [n["address"] for n in nodes.structured_content["nodes"]] == [0, 85]
+
+
+def test_the_same_bus_as_bus_shares_its_connection_and_database() -> None:
+    import contextlib
+
+    from hwbridge.cli.bridges import open_bridges
+    from hwbridge.cli.main import build_parser
+
+    bus = "virtual:j1939-cli"
+    args = build_parser().parse_args(["mcp", "--bus", bus, "--j1939", bus, "--allow", "j1939_dm3"])
+    with contextlib.ExitStack() as stack:
+        parts = open_bridges(args, stack, offline=True)
+        can, j1939 = parts["can"], parts["j1939"]
+        assert j1939.link.adapter is can.networks["can"].adapter  # type: ignore[attr-defined]
+        assert j1939.database.db is can.database  # type: ignore[attr-defined]
+        assert j1939.policy is can.policy  # type: ignore[attr-defined]
+        assert "j1939_clear_dtcs" in {t.name for t in j1939.list_tools()}
+    args = build_parser().parse_args(["mcp", "--j1939", "virtual:j1939-cli", "--dbc", str(DBC)])
+    if DBC.exists():
+        with contextlib.ExitStack() as stack:
+            parts = open_bridges(args, stack, offline=True)
+            assert parts["j1939"].database.db.path == str(DBC)  # type: ignore[attr-defined]
