@@ -70,8 +70,8 @@ def test_every_chat_option_shown_exists() -> None:
     shown = set()
     for page in pages():
         for line in re.findall(r"hwbridge chat[^\n`]*", text(page)):
-            shown |= set(re.findall(r"(--[a-z-]+)", line))
-    shown |= set(re.findall(r"`(--[a-z-]+)", text("docs/chat.md")))
+            shown |= set(re.findall(r"(--[a-z][a-z0-9-]*)", line))
+    shown |= set(re.findall(r"`(--[a-z][a-z0-9-]*)", text("docs/chat.md")))
     assert shown, "no page shows a chat option"
     assert shown <= known, shown - known
 

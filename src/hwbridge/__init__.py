@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         estimate_tokens,
         load_driver,
     )
+    from hwbridge.j1939 import J1939Driver
     from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
     from hwbridge.serial import SerialDriver
@@ -93,6 +94,7 @@ _LAZY = {
     "CanDatabase": "hwbridge.can",
     "SendPolicy": "hwbridge.policy",
     "ObdDriver": "hwbridge.obd",
+    "J1939Driver": "hwbridge.j1939",
     "SerialDriver": "hwbridge.serial",
     "counter_and_checksum": "hwbridge.can",
 }
@@ -125,6 +127,7 @@ __all__ = [
     "Health",
     "Hooks",
     "HybridDriver",
+    "J1939Driver",
     "MCSDriver",
     "MCSToolDriver",
     "NativeToolContext",

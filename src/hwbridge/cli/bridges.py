@@ -1,12 +1,14 @@
 """Several bridges at once, for the commands that put a whole setup in front of an LLM
-(`hwbridge chat`, `hwbridge mcp`): a CAN bus (--dbc/--bus), a serial device (--spec/--port)
-and OBD-II diagnostics (--obd), under ONE SendPolicy.
+(`hwbridge chat`, `hwbridge mcp`): a CAN bus (--dbc/--bus), a serial device (--spec/--port),
+OBD-II diagnostics (--obd) and SAE J1939 (--j1939), under ONE SendPolicy.
 
 `--allow NAME` goes to the bridge that knows the name: a CAN message of the database, a
 serial command that changes the device's state, or a diagnostic service (`obd_clear_dtcs`,
-`uds_0x2E`, ...; `--allow-service` names services only). A name no bridge knows is a usage
-error, so a typo cannot silently allow nothing. `--obd` takes a CAN bus string (ISO-TP; the
-same bus as --bus shares its connection) or a serial port with an ELM327 on it.
+`uds_0x2E`, `j1939_dm11`, `j1939_dm3`, ...; `--allow-service` names services only). A name no
+bridge knows is a usage error, so a typo cannot silently allow nothing. `--obd` takes a CAN
+bus string (ISO-TP; the same bus as --bus shares its connection) or a serial port with an
+ELM327 on it; `--j1939` a CAN bus string (the same bus as --bus shares its connection, and
+the database of --dbc decodes its parameter groups).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, reso
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
+    from hwbridge.j1939 import J1939Driver
     from hwbridge.obd import ObdDriver
     from hwbridge.policy import SendPolicy
 
@@ -51,7 +54,8 @@ class Allowances:
 
 
 def add_bridge_options(parser: argparse.ArgumentParser) -> None:
-    """--spec/--port, --obd and --allow-service beside the CAN options (add_driver_options)."""
+    """--spec/--port, --obd, --j1939 and --allow-service beside the CAN options
+    (add_driver_options)."""
     add_serial_options(parser)
     parser._option_string_actions["--spec"].help = (
         "also a serial device: its spec (TOML), or the name of a bundled one "
@@ -69,20 +73,29 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
         "a serial port (/dev/ttyUSB0, COM3, socket://HOST:PORT)",
     )
     parser.add_argument(
+        "--j1939",
+        metavar="BUS",
+        help="also SAE J1939 (trucks, buses, machines: DM1/DM2 faults, requests, nodes) on a "
+        "CAN bus (any --bus form, replay: included; the value of --bus shares its "
+        "connection; --dbc decodes its parameter groups)",
+    )
+    parser.add_argument(
         "--allow-service",
         action="extend",
         nargs="+",
         default=[],
         metavar="SERVICE",
-        help="diagnostic services the send policy allows (obd_clear_dtcs, uds_0x2E, globs); "
-        "--allow takes them too; without either, diagnostics are read-only",
+        help="diagnostic services the send policy allows (obd_clear_dtcs, uds_0x2E, "
+        "j1939_dm11, j1939_dm3, globs); --allow takes them too; without either, diagnostics "
+        "are read-only",
     )
     allow = parser._option_string_actions["--allow"]
     allow.metavar = "NAME"
     allow.help = (
         "what the send policy allows, by name or glob: CAN messages of the database "
         "('Climate*'), serial commands that change the device's state ('set_*'), diagnostic "
-        "services (obd_clear_dtcs, uds_0x2E); each name goes to the bridge that knows it; "
+        "services (obd_clear_dtcs, uds_0x2E, j1939_dm11); each name goes to the bridge that "
+        "knows it; "
         "without it everything is read-only"
     )
 
@@ -96,7 +109,7 @@ def serves_can(args: argparse.Namespace, *, offline: bool) -> bool:
     if not offline:
         return False
     dataset = getattr(args, "dataset", None) is not None
-    others = args.obd is not None or serves_serial(args) or dataset
+    others = args.obd is not None or args.j1939 is not None or serves_serial(args) or dataset
     return not others or args.dbc is not None
 
 
@@ -109,14 +122,15 @@ def serves_serial(args: argparse.Namespace) -> bool:
 def open_bridges(
     args: argparse.Namespace, stack: contextlib.ExitStack, *, offline: bool = False
 ) -> dict[str, MCSToolDriver]:
-    """The drivers the options name (closed by `stack`), labelled can, serial and obd,
-    sharing one SendPolicy. `offline`: the CAN catalog is served even without a bus."""
+    """The drivers the options name (closed by `stack`), labelled can, serial, obd and
+    j1939, sharing one SendPolicy. `offline`: the CAN catalog is served even without a bus."""
     from hwbridge.policy import SendPolicy
 
-    if not offline and args.bus is None and args.port is None and args.obd is None:
+    named = (args.bus, args.port, args.obd, args.j1939)
+    if not offline and all(n is None for n in named):
         if args.spec is not None:
             serves_serial(args)  # says --spec needs --port
-        raise CliError("name a bridge: --bus (CAN), --spec and --port (serial), or --obd")
+        raise CliError("name a bridge: --bus (CAN), --spec and --port (serial), --obd or --j1939")
     given = allowances(args, offline=offline)
     policy = SendPolicy(
         allow_messages=given.messages, allow_commands=given.commands, allow_services=given.services
@@ -128,6 +142,8 @@ def open_bridges(
         drivers["serial"] = stack.enter_context(open_serial_driver(args, policy=policy))
     if args.obd is not None:
         drivers["obd"] = stack.enter_context(_open_obd(args, policy, drivers.get("can")))
+    if args.j1939 is not None:
+        drivers["j1939"] = stack.enter_context(_open_j1939(args, policy, drivers.get("can")))
     return drivers
 
 
@@ -146,10 +162,14 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
         except SpecError as exc:
             raise CliError(one_line(str(exc))) from exc
         changing = sorted(n for n, c in spec.commands.items() if c.changes_state)
-    diagnostics = args.obd is not None
+    obd = args.obd is not None
+    j1939 = args.j1939 is not None
+    diagnostics = obd or j1939
     services = [_service(name, "--allow-service") for name in getattr(args, "allow_service", [])]
     if services and not diagnostics:
-        raise CliError("--allow-service needs --obd BUS_OR_PORT: no diagnostics are served")
+        raise CliError(
+            "--allow-service needs --obd BUS_OR_PORT or --j1939 BUS: no diagnostics are served"
+        )
     messages: list[str] = []
     commands: list[str] = []
     for name in args.allow:
@@ -160,7 +180,9 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
         if any(fnmatch.fnmatchcase(c, name) for c in changing):
             commands.append(name)
             placed = True
-        if diagnostics and name.lower().startswith(("obd_", "uds_")):
+        if (obd and name.lower().startswith(("obd_", "uds_"))) or (
+            j1939 and name.lower().startswith("j1939_")
+        ):
             services.append(_service(name, "--allow"))
             placed = True
         if placed:
@@ -206,6 +228,28 @@ def is_serial_port(target: str) -> bool:
     if target.startswith(_SERIAL_URLS) or target.startswith(("/dev/", "\\\\.\\")):
         return True
     return bool(re.fullmatch(r"(?i)COM\d+", target))
+
+
+def _open_j1939(args: argparse.Namespace, policy: SendPolicy, can: Any) -> J1939Driver:
+    """The J1939 driver --j1939 names: on the CAN driver's own connection (and database)
+    when it is the same bus, else on its own, decoding with --dbc when one is given."""
+    from hwbridge.core.models import ToolError
+    from hwbridge.j1939 import J1939Driver
+
+    target: str = args.j1939
+    try:
+        if can is not None and target == args.bus:
+            return J1939Driver.from_can(can, policy)  # one connection for both
+        return J1939Driver.from_can(bus=target, policy=policy, dbc=args.dbc)
+    except ToolError as exc:
+        raise CliError(
+            f"--j1939 {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME
+        ) from exc
+    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
+        raise CliError(f"--j1939 {target}: {one_line(str(exc))}") from exc
+    except OSError as exc:
+        reason = one_line(exc.strerror or str(exc))
+        raise CliError(f"--j1939 {target}: {reason}", EXIT_RUNTIME) from exc
 
 
 def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriver:

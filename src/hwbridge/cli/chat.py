@@ -51,7 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="A conversation with the vehicle: the model reads signals, waits for "
         "conditions and (with --allow) sends, through the same driver and send policy as "
         "every other command. Tool calls and results are shown as they happen. Without "
-        "--bus, --port or --obd the chat is offline: the model browses the database's "
+        "--bus, --port, --obd or --j1939 the chat is offline: the model browses the database's "
         "catalog and encodes and decodes frames, and reads or sends nothing.",
         epilog=EXAMPLES,
     )
@@ -176,13 +176,16 @@ def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
 
 
 def _setup_text(args: argparse.Namespace) -> str:
-    parts = [] if args.bus or args.port or args.obd else ["no bus (offline: catalog and decoding)"]
+    online = args.bus or args.port or args.obd or args.j1939
+    parts = [] if online else ["no bus (offline: catalog and decoding)"]
     if args.bus is not None:
         parts.append(str(args.bus))
     if args.port is not None or args.spec is not None:
         parts.append(f"{args.spec or 'port'} on {args.port or 'no port'}")
     if args.obd is not None:
         parts.append(f"OBD on {args.obd}")
+    if args.j1939 is not None:
+        parts.append(f"J1939 on {args.j1939}")
     return ", ".join(parts)
 
 

@@ -1,7 +1,7 @@
 """`hwbridge mcp`: the drivers as an MCP server, for Claude Desktop, Claude Code, Cursor and
 any other MCP client: the CAN bus (--dbc, --bus), a serial device (--spec, --port),
-vehicle diagnostics (--obd) and a decoded capture dataset (--dataset), alone or together
-behind one Orchestrator.
+vehicle diagnostics (--obd), SAE J1939 (--j1939) and a decoded capture dataset (--dataset),
+alone or together behind one Orchestrator.
 
 stdio by default: stdout carries the protocol and nothing else (notices and logs go to
 stderr). `--http HOST:PORT` serves streamable HTTP at /mcp instead, on loopback unless
@@ -51,6 +51,7 @@ examples:
       --token-env HWBRIDGE_MCP_TOKEN
   hwbridge mcp --spec bench_psu --port /dev/ttyUSB1 --allow set_voltage
   hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
+  hwbridge mcp --j1939 socketcan:can0 --allow j1939_dm11   a truck's J1939 network
   hwbridge mcp --dataset truck_dataset             the capture tools of a decoded dataset
   hwbridge mcp --dataset truck_dataset --bus socketcan:can0   recorded and live together
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
@@ -65,7 +66,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "other command: read tools are marked read-only, send tools (only with --allow) "
         "destructive; the database or device spec, the bus and port status and the driver "
         "are resources. Without --bus it serves the CAN catalog and decode tools; --spec "
-        "with --port and --obd add a serial device and vehicle diagnostics; --dataset the "
+        "with --port, --obd and --j1939 add a serial device, vehicle diagnostics and a "
+        "J1939 network; --dataset the "
         "read-only capture tools (describe_dataset, query, signal_stats, find_events) of a "
         "decoded dataset, beside the other bridges or alone.",
         epilog=EXAMPLES,
@@ -78,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="DIR",
         help="also a decoded capture dataset (hwbridge decode --out DIR): its read-only "
         "tools describe_dataset, query, signal_stats and find_events; alone (no --bus, "
-        "--dbc, --port or --obd) only those",
+        "--dbc, --port, --obd or --j1939) only those",
     )
     parser.add_argument(
         "--http",
@@ -275,6 +277,8 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
         words += ["--allow", *given.messages, *given.commands]
     if args.obd:
         words += ["--obd", args.obd if args.obd == args.bus else _absolute_bus(args.obd)]
+    if args.j1939:
+        words += ["--j1939", args.j1939 if args.j1939 == args.bus else _absolute_bus(args.j1939)]
     if given.services:
         words += ["--allow-service", *given.services]
     if args.exposure != "auto":

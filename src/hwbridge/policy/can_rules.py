@@ -121,6 +121,12 @@ class CanRules:
                 self.periodic[request.periodic_key] = periodic_rate
         return periodic_rate
 
+    def take_frame(self) -> float:
+        """One token for a protocol's own frame (periodic sends' reservations honoured);
+        0 when taken, else the seconds to wait."""
+        with self.periodic_lock:
+            return self.bucket.take(sum(self.periodic.values()))
+
     def release(self, message: str, scope: str = "") -> None:
         with self.periodic_lock:
             self.periodic.pop(f"{scope}/{message}", None)

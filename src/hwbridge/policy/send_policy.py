@@ -44,7 +44,7 @@ class SendPolicy:
 
     Diagnostics:
     allow_services: services that change an ECU's state or security and may be sent
-        (`obd_clear_dtcs`, `uds_0x2E`, globs allowed).
+        (`obd_clear_dtcs`, `uds_0x2E`, `j1939_dm11`, `j1939_dm3`, globs allowed).
     max_commands_per_second: for serial commands and diagnostic services together.
 
     Shared:
@@ -198,6 +198,13 @@ class SendPolicy:
                 f"try again in {min(max(wait, 0.001), 60):.3f} s.",
                 retryable=True,
             )
+
+    def take_frame(self) -> float:
+        """Spend one frame of the CAN budget (`max_frames_per_second`, shared with every other
+        CAN send) for a frame a protocol sends on its own account: a J1939 request, an
+        address claim, a transport-protocol packet. Returns 0 when spent, else the seconds
+        until a frame's budget is there (nothing spent): the caller waits or refuses."""
+        return self._can.take_frame()
 
     def check_limits(self, message: str, signals: Mapping[str, Any]) -> None:
         """OUT_OF_RANGE unless every limited signal of `message` is within its limits."""

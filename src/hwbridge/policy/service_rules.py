@@ -1,5 +1,5 @@
 """Which diagnostic services that change an ECU's state or security may be sent: none unless
-named (`obd_clear_dtcs`, `uds_0x2E`...; globs allowed)."""
+named (`obd_clear_dtcs`, `uds_0x2E`, `j1939_dm11`, `j1939_dm3`...; globs allowed)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,17 @@ from typing import Final
 from hwbridge.core.models import ToolError
 from hwbridge.policy.requests import ServiceRequest
 
-__all__ = ["SERVICE_NAMES", "ServiceRules", "service_pattern"]
+__all__ = ["J1939_SERVICES", "SERVICE_NAMES", "ServiceRules", "service_pattern"]
 
-SERVICE_NAMES: Final = ("obd_clear_dtcs", *(f"uds_0x{sid:02X}" for sid in range(0x10, 0x100)))
+J1939_SERVICES: Final = ("j1939_dm11", "j1939_dm3")
+"""J1939 requests that change state: DM11 clears active trouble codes, DM3 previously active
+ones."""
+
+SERVICE_NAMES: Final = (
+    "obd_clear_dtcs",
+    *(f"uds_0x{sid:02X}" for sid in range(0x10, 0x100)),
+    *J1939_SERVICES,
+)
 """Every name a service that changes state can have (the policy judges these)."""
 
 _UDS = re.compile(r"(?i)uds_0x([0-9a-f]{2})")
@@ -44,11 +52,12 @@ def service_pattern(pattern: str) -> str:
     text = str(pattern).strip()
     if match := _UDS.fullmatch(text):
         text = f"uds_0x{match.group(1).upper()}"
-    elif text.lower() == "obd_clear_dtcs":
-        text = "obd_clear_dtcs"
+    elif text.lower() == "obd_clear_dtcs" or text.lower() in J1939_SERVICES:
+        text = text.lower()
     if not any(fnmatch.fnmatchcase(name, text) for name in SERVICE_NAMES):
         raise ValueError(
             f"allow_services: {pattern!r} names no diagnostic service; they are "
-            "obd_clear_dtcs and uds_0xNN by service id (uds_0x2E, uds_0x31, uds_0x11, ...)"
+            "obd_clear_dtcs, uds_0xNN by service id (uds_0x2E, uds_0x31, uds_0x11, ...), "
+            "j1939_dm11 and j1939_dm3"
         )
     return text

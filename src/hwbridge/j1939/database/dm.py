@@ -23,6 +23,7 @@ __all__ = [
     "Dtc",
     "LampState",
     "Lamps",
+    "dtc_bytes",
     "parse_dm",
     "parse_dtc",
 ]
@@ -33,6 +34,8 @@ LAMPS = ("mil", "red_stop", "amber_warning", "protect")
 MAX_DTCS = 446  # (1,785 - 2) / 4: the most a transport-protocol message can carry
 _STATE: dict[int, LampState] = {0: "off", 1: "on", 2: "not_available", 3: "not_available"}
 _FLASH: dict[int, Flash] = {0: "slow", 1: "fast"}
+_STATE_BITS: dict[LampState, int] = {"off": 0, "on": 1, "not_available": 3}
+_FLASH_BITS: dict[Flash, int] = {"slow": 0, "fast": 1}
 _NOT_AVAILABLE_SPN = 0x7FFFF
 
 SpnNamer = Callable[[int], str | None]
@@ -79,6 +82,31 @@ class DiagnosticMessage(BaseModel):
             out["flashing"] = dict(self.flashing)
         out["dtcs"] = [d.model_dump(exclude_none=True) for d in self.dtcs]
         return out
+
+    def to_bytes(self) -> bytes:
+        """The payload as an ECU sends it: lamps, then the codes (conversion method 0 unless a
+        code says 1); no code is sent as SPN 0, FMI 0; a single frame is padded to 8 bytes
+        with 0xFF."""
+        state = flash = 0
+        for i, lamp in enumerate(LAMPS):
+            shift = 6 - 2 * i
+            state |= _STATE_BITS[getattr(self.lamps, lamp)] << shift
+            how = self.flashing.get(lamp)
+            flash |= (3 if how is None else _FLASH_BITS[how]) << shift
+        codes = [dtc_bytes(d) for d in self.dtcs[:MAX_DTCS]] or [b"\x00\x00\x00\x00"]
+        data = bytes([state, flash]) + b"".join(codes)
+        return data.ljust(8, b"\xff")
+
+
+def dtc_bytes(dtc: Dtc) -> bytes:
+    """The 4 bytes of one code (the inverse of `parse_dtc`)."""
+    spn = dtc.spn
+    count = 0x7F if dtc.occurrence_count is None else dtc.occurrence_count & 0x7F
+    if dtc.conversion_method:
+        b0, b1, b2 = (spn >> 11) & 0xFF, (spn >> 3) & 0xFF, (spn & 0x7) << 5
+    else:
+        b0, b1, b2 = spn & 0xFF, (spn >> 8) & 0xFF, (spn >> 16) << 5
+    return bytes([b0, b1, b2 | dtc.fmi, dtc.conversion_method << 7 | count])
 
 
 def parse_dtc(data: bytes, namer: SpnNamer | None = None) -> Dtc | None:

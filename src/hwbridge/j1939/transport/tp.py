@@ -33,9 +33,13 @@ __all__ = [
     "RTS",
     "Aborted",
     "Completed",
+    "Progress",
     "Reply",
+    "SenderState",
     "TpEvent",
     "TpReceiver",
+    "TpSender",
+    "TxFrame",
     "abort_frame",
     "bam_frame",
     "cts_frame",
@@ -339,3 +343,171 @@ class TpReceiver:
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         return iter(list(self._sessions))
+
+    def in_progress(self) -> list[Progress]:
+        """The sessions under way: what is coming, from whom, how far it got."""
+        return [
+            Progress(s.pgn, s.source, s.destination, len(s.parts) * 7, s.size, s.kind)
+            for s in self._sessions.values()
+        ]
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A session under way."""
+
+    pgn: int
+    source: int
+    destination: int
+    received: int  # bytes so far (whole packets)
+    size: int
+    kind: Literal["bam", "rts"]
+
+
+@dataclass(frozen=True, slots=True)
+class TxFrame:
+    """A frame an originator sends: a TP.CM announcement or abort, or a TP.DT packet."""
+
+    frame_id: int
+    data: bytes
+
+
+SenderState = Literal["new", "sending", "waiting", "hold", "done", "aborted"]
+
+
+class TpSender:
+    """The originator of one message of 9 to 1,785 bytes, as a pure state machine.
+
+    To `destination` GLOBAL it is a BAM: the announcement, then one packet every `bam_gap_s`
+    (J1939-21: 50 to 200 ms). To one node it is RTS/CTS: the announcement, then the packets
+    each CTS clears (a CTS of 0 packets holds the transfer: T4 1.05 s for the next CTS),
+    then the receiver's end-of-message acknowledgement; no CTS or EoMA within T3 1.25 s
+    of the last frame sent, or a CTS that makes no sense, aborts the session (the abort
+    frame is returned to send). Call `start`, then `feed` with every TP.CM frame the
+    destination sends to `source`, and `poll` at `next_at` (or sooner).
+    """
+
+    def __init__(
+        self,
+        pgn: int,
+        data: bytes,
+        source: int,
+        destination: int,
+        *,
+        priority: int = 7,
+        bam_gap_s: float = 0.05,
+        max_per_cts: int = 0xFF,
+        t3_s: float = T3,
+        t4_s: float = T4,
+    ) -> None:
+        if not 8 < len(data) <= MAX_SIZE:
+            raise ValueError(
+                f"the transport protocol carries 9 to {MAX_SIZE} bytes, not {len(data)}"
+            )
+        if not 0.05 <= bam_gap_s <= 0.2:
+            raise ValueError("J1939-21 puts 50 to 200 ms between the packets of a BAM")
+        self.pgn = pgn
+        self.data = bytes(data)
+        self.source = source
+        self.destination = destination
+        self.kind: Literal["bam", "rts"] = "bam" if destination == GLOBAL else "rts"
+        self.priority = priority
+        self.bam_gap_s = bam_gap_s
+        self.max_per_cts = max(1, min(max_per_cts, 0xFF))
+        self.t3_s = t3_s
+        self.t4_s = t4_s
+        self.state: SenderState = "new"
+        self.reason: str | None = None  # why it was aborted
+        self.next_at: float | None = None  # when `poll` has something to do
+        self.packets = packets(self.data)
+        self.sent: set[int] = set()  # sequence numbers sent at least once
+        self._next_bam = 1
+
+    @property
+    def count(self) -> int:
+        return len(self.packets)
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "aborted")
+
+    def _cm(self, data: bytes) -> TxFrame:
+        return TxFrame(make_id(TP_CM_PGN, self.source, self.destination, self.priority), data)
+
+    def _dt(self, seq: int) -> TxFrame:
+        self.sent.add(seq)
+        frame_id = make_id(TP_DT_PGN, self.source, self.destination, self.priority)
+        return TxFrame(frame_id, self.packets[seq - 1])
+
+    def _abort(self, why: str, reason: int | None) -> list[TxFrame]:
+        self.state = "aborted"
+        self.reason = why
+        self.next_at = None
+        if reason is None or self.kind == "bam":
+            return []
+        return [self._cm(abort_frame(self.pgn, reason))]
+
+    def start(self, t: float) -> list[TxFrame]:
+        """The announcement (BAM or RTS)."""
+        if self.state != "new":
+            return []
+        size = len(self.data)
+        if self.kind == "bam":
+            self.state = "sending"
+            self.next_at = t + self.bam_gap_s
+            return [self._cm(bam_frame(self.pgn, size))]
+        self.state = "waiting"
+        self.next_at = t + self.t3_s
+        return [self._cm(rts_frame(self.pgn, size, self.max_per_cts))]
+
+    def feed(self, frame_id: int, data: bytes, t: float) -> list[TxFrame]:
+        """What a frame from the destination asks of us (packets, or an abort)."""
+        if self.kind == "bam" or self.finished or len(data) < 8:
+            return []
+        ident = parse_id(frame_id)
+        if (
+            ident.pgn != TP_CM_PGN
+            or ident.source != self.destination
+            or ident.destination != self.source
+            or int.from_bytes(data[5:8], "little") != self.pgn
+        ):
+            return []
+        control = data[0]
+        if control == ABORT:
+            why = ABORT_REASONS.get(data[1], f"reason {data[1]}")
+            return self._abort(f"aborted by the receiver: {why}", None)
+        if control == EOMA:
+            if len(self.sent) < self.count:
+                return self._abort("acknowledged before every packet was sent", 6)
+            self.state = "done"
+            self.next_at = None
+            return []
+        if control != CTS or self.state not in ("waiting", "hold"):
+            return []
+        count, first = data[1], data[2]
+        if count == 0:
+            self.state = "hold"
+            self.next_at = t + self.t4_s
+            return []
+        last = first + count - 1
+        if not 1 <= first <= self.count or last > self.count or count > self.max_per_cts:
+            return self._abort(f"CTS for packets {first}-{last} of {self.count}", 7)
+        self.state = "waiting"
+        self.next_at = t + self.t3_s
+        return [self._dt(seq) for seq in range(first, last + 1)]
+
+    def poll(self, t: float) -> list[TxFrame]:
+        """The next BAM packet when its time has come; an abort when the receiver is late."""
+        if self.finished or self.next_at is None or t < self.next_at:
+            return []
+        if self.kind == "bam":
+            frame = self._dt(self._next_bam)
+            self._next_bam += 1
+            if self._next_bam > self.count:
+                self.state = "done"
+                self.next_at = None
+            else:
+                self.next_at = t + self.bam_gap_s
+            return [frame]
+        waited = "T4 after a hold" if self.state == "hold" else "T3"
+        return self._abort(f"timeout: the receiver did not answer within {waited}", 3)
