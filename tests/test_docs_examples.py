@@ -71,10 +71,10 @@ def _async(out: str, folder: Path) -> None:
 
 def _trust(out: str, folder: Path) -> None:
     lines = out.splitlines()
-    assert "'can', 'captures', 'obd'" in lines[0]
+    assert "'can', 'captures', 'j1939', 'obd'" in lines[0]
     assert lines[1] == "intact 64"
     text = section("docs/trust.md", "Checking what is installed")
-    assert "prints `['can', 'captures', 'obd']`" in text and "`intact 64`" in text
+    assert "prints `['can', 'captures', 'j1939', 'obd']`" in text and "`intact 64`" in text
 
 
 def _slcan(out: str, folder: Path) -> None:

@@ -1,11 +1,44 @@
 """SAE J1939 for trucks, buses and machines: diagnostics (DM1, DM2, DM11, DM3), the transport
-protocol, requests and the nodes on the bus, as one MCS driver (`J1939Driver`)."""
+protocol, requests and the nodes on the bus, as one MCS driver (`J1939Driver`).
 
-from hwbridge.j1939.database import DiagnosticMessage, Dtc, J1939Name, Lamps, parse_dm
-from hwbridge.j1939.database.catalog import J1939Database
-from hwbridge.j1939.driver import J1939Driver
-from hwbridge.j1939.tools import J1939Settings, J1939ToolDriver
-from hwbridge.j1939.transport.link import J1939Link
+Names are imported on first use: a CanDriver reading multi-packet messages needs only the
+pure transport module, not the driver and its tools.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hwbridge.j1939.database import DiagnosticMessage, Dtc, J1939Name, Lamps, parse_dm
+    from hwbridge.j1939.database.catalog import J1939Database
+    from hwbridge.j1939.driver import J1939Driver
+    from hwbridge.j1939.tools import J1939Settings, J1939ToolDriver
+    from hwbridge.j1939.transport.link import J1939Link
+
+_LAZY = {
+    "DiagnosticMessage": "hwbridge.j1939.database",
+    "Dtc": "hwbridge.j1939.database",
+    "J1939Name": "hwbridge.j1939.database",
+    "Lamps": "hwbridge.j1939.database",
+    "parse_dm": "hwbridge.j1939.database",
+    "J1939Database": "hwbridge.j1939.database.catalog",
+    "J1939Driver": "hwbridge.j1939.driver",
+    "J1939Settings": "hwbridge.j1939.tools",
+    "J1939ToolDriver": "hwbridge.j1939.tools",
+    "J1939Link": "hwbridge.j1939.transport.link",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hwbridge.j1939' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DiagnosticMessage",
