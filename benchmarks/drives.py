@@ -119,7 +119,9 @@ class Drive:
     data: npt.NDArray[np.uint8]
     truth: list[TruthSignal]
     reference_dbc: str = GNSS_DBC
-    speed_unit: dict[str, float] = field(default_factory=dict)  # signal -> reference unit per its unit
+    speed_unit: dict[str, float] = field(
+        default_factory=dict
+    )  # signal -> reference unit per its unit
     reference_signal: str = "Speed"  # the reference's speed signal (speed_unit: its unit)
 
     def frames(self) -> Iterable[tuple[float, int, bool, bytes]]:

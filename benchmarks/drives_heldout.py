@@ -43,6 +43,7 @@ def load_dbc_text(text: str) -> Any:
 
     return cantools.database.load_string(text)
 
+
 __all__ = ["HELD_OUT", "NAV_DBC", "NAV_ID", "generate_heldout"]
 
 F64 = npt.NDArray[np.float64]
@@ -286,7 +287,9 @@ def _fast_lowpass(x: F64, tau: float) -> F64:
     return out
 
 
-def _steps(rng: np.random.Generator, t: F64, mean_s: float, levels: list[float]) -> F64:
+def _steps(
+    rng: np.random.Generator, t: npt.NDArray[Any], mean_s: float, levels: list[float]
+) -> F64:
     """A level that changes every `mean_s` seconds or so (a few times a minute)."""
     out = np.zeros(len(t))
     j = 0
@@ -344,11 +347,11 @@ def _physical_of(signal: Any, route: Route, rng: np.random.Generator) -> tuple[s
     name, unit = signal.name, _unit(signal)
     low = name.lower()
     length = int(signal.length)
-    if unit in _SPEED_UNIT and re.search(r"sp(ee)?d|spd|velo|whl|wheel|geschw|vs", low):
-        if length >= 8:
-            per = _SPEED_UNIT[unit]
-            wheel = route.speed * (1 + rng.normal(0, 0.006)) + _wander(rng, route.n, 0.3, 0.15)
-            return "speed", np.maximum(wheel, 0) / per
+    speedy = re.search(r"sp(ee)?d|spd|velo|whl|wheel|geschw|vs", low)
+    if unit in _SPEED_UNIT and speedy and length >= 8:
+        per = _SPEED_UNIT[unit]
+        wheel = route.speed * (1 + rng.normal(0, 0.006)) + _wander(rng, route.n, 0.3, 0.15)
+        return "speed", np.maximum(wheel, 0) / per
     if re.search(r"rpm|engspd|eng_?speed|n_?mot|engine_?speed|motor_?speed", low) or unit == "rpm":
         return "value", route.rpm * (1.0 if length > 10 else 0.5)
     if re.search(r"turn|blink|indicat|lever|stalk", low):
@@ -405,17 +408,20 @@ def _physical_of(signal: Any, route: Route, rng: np.random.Generator) -> tuple[s
 
 def _max_physical(signal: Any) -> float:
     lo, hi = _raw_range(signal)
-    return max(abs(lo * float(signal.scale) + float(signal.offset)), abs(hi * float(signal.scale) + float(signal.offset)))
+    return max(
+        abs(lo * float(signal.scale) + float(signal.offset)),
+        abs(hi * float(signal.scale) + float(signal.offset)),
+    )
 
 
 def _sensor(
-    physical: F64, route: Route, rng: np.random.Generator, times: F64, signal: Any, role: str
+    physical: F64, route: Route, rng: np.random.Generator, times: F64, *, signal: Any, role: str
 ) -> I64:
     """Raw values at `times` of a quantity as an ECU reports it: a lag, a filter, its own
     sampling rate (held between samples), noise, and a quantisation of its own."""
     lag = float(rng.uniform(0.0, 0.3))
     tau = float(rng.choice([0.0, 0.02, 0.1]))
-    x = _fast_lowpass(physical, tau) if tau and role != "state" and role != "flag" else physical
+    x = _fast_lowpass(physical, tau) if tau and role not in {"state", "flag"} else physical
     scale = float(signal.scale) or 1.0
     if role in ("value", "speed"):
         x = x + rng.normal(0, abs(scale) * float(rng.choice([0.0, 0.3, 1.0, 3.0])), len(x))
@@ -431,9 +437,7 @@ def _sensor(
     return np.clip(np.round(raw), lo, hi).astype(np.int64)
 
 
-def _anything(
-    signal: Any, rng: np.random.Generator, times: F64, route: Route
-) -> tuple[str, I64]:
+def _anything(signal: Any, rng: np.random.Generator, times: F64, route: Route) -> tuple[str, I64]:
     """A signal neither name nor unit explains: one of the behaviours real ones show."""
     lo, hi = _raw_range(signal)
     n = len(times)
@@ -463,8 +467,8 @@ def _anything(
         base = route.speed / 130 if rng.random() < 0.5 else route.throttle / 100
         x = centre + (base - 0.5) * amp * 2
     else:  # held, then ramps to a new level, a few times a minute
-        levels = _steps(rng, route.t, rng.uniform(8, 30), list(centre + rng.uniform(-amp, amp, 4)))
-        x = _lowpass(levels, rng.uniform(0.2, 2.0))
+        held = _steps(rng, route.t, rng.uniform(8, 30), list(centre + rng.uniform(-amp, amp, 4)))
+        x = _lowpass(held, rng.uniform(0.2, 2.0))
     raw = np.clip(np.round(x[_index(times, route)]), lo, hi).astype(np.int64)
     return "value", raw
 
@@ -533,7 +537,9 @@ def _message_frames(
         lo, hi = _raw_range(signal)
         if _is_checksum(signal):
             width = 4 if car in NIBBLE_CHECKSUMS else 8
-            named = signal.name.endswith("Checksum") if car == "tesla" else signal.name == "CHECKSUM"
+            named = (
+                signal.name.endswith("Checksum") if car == "tesla" else signal.name == "CHECKSUM"
+            )
             if car in CHECKSUMS and named and int(signal.length) == width and checksum is None:
                 roles[signal.name], checksum = "checksum", signal
                 _place(payload, chain, np.zeros(n, np.int64))
@@ -557,7 +563,7 @@ def _message_frames(
                 if role == "flag" and int(signal.length) > 1:
                     role = "state"
             else:
-                raw = _sensor(physical, route, rng, times, signal, role)
+                raw = _sensor(physical, route, rng, times, signal=signal, role=role)
         roles[signal.name] = role
         _place(payload, chain, raw)
     if checksum is not None:
@@ -581,7 +587,9 @@ def _truth(
     message: Any, roles: dict[str, str], payload: npt.NDArray[np.uint8], car: str | None
 ) -> list[TruthSignal]:
     bits = np.unpackbits(payload, axis=1, bitorder="little")
-    flipped = (bits[1:] != bits[:-1]).any(axis=0) if len(bits) > 1 else np.zeros(bits.shape[1], bool)
+    flipped = (
+        (bits[1:] != bits[:-1]).any(axis=0) if len(bits) > 1 else np.zeros(bits.shape[1], bool)
+    )
     out = []
     for signal in message.signals:
         chain = signal_chain(signal)
@@ -609,7 +617,9 @@ def _truth(
     return out
 
 
-def _nav_frames(route: Route, seconds: float, rng: np.random.Generator) -> tuple[F64, npt.NDArray[np.uint8]]:
+def _nav_frames(
+    route: Route, seconds: float, rng: np.random.Generator
+) -> tuple[F64, npt.NDArray[np.uint8]]:
     """The navigation module at 5 Hz: speed 0.35 s late with its own noise, a heading, the
     fix and satellites changing now and then; the bits its DBC leaves out stay still."""
     times = np.arange(0.13, seconds, 0.2)

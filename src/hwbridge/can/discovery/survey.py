@@ -67,23 +67,30 @@ def analyse_frames(
     deadline: float | None = None,
     extra_explained: Mapping[FrameKey, npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[list[Found], int]:
-    """The fields of every id (busiest first) until `deadline` (time.monotonic()); the
-    number of ids the deadline left out."""
+    """The fields of every id the reference does not describe (busiest first) until
+    `deadline` (time.monotonic()); the number of ids the deadline left out. The ids the
+    reference describes are listed (`described`) without fields; `extra_explained` marks,
+    per id, bits known otherwise (signals defined in a session), left out of the search."""
     found: list[Found] = []
-    order = sorted(framesets, key=lambda k: -framesets[k].frames)
+    # the messages the reference describes are decoded with it, never rediscovered: no
+    # field is looked for in them (not even in bits their signals leave out)
+    for key, fs in framesets.items():
+        if reference.message(key) is not None:
+            found.append(Found(fs, [], described=True))
+    order = sorted(
+        (k for k in framesets if reference.message(k) is None),
+        key=lambda k: -framesets[k].frames,
+    )
     for done, key in enumerate(order):
         if deadline is not None and time.monotonic() > deadline:
             return found, len(order) - done
         fs = framesets[key]
-        explained = reference.explained(key, fs.length)
-        extra = (extra_explained or {}).get(key)
-        if extra is not None:
-            explained = extra if explained is None else explained | extra[: len(explained)]
+        explained = (extra_explained or {}).get(key)
         if fs.pairs < MIN_TRANSITIONS:  # nothing can have been seen to move
-            found.append(Found(fs, [], explained is not None, analysed=False))
+            found.append(Found(fs, [], False, analysed=False))
             continue
         sample = _spread(fs, MAX_ANALYSED_ROWS)
-        found.append(Found(fs, analyse(sample, explained), explained is not None))
+        found.append(Found(fs, analyse(sample, explained), False))
     return found, 0
 
 
@@ -149,8 +156,9 @@ def build_report(
                     scale, offset = c.scale[row, col], c.offset[row, col]
                 matches[i, j] = (refs[col], float(r), scale, offset)
     for i, item in enumerate(found):
-        report.messages.append(_message(report, item, i, matches))
-    too_few = sum(1 for item in found if not item.analysed)
+        if not item.described:
+            report.messages.append(_message(report, item, i, matches))
+    too_few = sum(1 for item in found if not item.analysed and not item.described)
     if too_few:
         report.notes.append(
             Note(
@@ -159,7 +167,7 @@ def build_report(
                 " no fields can be found in them, so they are listed without any",
             )
         )
-    report.messages = [m for m in report.messages if m.signals or not _described(found, m)]
+    report.messages = [m for m in report.messages if not _described(found, m)]
     report.messages.sort(key=lambda m: (m.extended, m.id))
     return report
 
