@@ -373,7 +373,7 @@ def _physical_of(signal: Any, route: Route, rng: np.random.Generator) -> tuple[s
         if re.search(r"hv|pack|trac|bms|dc", low) or _max_physical(signal) > 100:
             return "value", route.hv_voltage
         return "value", route.battery_voltage
-    if re.search(r"curr|_i_|amp|ibat", low) or unit in ("a", "amp", "amps"):
+    if re.search(r"curr|_i_|ampere|ibat", low) or unit in ("a", "amp", "amps"):
         if re.search(r"hv|pack|trac|bms|dc", low) or _max_physical(signal) > 600:
             return "value", route.hv_current
         return "value", route.battery_current
@@ -558,8 +558,11 @@ def _message_frames(
             role, raw = _anything(signal, rng, times, route)
         else:
             role, physical = got
-            if role in ("flag", "state"):
-                raw = np.clip(physical[_index(times, route)], lo, hi).astype(np.int64)
+            if role in ("flag", "state"):  # its own ECU's lag and sampling, as values
+                lag = float(rng.uniform(0.0, 0.3))
+                rate = float(rng.choice([0.01, 0.02, 0.05, 0.1]))
+                sampled = np.floor(np.maximum(times - lag, 0) / rate) * rate
+                raw = np.clip(physical[_index(sampled, route)], lo, hi).astype(np.int64)
                 if role == "flag" and int(signal.length) > 1:
                     role = "state"
             else:

@@ -62,7 +62,15 @@ def test_the_report_is_the_documented_json(drive: tuple[Drive, Path, Path]) -> N
         "name", "start_bit", "length", "byte_order", "signed", "kind",
         "scale", "offset", "unit", "reference",
     }  # fmt: skip
-    assert set(matched[0]["reference"]) == {"message", "signal", "r"}
+    assert set(matched[0]["reference"]) == {
+        "message",
+        "signal",
+        "r",
+        "r2",
+        "verdict",
+        "fitted_scale",
+    }
+    assert matched[0]["reference"]["verdict"] == "confirmed"
     assert matched[0]["reference"]["signal"] == "Speed" and matched[0]["unit"] == "m/s"
     kinds = {s["kind"] for m in doc["messages"] for s in m["signals"]}
     assert kinds == {"value", "flag", "counter", "checksum", "constant"}

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from hwbridge.can.discovery.analyse import Field, analyse
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate, line_fit
+from hwbridge.can.discovery.correlate import CONFIRMED_R2, ScaleFit, Series, correlate, scale_fit
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.reference import Reference, ReferenceSignal
 from hwbridge.can.discovery.report import (
@@ -140,7 +140,7 @@ def build_report(
                     bits = bit_matrix(item.frames.data)
                 raw = f.raw(bits).astype(np.float64)
                 movable.append((i, j, Series(item.frames.t, raw)))
-    matches: dict[tuple[int, int], tuple[ReferenceSignal, float, float, float]] = {}
+    matches: dict[tuple[int, int], tuple[ReferenceSignal, float, ScaleFit]] = {}
     ref_series = [r.series for r in refs]
     for start in range(0, len(movable), _BATCH):
         batch = movable[start : start + _BATCH]
@@ -151,10 +151,11 @@ def build_report(
             col = int(np.argmax(np.abs(c.r[row])))
             r, rho, dr = c.r[row, col], c.rho[row, col], c.r_changes[row, col]
             if abs(r) >= min_r and abs(rho) >= min_r and abs(dr) >= MIN_R_CHANGES:
-                scale, offset = line_fit(batch[row][2], ref_series[col])
-                if not (np.isfinite(scale) and np.isfinite(offset)):
-                    scale, offset = c.scale[row, col], c.offset[row, col]
-                matches[i, j] = (refs[col], float(r), scale, offset)
+                fit = scale_fit(batch[row][2], ref_series[col])
+                if fit is None:  # too few points after the lag: the correlation's own line
+                    slope, intercept = float(c.scale[row, col]), float(c.offset[row, col])
+                    fit = ScaleFit(slope, intercept, slope, intercept, float(r * r), False)
+                matches[i, j] = (refs[col], float(r), fit)
     for i, item in enumerate(found):
         if not item.described:
             report.messages.append(_message(report, item, i, matches))
@@ -184,7 +185,7 @@ def _message(
     report: DiscoveryReport,
     item: Found,
     index: int,
-    matches: Mapping[tuple[int, int], tuple[ReferenceSignal, float, float, float]],
+    matches: Mapping[tuple[int, int], tuple[ReferenceSignal, float, ScaleFit]],
 ) -> MessageReport:
     fs = item.frames
     aid, extended = fs.key
@@ -204,13 +205,26 @@ def _message(
         parts = [_describe(f)]
         match = matches.get((index, j))
         if match is not None:
-            ref, r, scale, offset = match
-            entry.scale, entry.offset = significant(scale), significant(offset)
+            ref, r, fit = match
+            entry.scale, entry.offset = significant(fit.scale), significant(fit.offset)
             entry.unit = ref.unit
-            entry.reference = ReferenceMatch(message=ref.message, signal=ref.signal, r=round(r, 3))
+            entry.reference = ReferenceMatch(
+                message=ref.message,
+                signal=ref.signal,
+                r=round(r, 3),
+                r2=round(fit.r2, 4),
+                verdict="confirmed" if fit.r2 >= CONFIRMED_R2 else "unconfirmed",
+                fitted_scale=significant(fit.fitted_scale),
+            )
+            how = (
+                f"the round scale {significant(fit.scale):g} explains it as well as the"
+                f" least-squares {significant(fit.fitted_scale):g}"
+                if fit.snapped
+                else "scale and offset fitted to it by least squares"
+            )
             parts.append(
-                f"moves with {ref.message}.{ref.signal} (r={r:.3f}); scale and offset fitted"
-                " to it by least squares"
+                f"moves with {ref.message}.{ref.signal} (r={r:.3f}); {how}; R²={fit.r2:.4f}"
+                f" over the capture, {entry.reference.verdict}"
             )
         if f.kind == "constant":
             if bits is None:

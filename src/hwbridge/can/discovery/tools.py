@@ -15,7 +15,7 @@ import numpy as np
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate, line_fit
+from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, correlate, scale_fit
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import message_name
@@ -361,9 +361,12 @@ class DiscoveryTools(MCSToolDriver):
         candidates = []
         for i in ranked[:MAX_CANDIDATES]:
             key, f, field_series = fields[i]
-            scale, offset = line_fit(field_series, series)
-            if not (np.isfinite(scale) and np.isfinite(offset)):
+            fit = scale_fit(field_series, series)
+            if fit is None:
                 scale, offset = float(c.scale[i, 0]), float(c.offset[i, 0])
+                r2 = float(c.r[i, 0]) ** 2
+            else:
+                scale, offset, r2 = fit.scale, fit.offset, fit.r2
             candidates.append(
                 {
                     "id": key[0],
@@ -375,6 +378,8 @@ class DiscoveryTools(MCSToolDriver):
                     "r": round(float(c.r[i, 0]), 3),
                     "scale": significant(scale),
                     "offset": significant(offset),
+                    "r2": round(r2, 4),
+                    "verdict": "confirmed" if r2 >= CONFIRMED_R2 else "unconfirmed",
                 }
             )
         out: dict[str, Any] = {
