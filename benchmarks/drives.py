@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,7 +119,10 @@ class Drive:
     data: npt.NDArray[np.uint8]
     truth: list[TruthSignal]
     reference_dbc: str = GNSS_DBC
-    speed_unit: dict[str, float] = field(default_factory=dict)  # signal -> m/s per unit
+    speed_unit: dict[str, float] = field(
+        default_factory=dict
+    )  # signal -> reference unit per its unit
+    reference_signal: str = "Speed"  # the reference's speed signal (speed_unit: its unit)
 
     def frames(self) -> Iterable[tuple[float, int, bool, bytes]]:
         for i in range(len(self.t)):
@@ -570,10 +574,13 @@ class Score:
     checksums: int = 0
     checksums_found: int = 0
     checksums_alone: int = 0  # checksums of frames where nothing but a counter moved
+    rediscovered: int = 0  # messages the reference describes that came back as found ones
     speeds: int = 0
     speeds_scaled: int = 0
     misses: list[str] = field(default_factory=list)
     stray: list[str] = field(default_factory=list)
+    roles: Counter[str] = field(default_factory=Counter)  # observable signals per role
+    missed_roles: Counter[str] = field(default_factory=Counter)  # not exact, per role
 
     def add(self, other: Score) -> None:
         for name in self.__dataclass_fields__:
@@ -620,9 +627,11 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
                 match["signed"] == want_signed
                 and (match["byte_order"] == t.byte_order or _one_byte(t.seen))
             )
+            out.roles[t.role] += 1
             if ok:
                 out.exact += 1
             else:
+                out.missed_roles[t.role] += 1
                 out.misses.append(
                     f"{t.message}.{t.name} {t.byte_order[0]} seen={_span(t.seen)}"
                     f" signed={want_signed} got={_near(fields, chains, t)}"
@@ -642,7 +651,7 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
                 ref = match.get("reference")
                 if (
                     ref
-                    and ref.get("signal") == "Speed"
+                    and ref.get("signal") == drive.reference_signal
                     and abs(match["scale"] / per_step - 1) <= 0.02
                 ):
                     out.speeds_scaled += 1

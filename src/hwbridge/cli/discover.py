@@ -127,7 +127,7 @@ def _field_line(f: FieldReport) -> Text:
         unit = f" {f.unit}" if f.unit else ""
         line.append(
             f" x{f.scale:g} {f.offset:+g}{unit}  ~ {f.reference.message}.{f.reference.signal}"
-            f" r={f.reference.r:.3f}",
+            f" r={f.reference.r:.3f} R2={f.reference.r2:.3f} {f.reference.verdict}",
             style="green",
         )
     return line

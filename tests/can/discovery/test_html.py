@@ -99,7 +99,7 @@ def test_the_page_of_a_capture_opens_in_chromium_and_escapes_what_it_read(
     # the speed field matched the reference, drawn over it
     assert "~ Gnss.Speed r=1.000" in parsed
     assert parsed.count("<polyline") == 2
-    scale = re.search(r"r=1\.000, scale ([0-9.e-]+), offset", parsed)
+    scale = re.search(r"r=1\.000, scale ([0-9.e-]+) \(least squares: [0-9.e-]+\), offset", parsed)
     assert scale is not None and float(scale.group(1)) == pytest.approx(0.01, rel=0.01)
 
 
@@ -108,7 +108,7 @@ def test_names_from_a_hostile_database_are_inert() -> None:
     field = FieldReport(
         name=f"SIG_{HOSTILE}", start_bit=0, length=8, byte_order="little_endian",
         signed=False, kind="value", scale=2.0, unit=IMG,
-        reference=ReferenceMatch(message=f"</code>{HOSTILE}", signal=IMG, r=0.99),
+        reference=ReferenceMatch(message=f"</code>{HOSTILE}", signal=IMG, r=0.99, r2=0.98, verdict="confirmed", fitted_scale=1.0),
     )  # fmt: skip
     report = DiscoveryReport(
         messages=[MessageReport(id=0x10, extended=False, dlc=8, frames=9, period_ms=10.0,

@@ -35,6 +35,10 @@ COUNTER_LSB_RATE = 0.9
 """A counter's lowest bit flips on (nearly) every frame ..."""
 HALF_LOW, HALF_HIGH = 0.4, 0.6
 """... and each bit above it about half as often as the one below."""
+SIGNED_DISTINCT = 4
+"""Distinct values a field needs before it is called signed: fewer are a state's."""
+SIGNED_SMALL = 0.5
+"""Share of a signed field's changes that move it by a little (an eighth of its range)."""
 CLOCK_R = 0.9999
 """r with the frames' times above which two neighbouring pieces read as one clock."""
 CLOCK_RESIDUAL = 0.25
@@ -294,7 +298,12 @@ def _counter_step(first: I64, second: I64, n: int, distinct: int) -> str | None:
 def _is_signed(first: I64, second: I64, raw: I64, n: int) -> bool:
     """Two's complement when the value wraps around: it jumps across more than half the
     unsigned range while, read signed, it moves by a little (crossing zero), at least twice
-    and far more often than the other way round (an unsigned value crossing mid-range)."""
+    and far more often than the other way round (an unsigned value crossing mid-range).
+
+    A state that jumps between a few values (0 and 7, "not available") wraps too, so the
+    field must also move like a number, read signed: take enough distinct values
+    (SIGNED_DISTINCT), and change by a little in most of its changes (SIGNED_SMALL), where a
+    state jumps between its values."""
     if n < 3 or len(first) < 2:
         return False
     half, small = 1 << (n - 1), max(1, 1 << (n - 3))
@@ -302,7 +311,12 @@ def _is_signed(first: I64, second: I64, raw: I64, n: int) -> bool:
     ds = np.abs(to_signed(second, n) - to_signed(first, n))
     wraps = int(np.count_nonzero((du >= half) & (ds <= small)))
     unwraps = int(np.count_nonzero((ds >= half) & (du <= small)))
-    return wraps >= 2 and wraps > 4 * unwraps
+    if not (wraps >= 2 and wraps > 4 * unwraps):
+        return False
+    if len(np.unique(raw)) < SIGNED_DISTINCT:
+        return False
+    moves = ds[du != 0]
+    return float(np.mean(moves <= small)) >= SIGNED_SMALL
 
 
 def _majority_order(fields: list[Field]) -> ByteOrder:

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Correlation", "Series", "correlate", "line_fit"]
+__all__ = [
+    "CONFIRMED_R2",
+    "Correlation",
+    "ScaleFit",
+    "Series",
+    "correlate",
+    "line_fit",
+    "round_scales",
+    "scale_fit",
+]
 
 F64 = npt.NDArray[np.float64]
 
@@ -138,13 +147,60 @@ from fixes and comes a few hundred milliseconds late."""
 _LAG_STEP_S = 0.02
 
 
-def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tuple[float, float]:
-    """Scale and offset (reference = scale * field + offset) by least squares over the
-    points both series share, with the reference moved in time by the lag (within
-    MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
-    field's values: a field pinned at the end of its range (a setpoint that saturates, a
-    speed clipped by its bits) says nothing about the slope there. (nan, nan) when too few
-    points remain."""
+CONFIRMED_R2 = 0.95
+"""R² over the capture at or above which a fitted scale is `confirmed`."""
+SNAP_WITHIN = 0.05
+"""A round scale is tried when it is within this share of the fitted one ..."""
+SNAP_LOSS = 0.1
+"""... and taken when the share of the reference it leaves unexplained (1 - R²) grows by at
+most this share of the fit's own (it fits as well)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScaleFit:
+    """How a field's raw values map onto a reference signal: reference = scale * raw + offset.
+
+    `fitted_scale` is the least-squares slope; `scale` is a round number (1, 2, 2.5 or 5
+    times a power of ten, or a power of two) when one explains the reference as well, the
+    fitted slope otherwise (`snapped` says which). `r2` is the share of the reference's
+    variance the line explains over every point the two share (plateaus included, at the
+    lag where they agree best); `verdict` is `confirmed` when it is at least CONFIRMED_R2."""
+
+    scale: float
+    offset: float
+    fitted_scale: float
+    fitted_offset: float
+    r2: float
+    snapped: bool
+
+    @property
+    def verdict(self) -> str:
+        return "confirmed" if self.r2 >= CONFIRMED_R2 else "unconfirmed"
+
+
+def round_scales(scale: float) -> list[float]:
+    """Round numbers near `scale` (same sign), nearest first: 1, 2, 2.5, 5 times powers of
+    ten and powers of two, within SNAP_WITHIN."""
+    if not np.isfinite(scale) or scale == 0.0:
+        return []
+    size = abs(scale)
+    exponent = int(np.floor(np.log10(size)))
+    found: set[float] = set()
+    for e in (exponent - 1, exponent, exponent + 1):
+        for m in (1.0, 2.0, 2.5, 5.0):
+            found.add(float(f"{m * 10.0**e:.12g}"))
+    two = int(np.round(np.log2(size)))
+    found |= {2.0**k for k in (two - 1, two, two + 1)}
+    near = [c for c in found if abs(c / size - 1) <= SNAP_WITHIN]
+    near.sort(key=lambda c: abs(c / size - 1))
+    return [float(np.copysign(c, scale)) for c in near]
+
+
+def _aligned(
+    field: Series, reference: Series, points: int
+) -> tuple[F64, F64, npt.NDArray[np.bool_]] | None:
+    """Field and reference on one grid, the reference moved by the lag (within MAX_LAG_S) at
+    which the two agree best; the points both have. None when too few."""
     grid = _grid([field, reference], points)
     x = _on_grid([field], grid)[0]
     best_r, y = -2.0, _on_grid([reference], grid)[0]
@@ -160,7 +216,30 @@ def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tup
             best_r, y = r, moved
     ok = np.isfinite(x) & np.isfinite(y)
     if int(ok.sum()) < MIN_OVERLAP:
-        return float("nan"), float("nan")
+        return None
+    return x, y, ok
+
+
+def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
+    total = float(np.sum((y - y.mean()) ** 2))
+    if total == 0.0:
+        return 0.0
+    return 1.0 - float(np.sum((y - (scale * x + offset)) ** 2)) / total
+
+
+def scale_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> ScaleFit | None:
+    """Scale and offset (reference = scale * field + offset) by least squares over the
+    points both series share, with the reference moved in time by the lag (within
+    MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
+    field's values: a field pinned at the end of its range (a setpoint that saturates, a
+    speed clipped by its bits) says nothing about the slope there. Then a round scale when
+    one fits as well (its offset fitted again), and R² over every shared point (see
+    `ScaleFit`). None when too few points remain."""
+    aligned = _aligned(field, reference, points)
+    if aligned is None:
+        return None
+    x, y, shared = aligned
+    ok = shared.copy()
     lo, hi = float(np.min(x[ok])), float(np.max(x[ok]))
     for end in (lo, hi):
         at_end = ok & (x == end)
@@ -168,6 +247,23 @@ def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tup
             ok &= ~at_end
     xs, ys = x[ok], y[ok]
     if float(np.ptp(xs)) == 0.0:
+        return None
+    fitted, fitted_offset = (float(v) for v in np.polyfit(xs, ys, 1))
+    scale, offset, snapped = fitted, fitted_offset, False
+    own = 1.0 - _r2(xs, ys, fitted, fitted_offset)
+    for candidate in round_scales(fitted):
+        candidate_offset = float(np.mean(ys - candidate * xs))
+        loss = 1.0 - _r2(xs, ys, candidate, candidate_offset)
+        if loss <= own * (1.0 + SNAP_LOSS) + 1e-6:
+            scale, offset, snapped = candidate, candidate_offset, True
+            break
+    r2 = _r2(x[shared], y[shared], scale, offset)
+    return ScaleFit(scale, offset, fitted, fitted_offset, r2, snapped)
+
+
+def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tuple[float, float]:
+    """The scale and offset of `scale_fit` ((nan, nan) when too few points remain)."""
+    fit = scale_fit(field, reference, points)
+    if fit is None:
         return float("nan"), float("nan")
-    scale, offset = np.polyfit(xs, ys, 1)
-    return float(scale), float(offset)
+    return fit.scale, fit.offset

@@ -256,7 +256,7 @@ def _fields(
             meaning = (
                 f'<span class="match">×{f.scale:g} {f.offset:+g}{unit} ~ '
                 f"{_e(f.reference.message)}.{_e(f.reference.signal)} "
-                f"r={f.reference.r:.3f}</span>"
+                f"r={f.reference.r:.3f} R²={f.reference.r2:.3f} {f.reference.verdict}</span>"
             )
         how = report.comment_of(mname, f.name)
         if how:
@@ -308,7 +308,8 @@ def _plot(f: FieldReport, plot: Plot, colour: str) -> list[str]:
         f"<code>{_e(f.name)}</code> decoded (×{f.scale:g} {f.offset:+g}{_e(unit)}, "
         f'<span style="color:{colour}">solid</span>) over '
         f"<code>{_e(reference)}</code> (grey, dashed): r={f.reference.r:.3f}, "
-        f"scale {f.scale:g}, offset {f.offset:g}; {len(plot.field_t)} and "
+        f"scale {f.scale:g} (least squares: {f.reference.fitted_scale:g}), offset {f.offset:g},"
+        f" R²={f.reference.r2:.4f} ({f.reference.verdict}); {len(plot.field_t)} and "
         f"{len(plot.reference_t)} points over {t1 - t0:.1f} s"
     )
     bottom = _H - _PAD_B

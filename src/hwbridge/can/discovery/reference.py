@@ -1,9 +1,10 @@
 """The part of the bus that is already known: a reference database.
 
-Its messages are decoded, not rediscovered: the bits its signals cover are left out of the
-search (`explained`), and its signals, decoded over the same frames (`series`), are what the
-discovered fields are correlated with. Frames match messages as everywhere in hwbridge:
-11- and 29-bit ids kept apart, J1939 messages by PGN whatever the source address.
+Its messages are decoded, not rediscovered: no field is looked for in the frames of a message
+it describes (not even in bits its signals leave out), and its signals, decoded over the same
+frames (`signals`), are what the discovered fields are correlated with. Frames match messages
+as everywhere in hwbridge: 11- and 29-bit ids kept apart, J1939 messages by PGN whatever the
+source address.
 """
 
 from __future__ import annotations
@@ -79,18 +80,6 @@ class Reference:
             if found is not None:
                 return found
         return None
-
-    def explained(self, key: FrameKey, length: int) -> B | None:
-        """The bit positions the database's signals cover in frames of `key` (None: none)."""
-        message = self.message(key)
-        if message is None:
-            return None
-        mask = np.zeros(max(length, 64) * 8, np.bool_)
-        for signal in message.signals:
-            for pos in _chain(signal):
-                if 0 <= pos < len(mask):
-                    mask[pos] = True
-        return mask
 
     def signals(self, frames: FrameSet) -> list[ReferenceSignal]:
         """Every signal of the message `frames` belong to, decoded (physical values)."""

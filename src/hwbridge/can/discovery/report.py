@@ -5,7 +5,8 @@ The JSON document (`DiscoveryReport.to_json()`) is the issue's contract:
     {"messages": [{"id": 416, "extended": false, "dlc": 8, "frames": 6000, "period_ms": 20.0,
       "signals": [{"name": ..., "start_bit": 7, "length": 16, "byte_order": "big_endian",
                    "signed": false, "kind": "value", "scale": 0.01, "offset": 0.0,
-                   "unit": "km/h", "reference": {"message": ..., "signal": ..., "r": 0.998}}]}]}
+                   "unit": "km/h", "reference": {"message": ..., "signal": ..., "r": 0.998,
+                   "r2": 0.996, "verdict": "confirmed", "fitted_scale": 0.0100002}}]}]}
 
 `start_bit` and `byte_order` are as cantools writes them, and the names are the names in the
 draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`frames`,
@@ -27,6 +28,7 @@ __all__ = [
     "MessageReport",
     "Note",
     "ReferenceMatch",
+    "Verdict",
     "field_name",
     "message_name",
 ]
@@ -61,12 +63,22 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Verdict = Literal["confirmed", "unconfirmed"]
+
+
 class ReferenceMatch(_Model):
-    """The reference signal a field moves with, and how closely (Pearson's r)."""
+    """The reference signal a field moves with, how closely (Pearson's r), and how well
+    the field's scale and offset explain it over the capture: `r2` (the share of the
+    reference's variance explained), `verdict` (`confirmed` when r2 >= 0.95, `unconfirmed`
+    otherwise) and `fitted_scale`, the least-squares slope, which the field's `scale` rounds
+    when a round scale explains the reference as well."""
 
     message: str
     signal: str
     r: float
+    r2: float
+    verdict: Verdict
+    fitted_scale: float
 
 
 class FieldReport(_Model):

@@ -46,6 +46,10 @@ STEEPEST = 0.2
 HIDDEN_CARRY = 0.2
 """Even hidden, carries show in some flips; none at all says the bit is a neighbour's."""
 TOGETHER_P = 0.01
+EXCLUSIVE_SHARE = 0.15
+"""Share of frames a missing combination of two quiet bits would have had, were they
+independent, above which they are read as one state."""
+EXCLUSIVE_FLIPS = 3
 CARRIES_ON = 0.75
 _WINDOW = 16  # bits below a candidate looked at for carry
 
@@ -172,7 +176,31 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
             return score  # the better of two such links is the one with more carries
     if r_lo < FAST and _together(stats, lo, hi):
         return CARRY
+    if r_lo < FAST and r_hi < FAST and _exclusive(stats, below, hi):
+        return CARRY
     return 0.0
+
+
+def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
+    """Quiet bits that are not independent of the bits below them: some combination of the
+    two never occurs although, were they independent, it would hold for a large share of
+    the frames (EXCLUSIVE_SHARE). A state taking the values 0, 1 and 2 changes one bit at a
+    time and never shows 3; two flags of their own show every combination in time. Each
+    side must have changed a few times (EXCLUSIVE_FLIPS), or chance could hide one."""
+    window = below[-3:]
+    if int(stats.count[hi]) < EXCLUSIVE_FLIPS or int(stats.count[window[-1]]) < EXCLUSIVE_FLIPS:
+        return False
+    weights = np.left_shift(np.int64(1), np.arange(len(window), dtype=np.int64))
+    low = stats.bits[:, window].astype(np.int64) @ weights
+    top = stats.bits[:, hi].astype(np.int64)
+    rows = len(top)
+    if rows == 0:
+        return False
+    joint = np.bincount(low * 2 + top, minlength=2 << len(window)).reshape(-1, 2) / rows
+    p_low, p_top = joint.sum(axis=1), joint.sum(axis=0)
+    expected = p_low[:, None] * p_top[None, :]
+    missing = expected[joint == 0]
+    return bool(missing.size and float(missing.max()) >= EXCLUSIVE_SHARE)
 
 
 def _together(stats: BitStats, lo: int, hi: int) -> bool:

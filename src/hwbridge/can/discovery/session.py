@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.discovery.bits import ByteOrder, cantools_chain
@@ -23,6 +23,10 @@ from hwbridge.can.discovery.draft import build_message, build_signal, dbc_text
 from hwbridge.can.discovery.frames import FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.report import message_name
 from hwbridge.core.models import ToolError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["MAX_DEFINED", "MAX_SNAPSHOTS", "DefinedSignal", "DiscoverySession", "Snapshot"]
 
@@ -108,6 +112,19 @@ class DiscoverySession:
     def defined(self) -> list[DefinedSignal]:
         with self._lock:
             return list(self._defined.values())
+
+    def defined_bits(self) -> dict[FrameKey, npt.NDArray[np.bool_]]:
+        """Per id the base database does not describe, the bits its defined signals cover
+        (left out of the search: the rest of the id is still to be found)."""
+        import numpy as np
+
+        out: dict[FrameKey, npt.NDArray[np.bool_]] = {}
+        for d in self.defined:
+            if self.base.message_for_frame(*d.key) is not None:
+                continue  # the base database's message: decoded, never searched
+            mask = out.setdefault(d.key, np.zeros(64 * 8, np.bool_))
+            mask[list(d.bits)] = True
+        return out
 
     # -- defining -------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from hwbridge.can.discovery.analyse import Field, analyse
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate, line_fit
+from hwbridge.can.discovery.correlate import CONFIRMED_R2, ScaleFit, Series, correlate, scale_fit
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.reference import Reference, ReferenceSignal
 from hwbridge.can.discovery.report import (
@@ -67,23 +67,30 @@ def analyse_frames(
     deadline: float | None = None,
     extra_explained: Mapping[FrameKey, npt.NDArray[np.bool_]] | None = None,
 ) -> tuple[list[Found], int]:
-    """The fields of every id (busiest first) until `deadline` (time.monotonic()); the
-    number of ids the deadline left out."""
+    """The fields of every id the reference does not describe (busiest first) until
+    `deadline` (time.monotonic()); the number of ids the deadline left out. The ids the
+    reference describes are listed (`described`) without fields; `extra_explained` marks,
+    per id, bits known otherwise (signals defined in a session), left out of the search."""
     found: list[Found] = []
-    order = sorted(framesets, key=lambda k: -framesets[k].frames)
+    # the messages the reference describes are decoded with it, never rediscovered: no
+    # field is looked for in them (not even in bits their signals leave out)
+    for key, fs in framesets.items():
+        if reference.message(key) is not None:
+            found.append(Found(fs, [], described=True))
+    order = sorted(
+        (k for k in framesets if reference.message(k) is None),
+        key=lambda k: -framesets[k].frames,
+    )
     for done, key in enumerate(order):
         if deadline is not None and time.monotonic() > deadline:
             return found, len(order) - done
         fs = framesets[key]
-        explained = reference.explained(key, fs.length)
-        extra = (extra_explained or {}).get(key)
-        if extra is not None:
-            explained = extra if explained is None else explained | extra[: len(explained)]
+        explained = (extra_explained or {}).get(key)
         if fs.pairs < MIN_TRANSITIONS:  # nothing can have been seen to move
-            found.append(Found(fs, [], explained is not None, analysed=False))
+            found.append(Found(fs, [], False, analysed=False))
             continue
         sample = _spread(fs, MAX_ANALYSED_ROWS)
-        found.append(Found(fs, analyse(sample, explained), explained is not None))
+        found.append(Found(fs, analyse(sample, explained), False))
     return found, 0
 
 
@@ -133,7 +140,7 @@ def build_report(
                     bits = bit_matrix(item.frames.data)
                 raw = f.raw(bits).astype(np.float64)
                 movable.append((i, j, Series(item.frames.t, raw)))
-    matches: dict[tuple[int, int], tuple[ReferenceSignal, float, float, float]] = {}
+    matches: dict[tuple[int, int], tuple[ReferenceSignal, float, ScaleFit]] = {}
     ref_series = [r.series for r in refs]
     for start in range(0, len(movable), _BATCH):
         batch = movable[start : start + _BATCH]
@@ -144,13 +151,15 @@ def build_report(
             col = int(np.argmax(np.abs(c.r[row])))
             r, rho, dr = c.r[row, col], c.rho[row, col], c.r_changes[row, col]
             if abs(r) >= min_r and abs(rho) >= min_r and abs(dr) >= MIN_R_CHANGES:
-                scale, offset = line_fit(batch[row][2], ref_series[col])
-                if not (np.isfinite(scale) and np.isfinite(offset)):
-                    scale, offset = c.scale[row, col], c.offset[row, col]
-                matches[i, j] = (refs[col], float(r), scale, offset)
+                fit = scale_fit(batch[row][2], ref_series[col])
+                if fit is None:  # too few points after the lag: the correlation's own line
+                    slope, intercept = float(c.scale[row, col]), float(c.offset[row, col])
+                    fit = ScaleFit(slope, intercept, slope, intercept, float(r * r), False)
+                matches[i, j] = (refs[col], float(r), fit)
     for i, item in enumerate(found):
-        report.messages.append(_message(report, item, i, matches))
-    too_few = sum(1 for item in found if not item.analysed)
+        if not item.described:
+            report.messages.append(_message(report, item, i, matches))
+    too_few = sum(1 for item in found if not item.analysed and not item.described)
     if too_few:
         report.notes.append(
             Note(
@@ -159,7 +168,7 @@ def build_report(
                 " no fields can be found in them, so they are listed without any",
             )
         )
-    report.messages = [m for m in report.messages if m.signals or not _described(found, m)]
+    report.messages = [m for m in report.messages if not _described(found, m)]
     report.messages.sort(key=lambda m: (m.extended, m.id))
     return report
 
@@ -176,7 +185,7 @@ def _message(
     report: DiscoveryReport,
     item: Found,
     index: int,
-    matches: Mapping[tuple[int, int], tuple[ReferenceSignal, float, float, float]],
+    matches: Mapping[tuple[int, int], tuple[ReferenceSignal, float, ScaleFit]],
 ) -> MessageReport:
     fs = item.frames
     aid, extended = fs.key
@@ -196,13 +205,26 @@ def _message(
         parts = [_describe(f)]
         match = matches.get((index, j))
         if match is not None:
-            ref, r, scale, offset = match
-            entry.scale, entry.offset = significant(scale), significant(offset)
+            ref, r, fit = match
+            entry.scale, entry.offset = significant(fit.scale), significant(fit.offset)
             entry.unit = ref.unit
-            entry.reference = ReferenceMatch(message=ref.message, signal=ref.signal, r=round(r, 3))
+            entry.reference = ReferenceMatch(
+                message=ref.message,
+                signal=ref.signal,
+                r=round(r, 3),
+                r2=round(fit.r2, 4),
+                verdict="confirmed" if fit.r2 >= CONFIRMED_R2 else "unconfirmed",
+                fitted_scale=significant(fit.fitted_scale),
+            )
+            how = (
+                f"the round scale {significant(fit.scale):g} explains it as well as the"
+                f" least-squares {significant(fit.fitted_scale):g}"
+                if fit.snapped
+                else "scale and offset fitted to it by least squares"
+            )
             parts.append(
-                f"moves with {ref.message}.{ref.signal} (r={r:.3f}); scale and offset fitted"
-                " to it by least squares"
+                f"moves with {ref.message}.{ref.signal} (r={r:.3f}); {how}; R²={fit.r2:.4f}"
+                f" over the capture, {entry.reference.verdict}"
             )
         if f.kind == "constant":
             if bits is None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import Series, correlate, line_fit
+from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, correlate, scale_fit
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import message_name
@@ -202,7 +202,8 @@ class DiscoveryTools(MCSToolDriver):
         return collector.framesets(), len(records), round((end - start) * 1000), collector
 
     def _reference(self) -> Reference:
-        return Reference((self.session.database,))
+        """The database the driver was given: its messages are decoded, never searched."""
+        return Reference((self.session.base,))
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -214,7 +215,10 @@ class DiscoveryTools(MCSToolDriver):
             )
         reference = self._reference()
         found, left_out = analyse_frames(
-            framesets, reference, deadline=time.monotonic() + ANALYSIS_BUDGET_S
+            framesets,
+            reference,
+            deadline=time.monotonic() + ANALYSIS_BUDGET_S,
+            extra_explained=self.session.defined_bits(),
         )
         report = build_report(found, reference, frames=frames)
         messages = sorted(report.messages, key=lambda m: -m.frames)
@@ -282,10 +286,12 @@ class DiscoveryTools(MCSToolDriver):
         )
         deadline = time.monotonic() + ANALYSIS_BUDGET_S
         compared = 0
+        defined = self.session.defined_bits()
         for key in order:
             if time.monotonic() > deadline:
                 break
-            changes += _diff(a.framesets[key], b.framesets[key], reference)
+            if reference.message(key) is None:  # a described message is decoded instead
+                changes += _diff(a.framesets[key], b.framesets[key], defined.get(key))
             compared += 1
         changes.sort(key=lambda c: -c["score"])
         out: dict[str, Any] = {
@@ -336,7 +342,10 @@ class DiscoveryTools(MCSToolDriver):
                 retryable=True,
             )
         found, _ = analyse_frames(
-            framesets, reference, deadline=time.monotonic() + ANALYSIS_BUDGET_S
+            framesets,
+            self._reference(),
+            deadline=time.monotonic() + ANALYSIS_BUDGET_S,
+            extra_explained=self.session.defined_bits(),
         )
         fields: list[tuple[FrameKey, Any, Series]] = []
         for item in found:
@@ -352,9 +361,12 @@ class DiscoveryTools(MCSToolDriver):
         candidates = []
         for i in ranked[:MAX_CANDIDATES]:
             key, f, field_series = fields[i]
-            scale, offset = line_fit(field_series, series)
-            if not (np.isfinite(scale) and np.isfinite(offset)):
+            fit = scale_fit(field_series, series)
+            if fit is None:
                 scale, offset = float(c.scale[i, 0]), float(c.offset[i, 0])
+                r2 = float(c.r[i, 0]) ** 2
+            else:
+                scale, offset, r2 = fit.scale, fit.offset, fit.r2
             candidates.append(
                 {
                     "id": key[0],
@@ -366,6 +378,8 @@ class DiscoveryTools(MCSToolDriver):
                     "r": round(float(c.r[i, 0]), 3),
                     "scale": significant(scale),
                     "offset": significant(offset),
+                    "r2": round(r2, 4),
+                    "verdict": "confirmed" if r2 >= CONFIRMED_R2 else "unconfirmed",
                 }
             )
         out: dict[str, Any] = {
@@ -434,13 +448,13 @@ def _window(fs: FrameSet, raw: np.ndarray) -> Any:
     return {"min": lo, "max": hi, "mean": round(float(raw.mean()), 2)}
 
 
-def _diff(a: FrameSet, b: FrameSet, reference: Reference) -> list[dict[str, Any]]:
+def _diff(a: FrameSet, b: FrameSet, explained: np.ndarray | None) -> list[dict[str, Any]]:
     """The fields of one id whose values differ between two recordings, scored: constant
-    in both with different values scores 1 and more; a shifted distribution below 1."""
+    in both with different values scores 1 and more; a shifted distribution below 1.
+    `explained`: bits known already (defined signals), left out."""
     length = min(a.length, b.length)
     if length == 0 or a.length != b.length:
         return []
-    explained = reference.explained(a.key, length)
     usable = np.ones(length * 8, np.bool_) if explained is None else ~explained[: length * 8]
     bits_a, bits_b = bit_matrix(a.data), bit_matrix(b.data)
     joined = np.concatenate([a.data, b.data])

@@ -1,0 +1,80 @@
+"""A scale fitted from a reference: its verdict (R² over the capture) and round scales, and
+signedness and states told on small synthetic fields."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hwbridge.can.discovery.analyse import _is_signed
+from hwbridge.can.discovery.bits import bit_matrix
+from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, round_scales, scale_fit
+from hwbridge.can.discovery.segment import _exclusive, bit_stats
+
+
+def _speed(seconds: float = 60.0, rate: float = 50.0) -> tuple[np.ndarray, np.ndarray]:
+    t = np.arange(0, seconds, 1 / rate)
+    kmh = 60 + 40 * np.sin(t / 7) + 10 * np.sin(t / 2.3)
+    return t, kmh
+
+
+def test_a_clean_fit_is_confirmed_and_snaps_to_the_round_scale() -> None:
+    rng = np.random.default_rng(1)
+    t, kmh = _speed()
+    raw = np.round(kmh / 0.01)  # the field: 0.01 km/h a step
+    ref_t = t[::5]
+    ref = kmh[::5] + rng.normal(0, 0.05, len(ref_t))  # a reference with its own noise
+    fit = scale_fit(Series(t, raw), Series(ref_t, ref))
+    assert fit is not None
+    assert fit.fitted_scale != 0.01 and fit.fitted_scale == pytest.approx(0.01, rel=0.01)
+    assert fit.snapped and fit.scale == 0.01
+    assert fit.r2 >= CONFIRMED_R2 and fit.verdict == "confirmed"
+
+
+def test_a_scale_that_is_not_round_stays_fitted() -> None:
+    t, kmh = _speed()
+    raw = np.round(kmh / 0.01)
+    ms = kmh / 3.6  # the reference in m/s: 0.0027778 m/s a step, no round number
+    fit = scale_fit(Series(t, raw), Series(t, ms))
+    assert fit is not None and not fit.snapped
+    assert fit.scale == pytest.approx(0.01 / 3.6, rel=1e-3)
+    assert fit.verdict == "confirmed"
+
+
+def test_a_loose_fit_is_unconfirmed() -> None:
+    rng = np.random.default_rng(2)
+    t, kmh = _speed()
+    raw = np.round(kmh / 0.01)
+    ref = kmh + rng.normal(0, 12.0, len(t))  # moves with it, but explains little
+    fit = scale_fit(Series(t, raw), Series(t, ref))
+    assert fit is not None and fit.r2 < CONFIRMED_R2 and fit.verdict == "unconfirmed"
+
+
+def test_round_scales_are_near_and_keep_the_sign() -> None:
+    assert round_scales(0.0100002)[0] == 0.01
+    assert round_scales(-0.0626)[0] == -0.0625
+    assert round_scales(0.0027778) == []
+    assert round_scales(0.0) == []
+
+
+def test_a_state_jumping_to_its_top_value_is_not_signed() -> None:
+    """0 <-> 7 ("not available") wraps like a signed value crossing zero; a few distinct
+    values jumping between them are a state's."""
+    rng = np.random.default_rng(3)
+    state = np.repeat(rng.choice([0, 7, 3], 40), 25)
+    assert not _is_signed(state[:-1], state[1:], state, 3)
+    wave = np.round(20 * np.sin(np.arange(2000) / 40)).astype(np.int64) & 0x7F  # crosses 0
+    assert _is_signed(wave[:-1], wave[1:], wave, 7)
+
+
+def _stats(values: np.ndarray) -> object:
+    data = values.astype(np.uint8)[:, None]
+    return bit_stats(bit_matrix(data), np.ones(len(values), np.bool_))
+
+
+def test_bits_of_a_state_that_never_shows_one_combination_are_one_field() -> None:
+    rng = np.random.default_rng(4)
+    state = np.repeat(rng.choice([0, 1, 2], 30), 40)  # 3 never happens
+    assert _exclusive(_stats(state), [0], 1)  # type: ignore[arg-type]
+    flags = np.repeat(rng.integers(0, 4, 30), 40)  # two flags of their own: all four
+    assert not _exclusive(_stats(flags), [0], 1)  # type: ignore[arg-type]
