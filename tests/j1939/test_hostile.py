@@ -124,3 +124,31 @@ def test_a_contested_claim_that_cannot_be_sent_gives_the_address_up(
     # the other node believes it holds the address: we must not send from it
     assert link.address is None
     assert "could not be sent" in (link.describe()["claim_problem"] or "")
+
+
+def test_a_receiver_that_asks_for_the_packets_again_and_again_is_aborted(
+    wire: Wire, open_link: Callable[..., J1939Link]
+) -> None:
+    link = open_link(SendPolicy(allow_raw_frames=True, max_frames_per_second=1000), t3_s=0.2)
+    address = link.claim()
+    cts = make_id(TP_CM_PGN, 0, address, 7)
+    sent = threading.Event()
+    asked: list[int] = []
+
+    def answer(frame_id: int, data: bytes) -> None:
+        # every RTS and every last packet gets a CTS for the whole message again (the test
+        # stops after 50: a sender without a limit would go on for as long as it is asked)
+        ident = parse_id(frame_id)
+        if sent.is_set() or ident.destination != 0 or len(asked) >= 50:
+            return
+        if (ident.pgn == TP_CM_PGN and data[0] == tp.RTS) or data[0] == 2:
+            asked.append(1)
+            threading.Thread(target=wire.inject, args=(cts, tp.cts_frame(65260, 2, 1))).start()
+
+    wire.on_send = answer
+    outcome = link.transmit(65260, bytes(14), 0)
+    sent.set()
+    assert not outcome.complete and "asked again" in (outcome.problem or "")
+    # the first window and two retransmissions: 6 packets, then the abort (reason 5)
+    assert len([d for i, d in wire.sent if parse_id(i).pgn == 0xEB00]) == 6
+    assert wire.frames(TP_CM_PGN)[-1][1][:2] == bytes([tp.ABORT, 5])
