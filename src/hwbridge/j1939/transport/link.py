@@ -636,21 +636,37 @@ class J1939Link(Closing):
             )
 
     def transmit(
-        self, pgn: int, data: bytes, destination: int = GLOBAL, *, priority: int = 6
+        self,
+        pgn: int,
+        data: bytes,
+        destination: int = GLOBAL,
+        *,
+        priority: int = 6,
+        source: int | None = None,
     ) -> TransmitOutcome:
         """Send `data` as parameter group `pgn`: one frame up to 8 bytes, else a BAM (to
-        GLOBAL) or an RTS/CTS session (to one node). The caller has the policy's judgement;
-        every frame spends the policy's frame budget (the packets wait for it)."""
+        GLOBAL) or an RTS/CTS session (to one node). The caller has the policy's judgement
+        of frames from `source` (when given, NO_ADDRESS and nothing sent if our claim ends
+        at another address); every frame spends the policy's frame budget (the packets
+        wait for it)."""
         if not 0 <= pgn <= 0x3FFFF:
             raise ToolError("INVALID_VALUE", f"A PGN is 0..262143, not {pgn}.")
         address = self.claim()
+        if source is not None and address != source:
+            raise ToolError(
+                "NO_ADDRESS",
+                f"This tool's address claim ended at {address}, not {source}, the address "
+                "the send policy judged the frames from; nothing was sent. Call again to "
+                "send from it.",
+                retryable=True,
+            )
         if len(data) <= 8:
             self._spend(0.0)
             self._send(TxFrame(make_id(pgn, address, destination, priority), bytes(data)))
             return TransmitOutcome(pgn, destination, address, "frame", len(data), 1, True)
         try:
-            sender = TpSender(
-                pgn, data, address, destination, bam_gap_s=self.bam_gap_s, t3_s=self.t3_s
+            sender = TpSender(  # TP.CM names a PDU1 group without its destination byte
+                group(pgn), data, address, destination, bam_gap_s=self.bam_gap_s, t3_s=self.t3_s
             )
         except ValueError as exc:
             raise ToolError("INVALID_VALUE", f"{exc}.") from None
