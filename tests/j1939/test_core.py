@@ -351,6 +351,32 @@ def test_an_rts_session_ends_on_abort_bad_cts_or_silence() -> None:
     assert EOMA == 19
 
 
+def test_a_receiver_cannot_keep_an_rts_session_going_for_ever() -> None:
+    data = bytes(14)
+    cts_id = make_id(TP_CM_PGN, 0, 249, 7)
+    again = TpSender(65260, data, 249, 0)
+    again.start(0.0)
+    for i in range(3):  # the first CTS, then two retransmissions asked for
+        assert len(again.feed(cts_id, cts_frame(65260, 2, 1), 0.1 * i)) == 2
+    [abort] = again.feed(cts_id, cts_frame(65260, 2, 1), 0.4)
+    assert abort.data[:2] == bytes([ABORT, 5]) and again.state == "aborted"
+    assert again.feed(cts_id, cts_frame(65260, 2, 1), 0.5) == []
+    held = TpSender(65260, data, 249, 0)
+    held.start(0.0)
+    for i in range(16):
+        assert held.feed(cts_id, cts_frame(65260, 0, 1), 0.5 * i) == []
+    [abort] = held.feed(cts_id, cts_frame(65260, 0, 1), 8.0)
+    assert abort.data[:2] == bytes([ABORT, 3]) and held.state == "aborted"
+    # a hold that ends, then more holds, is no longer the same run of holds
+    paced = TpSender(65260, bytes(70), 249, 0, max_per_cts=1)
+    paced.start(0.0)
+    for seq in range(1, 11):
+        for _ in range(10):
+            assert paced.feed(cts_id, cts_frame(65260, 0, seq), 0.1) == []
+        assert len(paced.feed(cts_id, cts_frame(65260, 1, seq), 0.1)) == 1
+    assert paced.state == "waiting"
+
+
 # -- the address claim -----------------------------------------------------------------------
 
 

@@ -334,3 +334,17 @@ def test_a_pdu1_group_is_asked_without_its_destination_byte(
     driver = open_driver()
     result = call(driver, "j1939_request", pgn=0xEF12, address=0)
     assert result["pgn"] == 0xEF00 and result["answers"][0]["data"] == "01 02 03"
+
+
+@pytest.mark.parametrize(
+    "pgn", [REQUEST_PGN | 0x12, TP_CM_PGN | 0xF9, ACK_PGN | 0x01, TP_DT_PGN | 0xFF]
+)
+def test_a_protocol_group_with_a_destination_byte_is_still_refused(
+    peer: Peer, open_driver: Opener, pgn: int
+) -> None:
+    driver = open_driver()
+    with pytest.raises(ToolError) as caught:
+        call(driver, "j1939_request", pgn=pgn)
+    assert caught.value.code == "INVALID_VALUE" and "part of the protocol" in caught.value.message
+    time.sleep(0.05)
+    assert not peer.frames(REQUEST_PGN)

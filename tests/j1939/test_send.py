@@ -116,3 +116,49 @@ def test_a_silent_receiver_times_out_and_is_told(peer: Peer, open_driver: Opener
     assert result["complete"] is False and "timeout" in result["problem"]
     assert 0.3 <= time.monotonic() - started < 0.8
     assert wait_until(lambda: any(m.data[0] == ABORT for m in peer.frames(TP_CM_PGN)), 1)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        raw(dry_run=True),
+        raw(require_consent=True, consent=lambda request: False),
+        raw(allow_ids=[make_id(0xFF10, 249, GLOBAL)]),
+    ],
+    ids=["dry_run", "consent_denied", "id_not_allowed"],
+)
+def test_nothing_goes_out_before_the_policy_said_yes(
+    peer: Peer, open_driver: Opener, policy: SendPolicy
+) -> None:
+    driver = open_driver(policy)
+    if policy.dry_run:
+        assert driver.send_pgn(PGN, DATA, 0) == {"sent": False, "dry_run": True, "from": 249}
+    else:
+        with pytest.raises(ToolError) as refused:
+            driver.send_pgn(PGN, DATA, 0)
+        assert refused.value.code in ("CONSENT_DENIED", "SEND_NOT_ALLOWED")
+    time.sleep(0.05)
+    assert not peer.frames()  # not even the address claim
+
+
+def test_a_pdu1_group_travels_without_its_destination_byte(peer: Peer, open_driver: Opener) -> None:
+    driver = open_driver(raw())
+    result = driver.send_pgn(PGN | 0x05, DATA, 0)
+    assert result["complete"] is True
+    [rts] = [m for m in peer.frames(TP_CM_PGN) if m.data[0] == RTS]
+    assert bytes(rts.data[5:8]) == PGN.to_bytes(3, "little")
+    assert peer.completed[0].pgn == PGN
+
+
+def test_frames_go_only_from_the_address_the_policy_judged(peer: Peer, open_driver: Opener) -> None:
+    driver = open_driver(raw(allow_ids=[make_id(0xFF10, 249, GLOBAL)]))
+    peer.claim(249)  # a node with a lower NAME holds 249: this tool's claim ends at 128
+    assert wait_until(lambda: 249 in driver.link.nodes()["claims"], 1)
+    with pytest.raises(ToolError) as moved:
+        driver.send_pgn(0xFF10, b"\x01")
+    assert moved.value.code == "NO_ADDRESS" and "128" in moved.value.message
+    assert not peer.frames(0xFF10)
+    with pytest.raises(ToolError) as refused:  # judged from 128 now: not an allowed id
+        driver.send_pgn(0xFF10, b"\x01")
+    assert refused.value.code == "SEND_NOT_ALLOWED"
+    assert not peer.frames(0xFF10)

@@ -26,7 +26,7 @@ from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, packs_dir
 from hwbridge.j1939.database.catalog import J1939Database
-from hwbridge.j1939.database.ids import GLOBAL, make_id
+from hwbridge.j1939.database.ids import GLOBAL, MAX_PGN, make_id
 from hwbridge.j1939.database.name import J1939Name
 from hwbridge.j1939.tools.common import J1939Settings
 from hwbridge.j1939.tools.texts import j1939_texts
@@ -176,22 +176,21 @@ class J1939Driver(HybridDriver, Closing):
         """Send `data` as parameter group `pgn`: one frame up to 8 bytes, a BAM to everyone
         (`destination` 255) or an RTS/CTS session to one node for 9 to 1,785 bytes.
 
-        The send policy judges it as a raw frame of the group's identifier (from our
-        claimed address): `SendPolicy(allow_raw_frames=True, allow_ids=[...])`; every frame
-        of it spends the policy's frame budget. Audited like every send."""
+        The send policy judges it as a raw frame of the group's identifier from this
+        tool's address (the one it holds, else the one it will claim):
+        `SendPolicy(allow_raw_frames=True, allow_ids=[...])`; every frame of it spends the
+        policy's frame budget. Audited like every send. The judgement (and the user's
+        consent) comes before anything goes out, the address claim included; a dry run
+        sends nothing at all."""
         if not 0 <= destination <= 255:
             raise ToolError("INVALID_VALUE", f"destination must be 0..255, not {destination}.")
-        if not self.policy.allows_raw_frames:  # refused before even an address claim goes out
-            self.policy.check(
-                SendRequest(
-                    kind="raw",
-                    arbitration_id=make_id(pgn, self.link.preferred_address, destination, priority),
-                    data=bytes(data),
-                    is_extended=True,
-                    tool="send_pgn",
-                )
-            )
-        address = self.link.claim()
+        if not 0 <= pgn <= MAX_PGN:
+            raise ToolError("INVALID_VALUE", f"A PGN is 0..{MAX_PGN}, not {pgn}.")
+        if not 0 <= priority <= 7:
+            raise ToolError("INVALID_VALUE", f"priority must be 0..7, not {priority}.")
+        address = self.link.address
+        if address is None:
+            address = self.link.preferred_address
         request = SendRequest(
             kind="raw",
             arbitration_id=make_id(pgn, address, destination, priority),
@@ -201,11 +200,13 @@ class J1939Driver(HybridDriver, Closing):
         )
         if self.policy.dry_run:
             self.policy.check(request)
-            return {"sent": False, "dry_run": True}
+            return {"sent": False, "dry_run": True, "from": address}
         with self.policy.open_audit() as audit:
             self.policy.check(request)
             try:
-                outcome = self.link.transmit(pgn, data, destination, priority=priority)
+                outcome = self.link.transmit(
+                    pgn, data, destination, priority=priority, source=address
+                )
             except ToolError as exc:
                 audit.write(request, failure_outcome(exc), exc.code)
                 raise

@@ -204,6 +204,9 @@ class J1939Service:
     def request(self, pgn: int, address: int | None, timeout_ms: int | None) -> dict[str, Any]:
         if isinstance(pgn, bool) or not isinstance(pgn, int) or not 0 <= pgn <= 0x3FFFF:
             raise ToolError("INVALID_VALUE", f"pgn must be 0..262143, not {pgn!r}.")
+        # a PDU1 group's PDU-specific byte is the destination, not the PGN: judge the group
+        # that is asked for (59922 is 0xEA12: a request for the Request PGN 59904)
+        pgn = group(pgn)
         if pgn in (DM11_PGN, DM3_PGN):
             service = "j1939_dm11" if pgn == DM11_PGN else "j1939_dm3"
             if not self.policy.allows_service(service):
@@ -221,7 +224,6 @@ class J1939Service:
                 f"PGN {pgn} ({_NOT_REQUESTABLE[pgn]}) is part of the protocol, not data to "
                 "request.",
             )
-        pgn = group(pgn)  # a PDU1 group's PDU-specific byte is the destination, not the PGN
         destination = target(address)
         timeout_s = self.settings.request_timeout_s
         if timeout_ms is not None:

@@ -9,11 +9,14 @@ it sends requests and waits for their answers (`request`), and sends messages of
 (`transmit`: one frame, a BAM to everyone, or an RTS/CTS session to one node, `TpSender`).
 
 Threads: the adapter's receive thread runs `on_frame`; the frames the protocol owes other
-nodes at once (CTS, end-of-message acknowledgement, aborts, our claim when asked for it or
-contested) are sent from there, within a budget of the policy's frame rate of their own.
-Everything a tool asks for (a claim, a request, a message) is sent by the tool's thread
-within the policy's frame budget (`SendPolicy.take_frame`), which the CAN driver's sends
-share. Time is `time.monotonic()` when a frame is handled, whatever the frame's timestamp.
+nodes at once (CTS, end-of-message acknowledgement, aborts, NACKs, our claim when asked for
+it or contested) are sent from there. Everything a tool asks for (a claim, a request, a
+message) is sent by the tool's thread. Both spend the policy's one frame budget
+(`SendPolicy.take_frame`, shared with the CAN driver's sends): a flood of announcements or
+requests from the bus cannot make us send more than `max_frames_per_second` in all. A frame
+owed when the budget is spent is dropped (counted in `replies_dropped`); when it was our
+address claim, we stop using that address rather than hold one the bus was not told of.
+Time is `time.monotonic()` when a frame is handled, whatever the frame's timestamp.
 """
 
 from __future__ import annotations
@@ -30,7 +33,6 @@ from typing import Any, Literal
 import can
 from hwbridge.can.transport.adapter import BusSpec, CanAdapter, PythonCanAdapter, build_message
 from hwbridge.core.lifetime import Closing
-from hwbridge.core.limits import TokenBucket
 from hwbridge.core.models import ToolError
 from hwbridge.j1939.database.ids import (
     ACK_PGN,
@@ -222,7 +224,6 @@ class J1939Link(Closing):
         self._latest: collections.OrderedDict[tuple[int, int], Heard] = collections.OrderedDict()
         self._waiters: list[_Waiter] = []
         self._outgoing: dict[int, _Outgoing] = {}
-        self._replies = TokenBucket(self.policy.max_frames_per_second)
         self._adapter: CanAdapter | None = None
         self._own_adapter = False
         self._listening_since = time.monotonic()
@@ -418,14 +419,30 @@ class J1939Link(Closing):
         self._sent += 1
 
     def _send_owed(self, frames: Iterable[TxFrame]) -> None:
+        """Frames the protocol owes, each within the policy's frame budget (never waiting:
+        this is the receive thread); one that cannot go is dropped."""
         for frame in frames:
-            if self._replies.take():
+            if self.policy.take_frame():
                 self._replies_dropped += 1
+                self._unsent(frame, "the send policy's frame budget was spent")
                 continue
             try:
                 self._send(frame)
             except ToolError as exc:
                 log.debug("J1939: could not send a frame the protocol owes: %s", exc.message)
+                self._unsent(frame, exc.message)
+
+    def _unsent(self, frame: TxFrame, why: str) -> None:
+        """A frame owed could not go out: when it was our address claim (an answer to a
+        contest or a request), the bus may believe the address free or another node's; we
+        give it up rather than send from it."""
+        ident = parse_id(frame.frame_id)
+        if ident.pgn != ADDRESS_CLAIMED_PGN or ident.source >= NULL_ADDRESS:
+            return
+        with self._lock:
+            if self._claimer.owns(ident.source):
+                self._claimer.reset(f"our claim of address {ident.source} could not be sent: {why}")
+                self._changed.notify_all()
 
     def _spend(self, wait_up_to_s: float) -> None:
         """One frame of the policy's budget, waiting up to `wait_up_to_s` for it."""
@@ -619,21 +636,37 @@ class J1939Link(Closing):
             )
 
     def transmit(
-        self, pgn: int, data: bytes, destination: int = GLOBAL, *, priority: int = 6
+        self,
+        pgn: int,
+        data: bytes,
+        destination: int = GLOBAL,
+        *,
+        priority: int = 6,
+        source: int | None = None,
     ) -> TransmitOutcome:
         """Send `data` as parameter group `pgn`: one frame up to 8 bytes, else a BAM (to
-        GLOBAL) or an RTS/CTS session (to one node). The caller has the policy's judgement;
-        every frame spends the policy's frame budget (the packets wait for it)."""
+        GLOBAL) or an RTS/CTS session (to one node). The caller has the policy's judgement
+        of frames from `source` (when given, NO_ADDRESS and nothing sent if our claim ends
+        at another address); every frame spends the policy's frame budget (the packets
+        wait for it)."""
         if not 0 <= pgn <= 0x3FFFF:
             raise ToolError("INVALID_VALUE", f"A PGN is 0..262143, not {pgn}.")
         address = self.claim()
+        if source is not None and address != source:
+            raise ToolError(
+                "NO_ADDRESS",
+                f"This tool's address claim ended at {address}, not {source}, the address "
+                "the send policy judged the frames from; nothing was sent. Call again to "
+                "send from it.",
+                retryable=True,
+            )
         if len(data) <= 8:
             self._spend(0.0)
             self._send(TxFrame(make_id(pgn, address, destination, priority), bytes(data)))
             return TransmitOutcome(pgn, destination, address, "frame", len(data), 1, True)
         try:
-            sender = TpSender(
-                pgn, data, address, destination, bam_gap_s=self.bam_gap_s, t3_s=self.t3_s
+            sender = TpSender(  # TP.CM names a PDU1 group without its destination byte
+                group(pgn), data, address, destination, bam_gap_s=self.bam_gap_s, t3_s=self.t3_s
             )
         except ValueError as exc:
             raise ToolError("INVALID_VALUE", f"{exc}.") from None

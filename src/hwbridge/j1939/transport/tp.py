@@ -28,7 +28,9 @@ __all__ = [
     "BAM",
     "CTS",
     "EOMA",
+    "MAX_HOLDS",
     "MAX_PACKETS",
+    "MAX_RETRANSMITS",
     "MAX_SIZE",
     "RTS",
     "Aborted",
@@ -60,6 +62,8 @@ T2: Final = 1.25  # receiver: time allowed from a CTS to the first packet it cle
 T3: Final = 1.25  # originator: time allowed from the last packet to a CTS or EoMA
 T4: Final = 1.05  # originator: time allowed from a hold (CTS of 0 packets) to the next CTS
 WINDOW: Final = 16  # packets cleared per CTS by our own receiver
+MAX_RETRANSMITS: Final = 2  # CTS asking again for packets sent, before the originator aborts
+MAX_HOLDS: Final = 16  # CTS of 0 packets in a row (about 8 s at Th, 500 ms) before it aborts
 ABORT_REASONS: Final = {
     1: "already in a session and cannot support another",
     2: "system resources were needed for another task",
@@ -383,8 +387,11 @@ class TpSender:
     each CTS clears (a CTS of 0 packets holds the transfer: T4 1.05 s for the next CTS),
     then the receiver's end-of-message acknowledgement; no CTS or EoMA within T3 1.25 s
     of the last frame sent, or a CTS that makes no sense, aborts the session (the abort
-    frame is returned to send). Call `start`, then `feed` with every TP.CM frame the
-    destination sends to `source`, and `poll` at `next_at` (or sooner).
+    frame is returned to send). A receiver cannot keep the session going for ever: a CTS
+    for packets already sent more than MAX_RETRANSMITS times (reason 5, retransmit limit)
+    or more than MAX_HOLDS holds in a row abort it too. Call `start`, then `feed` with
+    every TP.CM frame the destination sends to `source`, and `poll` at `next_at` (or
+    sooner).
     """
 
     def __init__(
@@ -421,6 +428,8 @@ class TpSender:
         self.next_at: float | None = None  # when `poll` has something to do
         self.packets = packets(self.data)
         self.sent: set[int] = set()  # sequence numbers sent at least once
+        self.retransmits = 0  # CTS that cleared packets sent before
+        self.holds = 0  # CTS of 0 packets since the last that cleared any
         self._next_bam = 1
 
     @property
@@ -486,12 +495,22 @@ class TpSender:
             return []
         count, first = data[1], data[2]
         if count == 0:
+            self.holds += 1
+            if self.holds > MAX_HOLDS:
+                return self._abort(f"the receiver held the transfer {self.holds} times", 3)
             self.state = "hold"
             self.next_at = t + self.t4_s
             return []
         last = first + count - 1
         if not 1 <= first <= self.count or last > self.count or count > self.max_per_cts:
             return self._abort(f"CTS for packets {first}-{last} of {self.count}", 7)
+        self.holds = 0
+        if first in self.sent:
+            self.retransmits += 1
+            if self.retransmits > MAX_RETRANSMITS:
+                return self._abort(
+                    f"the receiver asked again for packets sent {self.retransmits} times", 5
+                )
         self.state = "waiting"
         self.next_at = t + self.t3_s
         return [self._dt(seq) for seq in range(first, last + 1)]
