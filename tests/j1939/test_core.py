@@ -75,8 +75,7 @@ def test_any_identifier_parses_back_to_itself(frame_id: int) -> None:
 @given(st.integers(0, (1 << 64) - 1))
 def test_names_round_trip(value: int) -> None:
     name = J1939Name.from_int(value)
-    reserved = 1 << 48  # the one reserved bit of a NAME is not kept
-    assert name.to_int() == value & ~reserved
+    assert name.to_int() == value  # the reserved bit too: NAMEs compare whole
     assert J1939Name.from_bytes(name.to_bytes()) == name
     described = name.describe()
     assert described["name"] == f"0x{name.to_int():016X}"
@@ -430,3 +429,15 @@ def test_a_known_preferred_address_is_skipped() -> None:
     claimer = AddressClaimer(ours())
     [frame] = claimer.start(0.0, lambda a: a in (249, 128))
     assert parse_id(frame.frame_id).source == 129
+
+
+def test_a_flood_of_broadcasts_never_crowds_out_a_transfer_to_us() -> None:
+    rx = TpReceiver(own={0xF9})
+    for source in range(64):  # 64 nodes announce a BAM each and stall
+        rx.feed(make_id(TP_CM_PGN, source, GLOBAL, 7), bam_frame(65260, 100), 0.0)
+    refused = rx.feed(make_id(TP_CM_PGN, 100, GLOBAL, 7), bam_frame(65260, 100), 0.0)
+    assert any(isinstance(e, Aborted) for e in refused)  # the 65th broadcast is refused
+    # an ECU answers our request by RTS/CTS: we clear it to send
+    events = rx.feed(make_id(TP_CM_PGN, 0x00, 0xF9, 7), rts_frame(65260, 20), 0.0)
+    [reply] = [e for e in events if isinstance(e, Reply)]
+    assert reply.data[0] == CTS and reply.frame_id == make_id(TP_CM_PGN, 0xF9, 0x00, 7)

@@ -152,3 +152,16 @@ def test_a_receiver_that_asks_for_the_packets_again_and_again_is_aborted(
     # the first window and two retransmissions: 6 packets, then the abort (reason 5)
     assert len([d for i, d in wire.sent if parse_id(i).pgn == 0xEB00]) == 6
     assert wire.frames(TP_CM_PGN)[-1][1][:2] == bytes([tp.ABORT, 5])
+
+
+def test_a_claim_differing_from_ours_only_in_the_reserved_bit_is_contested(
+    wire: Wire, open_link: Callable[..., J1939Link]
+) -> None:
+    link = open_link(SendPolicy())
+    address = link.claim()
+    ours = link.name.to_bytes()
+    impostor = (int.from_bytes(ours, "little") | 1 << 48).to_bytes(8, "little")
+    wire.inject(make_id(ADDRESS_CLAIMED_PGN, address, GLOBAL), impostor)
+    # a higher NAME than ours (bit 48 set), not our own claim heard back: we claim again
+    assert [d for i, d in wire.frames(ADDRESS_CLAIMED_PGN)] == [ours, ours]
+    assert link.address == address

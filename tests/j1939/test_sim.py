@@ -21,7 +21,7 @@ from tests.j1939.conftest import call
 
 pytestmark = pytest.mark.usefixtures("no_thread_leaks")
 
-TIMES = {"response_s": 0.4, "claim_wait_s": 0.1, "request_timeout_s": 2.0, "dm1_window_s": 1.5}
+TIMES = {"response_s": 1.0, "claim_wait_s": 0.1, "request_timeout_s": 2.0, "dm1_window_s": 1.5}
 
 
 @pytest.fixture(params=["virtual", "socketcand"], scope="module")

@@ -26,6 +26,7 @@ class J1939Name(BaseModel):
     ecu_instance: int = Field(0, ge=0, lt=1 << 3)
     function_instance: int = Field(0, ge=0, lt=1 << 5)
     function: int = Field(0, ge=0, lt=1 << 8)
+    reserved: bool = Field(False, description="bit 48; kept so that two NAMEs compare whole")
     vehicle_system: int = Field(0, ge=0, lt=1 << 7)
     vehicle_system_instance: int = Field(0, ge=0, lt=1 << 4)
     industry_group: int = Field(0, ge=0, lt=1 << 3)
@@ -46,6 +47,7 @@ class J1939Name(BaseModel):
             ecu_instance=(value >> 32) & 0x7,
             function_instance=(value >> 35) & 0x1F,
             function=(value >> 40) & 0xFF,
+            reserved=bool((value >> 48) & 1),
             vehicle_system=(value >> 49) & 0x7F,
             vehicle_system_instance=(value >> 56) & 0xF,
             industry_group=(value >> 60) & 0x7,
@@ -59,6 +61,7 @@ class J1939Name(BaseModel):
             | self.ecu_instance << 32
             | self.function_instance << 35
             | self.function << 40
+            | int(self.reserved) << 48
             | self.vehicle_system << 49
             | self.vehicle_system_instance << 56
             | self.industry_group << 60

@@ -10,7 +10,9 @@ messages, aborted sessions, and the frames the node owes as the receiver of an R
 of its addresses (CTS, end-of-message acknowledgement, abort). Sessions between other nodes
 are reassembled passively from what both sides send. Everything is bounded whatever the bus
 sends: at most 1,785 bytes a session, one session per (source, destination) pair, at most
-`max_sessions` at once, and a session that stops sending is dropped after the J1939-21
+`max_sessions` at once (and, apart, at most `max_own_sessions` addressed to this node, so
+that a flood of other nodes' announcements never crowds out an answer sent to us), and a
+session that stops sending is dropped after the J1939-21
 timeouts (T1 750 ms between packets, T2 1,250 ms after a CTS).
 """
 
@@ -182,6 +184,7 @@ class TpReceiver:
         own: Callable[[int], bool] | Collection[int] = (),
         *,
         max_sessions: int = 64,
+        max_own_sessions: int = 8,
         priority: int = 7,
         window: int = WINDOW,
     ) -> None:
@@ -191,6 +194,7 @@ class TpReceiver:
             owned = frozenset(own)
             self._own = owned.__contains__
         self.max_sessions = max(1, max_sessions)
+        self.max_own_sessions = max(1, max_own_sessions)
         self.priority = priority
         self.window = max(1, min(window, MAX_PACKETS))
         self._sessions: dict[tuple[int, int], _Session] = {}
@@ -266,8 +270,8 @@ class TpReceiver:
             problem, reason = f"announced {size} bytes (at most {MAX_SIZE})", 9
         elif count != _count(size):
             problem, reason = f"announced {count} packets for {size} bytes", 7
-        elif len(self._sessions) >= self.max_sessions:
-            problem, reason = f"more than {self.max_sessions} sessions at once", 2
+        elif (limit := self._limit(ours)) is not None:
+            problem, reason = f"more than {limit} sessions at once", 2
         if problem is not None:
             out.append(Aborted(pgn, source, dest, problem, t))
             if ours:
@@ -279,6 +283,14 @@ class TpReceiver:
         self._sessions[key] = session
         if ours:
             self._clear(session, 1, t, out)
+
+    def _limit(self, ours: bool) -> int | None:
+        """The bound a new session (ours: addressed to this node) would pass, or None."""
+        own = sum(1 for s in self._sessions.values() if s.ours)
+        if ours:
+            return self.max_own_sessions if own >= self.max_own_sessions else None
+        passive = len(self._sessions) - own
+        return self.max_sessions if passive >= self.max_sessions else None
 
     def _clear(self, session: _Session, first: int, t: float, out: list[TpEvent]) -> None:
         count = min(self.window, session.max_per_cts, session.count - first + 1)
