@@ -187,3 +187,23 @@ def test_the_draft_dbc_always_loads_strictly(drawn: tuple[list[Layout], int], se
     assert sorted(s.name for s in report.messages[0].signals) == sorted(
         s.name for s in message.signals
     )  # the names in the report are the draft's
+
+
+def test_a_wide_counter_in_a_short_capture_is_one_counter() -> None:
+    """An 8-bit counter of a message sent twice a second: 240 frames, so it never goes round
+    twice; it still steps +1 on every frame and shows a new value on nearly each, all 8 bits
+    of it. A 4-bit counter under a state that changes now and then stays 4 bits."""
+    rng = np.random.default_rng(6)
+    wide = Layout("cnt", 0, 8)
+    state = Layout("state", 12, 4)
+    low = Layout("cnt4", 8, 4)
+    n = 240
+    raws = {
+        "cnt": (np.arange(n) + 37) % 256,
+        "cnt4": np.arange(n) % 16,
+        "state": np.repeat(rng.choice([3, 9, 12], 6), n // 6),
+    }
+    fields = by_bits(analyse(frameset(encode([wide, low, state], raws), period_s=0.5)))
+    assert fields[chain(wide)].kind == "counter"
+    assert fields[chain(low)].kind == "counter"
+    assert not any(f.kind == "counter" and set(f.bits) & set(chain(state)) for f in fields.values())

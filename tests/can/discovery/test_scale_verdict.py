@@ -78,3 +78,17 @@ def test_bits_of_a_state_that_never_shows_one_combination_are_one_field() -> Non
     assert _exclusive(_stats(state), [0], 1)  # type: ignore[arg-type]
     flags = np.repeat(rng.integers(0, 4, 30), 40)  # two flags of their own: all four
     assert not _exclusive(_stats(flags), [0], 1)  # type: ignore[arg-type]
+
+
+def test_a_state_seen_changing_a_few_times_is_told_by_chance_per_change() -> None:
+    """A state at 0, 1 and 2 about a third of the time each never shows 3: a combination
+    chance would have given only a ninth of the frames, but over a dozen changes it would
+    hardly have missed it. Two flags of their own changing as often show all four."""
+    rng = np.random.default_rng(5)
+    levels = rng.permutation(np.tile([0, 1, 2], 8))
+    state = np.repeat(levels, rng.integers(20, 200, len(levels)))
+    assert _exclusive(_stats(state), [0], 1)  # type: ignore[arg-type]
+    low = np.repeat(rng.integers(0, 2, 24), rng.integers(20, 200, 24))
+    high = np.repeat(rng.integers(0, 2, 24), rng.integers(20, 200, 24))
+    n = min(len(low), len(high))
+    assert not _exclusive(_stats(low[:n] + 2 * high[:n]), [0], 1)  # type: ignore[arg-type]

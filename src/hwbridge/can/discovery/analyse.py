@@ -39,6 +39,8 @@ SIGNED_DISTINCT = 4
 """Distinct values a field needs before it is called signed: fewer are a state's."""
 SIGNED_SMALL = 0.5
 """Share of a signed field's changes that move it by a little (an eighth of its range)."""
+COUNTER_SHORT_FRAMES = 64
+"""Transitions a counter that never went round twice must show to be called one."""
 CLOCK_R = 0.9999
 """r with the frames' times above which two neighbouring pieces read as one clock."""
 CLOCK_RESIDUAL = 0.25
@@ -276,8 +278,18 @@ def _classify(
 
 
 def _counter_step(first: I64, second: I64, n: int, distinct: int) -> str | None:
-    """'+1' (or the step) when the field counts modulo 2**n through all its values."""
-    if n > 8 or distinct < (1 << n) or len(first) < (2 << n):
+    """'+1' (or the step) when the field counts modulo 2**n through all its values; or, in a
+    capture too short for it to go round twice (a message sent once a second, a wide
+    counter), when it steps the same way on nearly every frame and nearly every frame shows
+    a value of its own (COUNTER_SHORT): a rarely changing field above a counter repeats
+    the counter's values, so it cannot pass as its top bits."""
+    if n > 8:
+        return None
+    short = len(first) < (2 << n)
+    if short:
+        if len(first) < COUNTER_SHORT_FRAMES or distinct < COUNTER_SHARE * len(first):
+            return None
+    elif distinct < (1 << n):
         return None
     modulo = 1 << n
     delta = (second - first) % modulo
@@ -289,7 +301,7 @@ def _counter_step(first: I64, second: I64, n: int, distinct: int) -> str | None:
     if steps[step] < COUNTER_SHARE * len(delta) or step % 2 == 0:
         return None
     wraps = int(((second < first) if step < modulo // 2 else (second > first)).sum())
-    if wraps < 2:
+    if wraps < 2 and not short:
         return None
     shown = step if step < modulo // 2 else step - modulo
     return f"{shown:+d} modulo {modulo} every frame"

@@ -48,7 +48,10 @@ HIDDEN_CARRY = 0.2
 TOGETHER_P = 0.01
 EXCLUSIVE_SHARE = 0.15
 """Share of frames a missing combination of two quiet bits would have had, were they
-independent, above which they are read as one state."""
+independent, above which they are read as one state ..."""
+EXCLUSIVE_P = 0.01
+"""... or, above a state of one or two bits, the chance below which independent bits would
+hardly have missed that combination over the changes seen."""
 EXCLUSIVE_FLIPS = 3
 CARRIES_ON = 0.75
 _WINDOW = 16  # bits below a candidate looked at for carry
@@ -183,10 +186,15 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
 
 def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
     """Quiet bits that are not independent of the bits below them: some combination of the
-    two never occurs although, were they independent, it would hold for a large share of
-    the frames (EXCLUSIVE_SHARE). A state taking the values 0, 1 and 2 changes one bit at a
-    time and never shows 3; two flags of their own show every combination in time. Each
-    side must have changed a few times (EXCLUSIVE_FLIPS), or chance could hide one."""
+    two never occurs although, were they independent, chance would hardly have kept it
+    away (below EXCLUSIVE_P). A state taking the values 0, 1 and 2 changes one bit at a
+    time and never shows 3; two flags of their own show every combination in time.
+
+    Chance is reckoned per change, not per frame (frames in between are not new tries):
+    each time the top bit took the value v, the bits below were in combination c with the
+    share of frames c holds, and the other way round, so a combination (c, v) is missed by
+    chance with about (1 - share(c)) ** entries(v) * (1 - share(v)) ** entries(c). Each
+    side must have changed a few times (EXCLUSIVE_FLIPS), or one change could hide it."""
     window = below[-3:]
     if int(stats.count[hi]) < EXCLUSIVE_FLIPS or int(stats.count[window[-1]]) < EXCLUSIVE_FLIPS:
         return False
@@ -196,11 +204,29 @@ def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
     rows = len(top)
     if rows == 0:
         return False
-    joint = np.bincount(low * 2 + top, minlength=2 << len(window)).reshape(-1, 2) / rows
-    p_low, p_top = joint.sum(axis=1), joint.sum(axis=0)
-    expected = p_low[:, None] * p_top[None, :]
-    missing = expected[joint == 0]
-    return bool(missing.size and float(missing.max()) >= EXCLUSIVE_SHARE)
+    cells = 2 << len(window)
+    joint = np.bincount(low * 2 + top, minlength=cells).reshape(-1, 2)
+    missing = np.argwhere(joint == 0)
+    if not len(missing):
+        return False
+    p_low, p_top = joint.sum(axis=1) / rows, joint.sum(axis=0) / rows
+    # how often each side entered each of its values (the first frame counts as an entry)
+    entered_low = np.bincount(
+        np.concatenate([low[:1], low[1:][low[1:] != low[:-1]]]), minlength=cells // 2
+    )
+    entered_top = np.bincount(np.concatenate([top[:1], top[1:][top[1:] != top[:-1]]]), minlength=2)
+    expected = p_low[missing[:, 0]] * p_top[missing[:, 1]]
+    if float(expected.max()) >= EXCLUSIVE_SHARE:
+        return True  # chance would have had it for a large share of the frames
+    if len(below) > 2:
+        return False  # the top bit of a wider value: its many combinations say little
+    for c, v in missing:
+        if not p_low[c] or not p_top[v]:
+            continue
+        chance = (1.0 - p_low[c]) ** entered_top[v] * (1.0 - p_top[v]) ** entered_low[c]
+        if chance < EXCLUSIVE_P:
+            return True
+    return False
 
 
 def _together(stats: BitStats, lo: int, hi: int) -> bool:
