@@ -291,3 +291,30 @@ def test_rts_cts_between_two_nodes_and_a_broadcast_in_one_chunk() -> None:
     ]
     assert got == reference(frames)[0]
     assert assembler.stats.aborted == 0
+
+
+def test_a_flood_of_rts_sessions_with_packets_is_followed_in_linear_time() -> None:
+    """The frame-by-frame path's worst case: 262,144 frames, an RTS and one packet for a
+    random (source, destination) pair each (about 2 us a frame on the development machine)."""
+    n = 262_144
+    rng = np.random.default_rng(2)
+    pair = rng.integers(0, 1 << 16, n // 2).repeat(2)
+    packet = np.arange(n) % 2 == 1
+    ids = (7 << 26) | (np.where(packet, 0xEB, 0xEC) << 16) | pair
+    data = np.tile(np.frombuffer(_announce(16, 1785, 255, DM1_PGN), np.uint8), (n, 1))
+    data[packet] = np.frombuffer(bytes([1, 0, 1, 2, 3, 4, 5, 6]), np.uint8)
+    chunk = FrameChunk(
+        np.arange(n, dtype=np.int64) * 100,
+        ids.astype(np.uint32),
+        np.ones(n, np.bool_),
+        np.full(n, 8, np.uint8),
+        data,
+        np.zeros(n, np.int16),
+    )
+    assembler = J1939TpAssembler()
+    started = time.perf_counter()
+    assert len(assembler.feed(chunk)) == 0
+    assert time.perf_counter() - started < 10.0
+    assert assembler.open_sessions <= 4096
+    assembler.finish()
+    assert assembler.stats.aborted == n // 2
