@@ -171,8 +171,9 @@ def _empty_messages() -> TpMessages:
 
 def tp_mask(chunk: FrameChunk) -> npt.NDArray[np.bool_]:
     """The chunk's TP.CM and TP.DT frames (29-bit ids, PDU format 0xEC or 0xEB, data page 0)."""
-    pf = (chunk.arbitration_id >> np.uint32(16)) & np.uint32(0x3FF)
-    mask: npt.NDArray[np.bool_] = chunk.extended & ((pf == _CM) | (pf == _DT))
+    # (id & PF and data page bits) - TP.DT's < 2 << 16: PF 0xEB or 0xEC (unsigned wrap-around)
+    pf = (chunk.arbitration_id & np.uint32(0x3FF0000)) - np.uint32(_DT << 16)
+    mask: npt.NDArray[np.bool_] = (pf < np.uint32(2 << 16)) & chunk.extended
     return mask
 
 
@@ -215,10 +216,15 @@ class _Done:
     def messages(self) -> TpMessages:
         if not self.parts:
             return _empty_messages()
-        order = np.argsort(np.concatenate([p.pos for p in self.parts]), kind="stable")
+        one = self.parts[0] if len(self.parts) == 1 else None
+        pos = one.pos if one is not None else np.concatenate([p.pos for p in self.parts])
+        order = np.argsort(pos, kind="stable")
 
         def cat(name: str) -> I64:
-            column: I64 = np.concatenate([getattr(p, name) for p in self.parts])[order]
+            if one is not None:
+                column: I64 = getattr(one, name)[order]
+            else:
+                column = np.concatenate([getattr(p, name) for p in self.parts])[order]
             return column
 
         key = cat("key")
@@ -231,7 +237,7 @@ class _Done:
             ended_us=cat("ended"),
             size=cat("size"),
             offset=cat("offset"),
-            blob=np.concatenate([p.blob for p in self.parts]),
+            blob=one.blob if one is not None else np.concatenate([p.blob for p in self.parts]),
         )
 
 
@@ -338,11 +344,14 @@ class _Broadcast:
             payload=np.zeros((n, 7), np.uint8),
         )
         return _Broadcast(
-            *(np.concatenate([getattr(self, f.name), getattr(extra, f.name)]) for f in fields(self))
+            *(np.concatenate([getattr(self, name), getattr(extra, name)]) for name in _COLUMNS)
         )
 
     def take(self, order: npt.NDArray[np.intp]) -> _Broadcast:
-        return _Broadcast(*(getattr(self, f.name)[order] for f in fields(self)))
+        return _Broadcast(*(getattr(self, name)[order] for name in _COLUMNS))
+
+
+_COLUMNS = tuple(f.name for f in fields(_Broadcast))
 
 
 @dataclass(frozen=True, slots=True)
@@ -457,14 +466,13 @@ class J1939TpAssembler:
         if not len(chunk):
             return _empty_messages()
         rows = np.flatnonzero(tp_mask(chunk))
-        latest = int(chunk.timestamp_us.max())
         if not len(rows):
-            self._settle(latest)
+            self._settle(chunk)
             return _empty_messages()
         self.stats.frames += len(rows)
         done = _Done()
         self._sessions(chunk, rows, done)
-        self._settle(latest)
+        self._settle(chunk)
         messages = done.messages()
         self.stats.completed += len(messages)
         return messages
@@ -495,10 +503,12 @@ class J1939TpAssembler:
         backward = base | (dest << 8) | source
         key = np.where(answer, backward, forward)
         # the rows that matter, and an abort's second copy for the other direction
-        kept = np.flatnonzero(bam | rts | answer | abort | packet)
+        entry = np.flatnonzero(bam | rts | answer | abort | packet)
+        entry_key = key[entry]
         second = np.flatnonzero(abort & (backward != forward))
-        entry = np.concatenate([kept, second])
-        entry_key = np.concatenate([key[kept], backward[second]])
+        if len(second):
+            entry = np.concatenate([entry, second])
+            entry_key = np.concatenate([entry_key, backward[second]])
         payload = np.where(
             np.arange(1, 8)[None, :] < length[:, None], data[:, 1:8], np.uint8(0xFF)
         ).astype(np.uint8)
@@ -518,12 +528,14 @@ class J1939TpAssembler:
         that meets an announcement or a carried session, an RTS session that gets packets, or
         an RTS session carried from the last chunk. Everything else is broadcast-like: BAM
         sessions, RTS announcements alone, packets."""
+        carried_rts = [k for k, s in self._open.items() if s.kind == RTS]
+        if not carried_rts and not f.rts.any() and not flow.any():
+            return np.zeros(len(entry), np.bool_)  # broadcast only (nearly every chunk)
         carried = np.fromiter(self._open, np.int64, len(self._open))
         announced = np.union1d(key[(f.bam | f.rts)[entry]], carried)
         stepwise = np.intersect1d(key[flow[entry]], announced)
         rts_fed = np.intersect1d(key[f.rts[entry]], key[f.packet[entry]])
         stepwise = np.union1d(stepwise, rts_fed)
-        carried_rts = [k for k, s in self._open.items() if s.kind == RTS]
         if carried_rts:
             stepwise = np.union1d(stepwise, np.array(carried_rts, np.int64))
         if not len(stepwise):
@@ -655,10 +667,12 @@ class J1939TpAssembler:
 
     # -- between chunks --------------------------------------------------------------------
 
-    def _settle(self, latest: int) -> None:
-        """Drop carried sessions whose deadline has passed, then keep at most `max_open`."""
+    def _settle(self, chunk: FrameChunk) -> None:
+        """Drop carried sessions whose deadline the chunk's frames have passed, then keep at
+        most `max_open`."""
         if not self._open:
             return
+        latest = int(chunk.timestamp_us.max())
         late = [k for k, s in self._open.items() if s.deadline < latest]
         for k in late:
             del self._open[k]
