@@ -531,13 +531,14 @@ class J1939TpAssembler:
         carried_rts = [k for k, s in self._open.items() if s.kind == RTS]
         if not carried_rts and not f.rts.any() and not flow.any():
             return np.zeros(len(entry), np.bool_)  # broadcast only (nearly every chunk)
-        carried = np.fromiter(self._open, np.int64, len(self._open))
-        announced = np.union1d(key[(f.bam | f.rts)[entry]], carried)
-        stepwise = np.intersect1d(key[flow[entry]], announced)
-        rts_fed = np.intersect1d(key[f.rts[entry]], key[f.packet[entry]])
-        stepwise = np.union1d(stepwise, rts_fed)
-        if carried_rts:
-            stepwise = np.union1d(stepwise, np.array(carried_rts, np.int64))
+        parts = [np.array(carried_rts, np.int64)]
+        if flow.any():
+            carried = np.fromiter(self._open, np.int64, len(self._open))
+            announced = np.union1d(key[(f.bam | f.rts)[entry]], carried)
+            parts.append(np.intersect1d(key[flow[entry]], announced))
+        if f.rts.any() and f.packet.any():
+            parts.append(np.intersect1d(key[f.rts[entry]], key[f.packet[entry]]))
+        stepwise = np.unique(np.concatenate(parts))
         if not len(stepwise):
             return np.zeros(len(entry), np.bool_)
         return np.isin(key, stepwise)
@@ -558,9 +559,23 @@ class J1939TpAssembler:
         finished = _completed(b, v, resumed)
         if finished is not None:
             done.add(finished)
-        for s in np.flatnonzero(v.still_open).tolist():
+        self._carry(b, v, resumed)
+
+    def _carry(self, b: _Broadcast, v: _Verdict, resumed: dict[int, _Open]) -> None:
+        """Sessions still open at the end of the chunk: kept for the next one, at most
+        `max_open` of them (those with the latest deadlines, as `_settle` keeps), so a flood
+        of announcements that never finish builds nothing it will drop."""
+        still = np.flatnonzero(v.still_open)
+        if not len(still):
+            return
+        got = np.add.reduceat(v.accepted.astype(np.int64), v.first)[still]
+        due = b.deadline[v.first[still] + got]
+        if len(still) > self.max_open:
+            kept = np.argpartition(-due, self.max_open)[: self.max_open]
+            self.stats.aborted += len(still) - self.max_open
+            still, got, due = still[kept], got[kept], due[kept]
+        for s, n, deadline in zip(still.tolist(), got.tolist(), due.tolist(), strict=True):
             first = int(v.first[s])
-            got = int(np.count_nonzero(v.accepted[first + 1 : int(v.end[s])]))
             k = int(b.key[first])
             earlier = resumed[k].parts if b.kind[first] == _RESUME else bytearray()
             self._open[k] = _Open(
@@ -569,8 +584,8 @@ class J1939TpAssembler:
                 int(b.size[first]),
                 int(b.count[first]),
                 int(b.started[first]),
-                int(b.deadline[first + got]),
-                earlier + bytearray(b.payload[first + 1 : first + 1 + got].tobytes()),
+                deadline,
+                earlier + bytearray(b.payload[first + 1 : first + 1 + n].tobytes()),
             )
 
     # -- sessions with flow control, frame by frame ----------------------------------------
