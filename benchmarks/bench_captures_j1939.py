@@ -29,7 +29,7 @@ TRUCK = DATA / "truck_j1939_gps.MF4"
 DBCS = [DATA / "canmod-gps.dbc", DATA / "CSS-Electronics-SAE-J1939-DEMO.dbc"]
 DM1_PGN = 0xFECA
 REPEATS = 21  # the reassembly (about a millisecond a run)
-DECODE_REPEATS = 9  # decode_captures, alternating with and without
+DECODE_REPEATS = 15  # decode_captures, alternating with and without
 
 
 def _times(
