@@ -142,7 +142,7 @@ def test_the_real_truck_capture(tmp_path: Path) -> None:
     assert summary.rows == {
         "CCVS1": 1272, "EEC1": 12719, "gnss_altitude": 115, "gnss_attitude": 115,
         "gnss_geofence": 115, "gnss_imu": 11358, "gnss_odo": 115, "gnss_pos": 115,
-        "gnss_speed": 115, "gnss_status": 115, "gnss_time": 115,
+        "gnss_speed": 115, "gnss_status": 115, "gnss_time": 115, "j1939_dm": 508,
     }  # fmt: skip
     messages = list(can.LogReader(TRUCK))
     assert_same_as_cantools(tmp_path / "ds", messages, [GPS_DBC, J1939_DBC], TRUCK.name)

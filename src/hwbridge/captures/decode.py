@@ -69,8 +69,9 @@ def source_names(paths: Sequence[Path]) -> list[str]:
             return [name(i) for i in range(len(paths))]
 
 
-def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> list[str]:
-    """Load every database once (DatabaseError names the file); their resolved paths.
+def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> tuple[list[str], bool]:
+    """Load every database once (DatabaseError names the file); their resolved paths, and
+    whether one describes J1939 messages.
 
     The tables are cached per process, so the in-process run reuses them as they are.
     """
@@ -81,8 +82,8 @@ def _load_databases(dbcs: Sequence[PathLike], isotp: bool) -> list[str]:
             raise DatabaseError(given, None, f"cannot read the file: {problem}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DatabaseRepairWarning)
-        load_tables(resolved, isotp=isotp)
-    return resolved
+        tables = load_tables(resolved, isotp=isotp)
+    return resolved, tables.describes_j1939
 
 
 def decode_captures(
@@ -93,6 +94,7 @@ def decode_captures(
     dask: str | None = None,
     *,
     isotp: bool = False,
+    j1939: bool | None = None,
     progress: DecodeProgress | None = None,
 ) -> DecodeSummary:
     """Decode captures with databases into a Hive-style Parquet dataset at `out`.
@@ -100,7 +102,11 @@ def decode_captures(
     `workers` > 1 decodes that many captures at once in local processes; `dask` (a scheduler
     address such as "tcp://10.0.0.5:8786") runs the same tasks on a dask.distributed cluster.
     `isotp=True` reassembles ISO-TP transfers for messages longer than 8 bytes (UDS/OBD
-    databases written for CANedge decoders). A capture that breaks while it is read
+    databases written for CANedge decoders). `j1939` reassembles the J1939 transport protocol
+    (BAM and RTS/CTS) so multi-packet messages the databases describe are decoded into their
+    tables, and writes the `j1939_dm` table (DM1 and DM2 trouble codes, one row per message
+    and code); None (the default) turns it on when a database describes J1939 messages.
+    A capture that breaks while it is read
     (truncated, corrupt) is reported in the summary with where it broke; the others are
     decoded all the same. Nothing is decoded when a capture cannot be opened at all: a
     missing one raises FileNotFoundError (IsADirectoryError for a folder), one of an unknown
@@ -120,7 +126,9 @@ def decode_captures(
     progress = progress or DecodeProgress()
     for path in captures:  # the caller's mistakes, before any work
         check_capture(path)
-    dbc_paths = tuple(_load_databases(databases, isotp))
+    resolved, describes_j1939 = _load_databases(databases, isotp)
+    dbc_paths = tuple(resolved)
+    with_j1939 = describes_j1939 if j1939 is None else bool(j1939)
     target = Path(out).expanduser().resolve()
     target.mkdir(parents=True, exist_ok=True)
     sources = source_names(captures)
@@ -133,7 +141,9 @@ def decode_captures(
             results[i] = FileSummary(path=str(path), source=source, ok=False, error=_text(exc))
             progress.finished(results[i])
             continue
-        tasks[i] = DecodeTask(str(checked.resolve()), source, dbc_paths, str(target), isotp)
+        tasks[i] = DecodeTask(
+            str(checked.resolve()), source, dbc_paths, str(target), isotp, j1939=with_j1939
+        )
     if dask is not None:
         results.update(_on_dask(dask, tasks, progress))
     elif workers > 1 and len(tasks) > 1:

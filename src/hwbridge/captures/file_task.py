@@ -22,9 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
-from hwbridge.captures.frames import CaptureError, FrameChunk
+from hwbridge.captures.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.captures.isotp import IsoTpAssembler
+from hwbridge.captures.j1939_dm import DmTable, dm_mask
+from hwbridge.captures.j1939_tp import CHUNK_BYTES, J1939TpAssembler
 from hwbridge.captures.readers import open_capture
 from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
 from hwbridge.captures.tables import MessageTables, key_text
@@ -47,6 +51,7 @@ class DecodeTask:
     out: str
     isotp: bool = False
     fast: bool = True
+    j1939: bool = False
 
 
 def _stamp(paths: Sequence[str]) -> tuple[tuple[str, float], ...]:
@@ -125,6 +130,7 @@ def run_task(
     rows: dict[str, int] = {}
     errors = remotes = 0
     assembler = IsoTpAssembler(tables.isotp_keys)
+    j1939 = _J1939(tables) if task.j1939 else None
     try:
         reader = open_capture(task.path, fast=task.fast)
     except CaptureError as exc:
@@ -140,6 +146,8 @@ def run_task(
             for part in (plain, transfers):
                 if part is not None:
                     _decode(part, tables, writer, counts, unknown)
+            if j1939 is not None:
+                j1939.feed(plain, writer)
             if progress is not None:
                 progress(reader.progress)
     except CaptureError as exc:
@@ -149,6 +157,8 @@ def run_task(
         error, position = f"unreadable: {type(exc).__name__}: {exc}", reader.position
     finally:
         assembler.finish()
+        if j1939 is not None:
+            j1939.tp.finish()
         rows = writer.close()
         reader.close()
         errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
@@ -168,6 +178,7 @@ def run_task(
         remote_frames=remotes,
         isotp_frames=assembler.stats.frames,
         isotp_transfers=assembler.stats.transfers,
+        **(j1939.counts() if j1939 is not None else {}),
         rows={k: v for k, v in sorted(rows.items()) if v},
         seconds=round(time.perf_counter() - started, 3),
     )
@@ -189,6 +200,46 @@ def _decode(
         plan = tables.plans[table]
         batch = plan.decode(chunk.timestamp_us[rows], chunk.data[rows], chunk.length[rows])
         writer.add(plan, batch)
+
+
+class _J1939:
+    """J1939 over one capture: multi-packet messages reassembled and decoded into the tables
+    that describe their PGN; DM1 and DM2 (single-frame and multi-packet) into `j1939_dm`."""
+
+    def __init__(self, tables: MessageTables) -> None:
+        self.tables = tables
+        self.tp = J1939TpAssembler()
+        self.dm = DmTable(tables.spn_names)
+        self.dm_messages = 0
+
+    def feed(self, chunk: FrameChunk, writer: DatasetWriter) -> None:
+        messages = self.tp.feed(chunk)
+        frames = messages.frames() if len(messages) else []
+        for part in frames:  # the reassembled messages a database describes
+            routed = self.tables.route(part)
+            for table, rows in routed.groups:
+                plan = self.tables.plans[table]
+                batch = plan.decode(part.timestamp_us[rows], part.data[rows], part.length[rows])
+                writer.add(plan, batch)
+        found = [c.take(dm_mask(c)) for c in (chunk, *frames)]
+        found = [c for c in found if len(c)]
+        if not found:
+            return
+        self.dm_messages += sum(len(c) for c in found)
+        padded = sum(len(c) for c in found) * max(c.data.shape[1] for c in found)
+        if len(found) > 1 and padded <= CHUNK_BYTES:  # single frames and reassembled, in order
+            dms = concat_chunks(found)
+            found = [dms.take(np.argsort(dms.timestamp_us, kind="stable"))]
+        for part in found:
+            writer.add(self.dm, self.dm.batch(part))
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "j1939_tp_frames": self.tp.stats.frames,
+            "j1939_tp_completed": self.tp.stats.completed,
+            "j1939_tp_aborted": self.tp.stats.aborted,
+            "j1939_dm_messages": self.dm_messages,
+        }
 
 
 def _failed(task: DecodeTask, error: str, position: str, started: float) -> FileSummary:

@@ -292,6 +292,8 @@ class Questions:
             return out
         if "frame_id" in table.message:
             out["id"] = table.message["frame_id"]
+        if "about" in table.message:  # a table hwbridge writes itself (j1939_dm)
+            out["about"] = table.message["about"]
         out["sources"] = len(table.sources)
         out["start"], out["end"] = _time(table.start), _time(table.end)
         columns: list[Any] = []

@@ -41,6 +41,18 @@ class FileSummary(_Model):
     remote_frames: int = 0
     isotp_frames: int = 0
     isotp_transfers: int = 0
+    j1939_tp_frames: int = Field(default=0, description="J1939 TP.CM and TP.DT frames read")
+    j1939_tp_completed: int = Field(
+        default=0, description="J1939 transport-protocol sessions reassembled into messages"
+    )
+    j1939_tp_aborted: int = Field(
+        default=0,
+        description="sessions that ended without their message: aborted, timed out, out of "
+        "sequence, refused, replaced, or open at the end of the capture",
+    )
+    j1939_dm_messages: int = Field(
+        default=0, description="DM1 and DM2 messages written to the j1939_dm table"
+    )
     rows: dict[str, int] = Field(default_factory=dict, description="rows written per table")
     seconds: float = 0.0
 

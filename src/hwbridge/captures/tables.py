@@ -46,6 +46,10 @@ class Routed:
     decoded: int
 
 
+RESERVED_TABLES = ("j1939_dm",)
+"""Tables hwbridge writes itself: a message of that name gets its database's name added."""
+
+
 class MessageTables:
     """The tables of a dataset (one per message) and the routing of frames to them."""
 
@@ -55,7 +59,7 @@ class MessageTables:
         self.databases = tuple(databases)
         self.plans: list[MessagePlan] = []
         self._by_message: dict[int, int] = {}
-        taken: set[str] = set()
+        taken: set[str] = set(RESERVED_TABLES)
         for db in self.databases:
             stem = _NOT_IDENTIFIER.sub("_", Path(db.path).stem) if db.path else "db"
             for message in db.messages:
@@ -79,6 +83,9 @@ class MessageTables:
                     )
                 )
         self._cache: dict[int, int] = {}
+        self.describes_j1939 = any(p.message.protocol == "j1939" for p in self.plans)
+        """Whether a database describes J1939 messages (J1939 decoding is then on by default)."""
+        self.spn_names = _spn_names(self.plans)
         self.isotp_keys: frozenset[int] = frozenset()
         if isotp:
             self.isotp_keys = frozenset(
@@ -126,3 +133,15 @@ class MessageTables:
                 groups.append((table, order[start:end]))
                 decoded += end - start
         return Routed(groups, unknown, decoded)
+
+
+def _spn_names(plans: Sequence[MessagePlan]) -> dict[int, str]:
+    """SPN -> the name of the first signal whose `SPN` attribute (J1939 DBCs) is that number."""
+    names: dict[int, str] = {}
+    for plan in plans:
+        for signal in plan.message.signals:
+            attributes = getattr(getattr(signal, "dbc", None), "attributes", None) or {}
+            spn = getattr(attributes.get("SPN"), "value", None)
+            if isinstance(spn, int) and spn > 0:
+                names.setdefault(spn, str(signal.name))
+    return names

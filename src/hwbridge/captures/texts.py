@@ -5,9 +5,11 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
+from pydantic import Field
+
 from hwbridge.core.tool_texts import StrictTexts, ToolTexts, load_tool_texts
 
-__all__ = ["CaptureTexts", "capture_texts"]
+__all__ = ["CaptureTexts", "TableTexts", "capture_texts"]
 
 TOOLS = (
     "describe_dataset",
@@ -23,8 +25,16 @@ class Guidance(StrictTexts):
     dataset: str
 
 
+class TableTexts(StrictTexts):
+    """A table hwbridge writes itself: what it holds, and a comment per column."""
+
+    about: str
+    columns: dict[str, str]
+
+
 class CaptureTexts(ToolTexts):
     guidance: Guidance
+    tables: dict[str, TableTexts] = Field(default_factory=dict)
 
 
 @cache

@@ -17,14 +17,14 @@ from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from hwbridge.captures.decoding import MessagePlan
 from hwbridge.captures.names import partition_value, table_folder
 
-__all__ = ["DatasetWriter", "clear_source"]
+__all__ = ["DatasetWriter", "TablePlan", "clear_source"]
 
 ROW_GROUP_ROWS = 131_072
 BUFFER_BYTES = 32 * 1024 * 1024
@@ -34,6 +34,17 @@ overlaps reading and decoding; each table's row groups are still written in orde
 MAX_WRITES_IN_FLIGHT = 4
 PART_NAME = "part-0.parquet"
 COMPRESSION = "zstd"  # as fast as snappy here, files half the size
+
+
+class TablePlan(Protocol):
+    """What the writer needs of a table: its name and its schema (a message's `MessagePlan`,
+    or a table hwbridge writes itself, such as `j1939_dm`)."""
+
+    @property
+    def table(self) -> str: ...
+
+    @property
+    def schema(self) -> pa.Schema: ...
 
 
 def clear_source(out: Path, source: str) -> None:
@@ -49,7 +60,7 @@ def clear_source(out: Path, source: str) -> None:
 
 @dataclass(slots=True)
 class _Table:
-    plan: MessagePlan
+    plan: TablePlan
     final: Path
     temporary: Path
     writer: pq.ParquetWriter | None = None
@@ -81,7 +92,7 @@ class DatasetWriter:
         self._pool = ThreadPoolExecutor(WRITE_THREADS, thread_name_prefix="hwbridge-parquet")
         self._in_flight: deque[Future[None]] = deque()
 
-    def add(self, plan: MessagePlan, batch: pa.RecordBatch) -> None:
+    def add(self, plan: TablePlan, batch: pa.RecordBatch) -> None:
         if not batch.num_rows:
             return
         table = self._tables.get(plan.table)

@@ -4,6 +4,9 @@
     hwbridge decode logs/*.blf --dbc car.dbc --out dataset/ --workers 4
     hwbridge decode logs/*.MF4 --dbc car.dbc --out /shared/dataset --dask tcp://10.0.0.5:8786
 
+With a J1939 database, the transport protocol is reassembled and DM1/DM2 trouble codes are
+written to the j1939_dm table unless --no-j1939 is given (--j1939 turns it on without one).
+
 Exit 0 when every capture was read to its end, 1 when one could not be (the others are
 decoded all the same), 2 for bad options or a database that does not load.
 """
@@ -63,6 +66,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--isotp",
         action="store_true",
         help="reassemble ISO-TP transfers (UDS, OBD-II) for messages longer than 8 bytes",
+    )
+    parser.add_argument(
+        "--j1939",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="reassemble the J1939 transport protocol (multi-packet messages the databases "
+        "describe) and write the j1939_dm table of DM1/DM2 trouble codes; on by default when "
+        "a database describes J1939 messages",
     )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
@@ -133,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 dask=args.dask,
                 isotp=args.isotp,
+                j1939=args.j1939,
                 progress=_Hooks(),
             )
     except DatabaseError as exc:
@@ -185,6 +197,15 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
     if isotp:
         transfers = sum(f.isotp_transfers for f in summary.files)
         console.print(f"ISO-TP: {isotp:,} frames reassembled into {transfers:,} transfers")
+    tp = sum(f.j1939_tp_frames for f in summary.files)
+    dms = sum(f.j1939_dm_messages for f in summary.files)
+    if tp or dms:
+        completed = sum(f.j1939_tp_completed for f in summary.files)
+        aborted = sum(f.j1939_tp_aborted for f in summary.files)
+        console.print(
+            f"J1939 transport protocol: {tp:,} frames, {completed:,} messages reassembled, "
+            f"{aborted:,} sessions aborted; {dms:,} DM1/DM2 messages in j1939_dm"
+        )
     table = Table("table", "rows", box=None, padding=(0, 2, 0, 0))
     for name, rows in list(summary.rows.items())[:_MAX_TABLE_ROWS]:
         table.add_row(name, f"{rows:,}")
