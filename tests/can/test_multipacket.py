@@ -112,3 +112,15 @@ def test_any_source_address_is_read_by_pgn(channel: str, peer: can.BusABC, sourc
     with CanDriver.from_dbc(EC1_DBC, bus=f"virtual:{channel}") as driver:
         _bam(peer, EC1, source=source)
         assert _values(driver) == EXPECTED
+
+
+def test_an_announcement_naming_no_parameter_group_is_ignored(
+    channel: str, peer: can.BusABC
+) -> None:
+    with CanDriver.from_dbc(EC1_DBC, bus=f"virtual:{channel}") as driver:
+        # a BAM whose PGN bytes are FF FF FF (no parameter group is above 0x3FFFF)
+        peer.send(_frame(0x1CECFF00, bytes([32, 9, 0, 2, 0xFF, 0xFF, 0xFF, 0xFF])))
+        peer.send(_frame(0x1CEBFF00, bytes([1, 1, 2, 3, 4, 5, 6, 7])))
+        peer.send(_frame(0x1CEBFF00, bytes([2, 8, 9, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF])))
+        _bam(peer, EC1)  # the listener lives on and reads what follows
+        assert _values(driver) == EXPECTED

@@ -441,3 +441,19 @@ def test_a_flood_of_broadcasts_never_crowds_out_a_transfer_to_us() -> None:
     events = rx.feed(make_id(TP_CM_PGN, 0x00, 0xF9, 7), rts_frame(65260, 20), 0.0)
     [reply] = [e for e in events if isinstance(e, Reply)]
     assert reply.data[0] == CTS and reply.frame_id == make_id(TP_CM_PGN, 0xF9, 0x00, 7)
+
+
+def test_a_packet_sent_again_between_two_other_nodes_is_padded_like_the_first() -> None:
+    rx = TpReceiver()  # a listener: the engine (0) sends 20 bytes to a tool (0xF9)
+    cm, dt = make_id(TP_CM_PGN, 0, 0xF9, 7), make_id(TP_DT_PGN, 0, 0xF9, 7)
+    ack = make_id(TP_CM_PGN, 0xF9, 0, 7)
+    data = bytes(range(1, 21))
+    rx.feed(cm, rts_frame(65260, len(data)), 0.0)
+    rx.feed(ack, cts_frame(65260, 3, 1), 0.01)
+    for packet in packets(data):
+        rx.feed(dt, packet, 0.02)
+    rx.feed(dt, packets(data)[2][:3], 0.03)  # packet 3 again, sent short (a DLC of 3)
+    [done] = [
+        e for e in rx.feed(ack, eoma_frame(65260, len(data)), 0.04) if isinstance(e, Completed)
+    ]
+    assert len(done.data) == len(data)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import can
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.transport.monitor import BusMonitor
-from hwbridge.j1939.database.ids import make_id
+from hwbridge.j1939.database.ids import MAX_PGN, make_id
 from hwbridge.j1939.transport.tp import Completed, TpReceiver
 
 __all__ = ["MultiPacketListener", "describes_multipacket"]
@@ -49,6 +49,8 @@ class MultiPacketListener:
                 self._deliver(event)
 
     def _deliver(self, done: Completed) -> None:
+        if done.pgn > MAX_PGN:  # an announcement naming no parameter group
+            return
         frame_id = make_id(done.pgn, done.source, done.destination)
         message = self.db.message_for_frame(frame_id, True)
         if message is None or message.length <= 8:

@@ -18,6 +18,7 @@ __all__ = [
     "DM3_PGN",
     "DM11_PGN",
     "GLOBAL",
+    "MAX_PGN",
     "NULL_ADDRESS",
     "REQUEST_PGN",
     "TP_CM_PGN",

@@ -38,6 +38,7 @@ from hwbridge.j1939.database.ids import (
     ACK_PGN,
     ADDRESS_CLAIMED_PGN,
     GLOBAL,
+    MAX_PGN,
     NULL_ADDRESS,
     REQUEST_PGN,
     TP_CM_PGN,
@@ -305,6 +306,8 @@ class J1939Link(Closing):
                 node.pgns[pgn] = node.pgns.get(pgn, 0) + 1
         for event in self._tp.feed(frame_id, data, t):
             if isinstance(event, Completed):
+                if event.pgn > MAX_PGN:  # an announcement naming no parameter group
+                    continue
                 self._store(
                     Heard(event.pgn, event.source, event.destination, event.data, t, event.kind)
                 )

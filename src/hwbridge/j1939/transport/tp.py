@@ -309,7 +309,9 @@ class TpReceiver:
         expected = len(session.parts) + 1
         if seq in session.parts:
             if session.kind == "rts" and not session.ours:
-                session.parts[seq] = bytes(data[1:8])  # a retransmission the receiver asked for
+                session.parts[seq] = bytes(data[1:8]).ljust(
+                    7, b"\xff"
+                )  # a retransmission asked for
                 return
             self._fail(session, f"packet {seq} sent twice", 8, t, out)
             return
