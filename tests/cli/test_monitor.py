@@ -151,10 +151,13 @@ def test_filter_key_narrows_the_rows(sim_bus: SimBus, tmux: Tmux) -> None:
     tmux.keys("f")
     tmux.keys("battery", literal=True)
     tmux.keys("Enter")
+
+    def rows() -> list[str]:  # a screen captured while a redraw is being written can mix two
+        screen = tmux.screen()
+        return [line.split()[1] for line in screen.splitlines() if line.startswith("0x")]
+
     assert wait_until(lambda: "filter: battery" in tmux.screen(), 5), tmux.screen()
-    screen = tmux.screen()
-    rows = [line.split()[1] for line in screen.splitlines() if line.startswith("0x")]
-    assert rows == ["BatteryCells", "BatteryPack"], screen
+    assert wait_until(lambda: rows() == ["BatteryCells", "BatteryPack"], 5), tmux.screen()
     tmux.keys("/")  # and back to every row
     tmux.keys("BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "Enter")
     assert wait_until(lambda: "EngineData" in tmux.screen(), 5), tmux.screen()

@@ -54,11 +54,13 @@ def test_three_seconds_of_the_simulator_read_back_frame_for_frame(
     assert proc.returncode == 0, err
     assert "3 s recorded" in err and str(out) in err
     recorded = _check_every_frame(sim_bus, out, absolute_times=ext != ".asc")
-    # 3 s of each periodic message, within a frame or two of its cycle time
+    # about 3 s of each periodic message (never more; on a loaded 2-core machine the
+    # simulator's 10 ms messages fall behind, so fewer is allowed: every frame it did send is
+    # checked above)
     counts = Counter(aid for aid, _, _ in recorded)
     for aid, cycle in CYCLE_MS.items():
         expected = 3000 / cycle
-        assert expected * 0.85 - 1 <= counts[aid] <= expected * 1.1 + 1, (hex(aid), counts)
+        assert expected * 0.6 - 1 <= counts[aid] <= expected * 1.1 + 1, (hex(aid), counts)
     assert f"{len(recorded):,} frames" in err
 
 

@@ -180,7 +180,7 @@ def test_hwbridge_drivers_lists_them_with_meta_and_status(
 
 def test_builtin_drivers_load_and_unknown_names_say_what_exists() -> None:
     assert load_driver("can") is CanDriver
-    with pytest.raises(LookupError, match="installed: can, captures, obd"):
+    with pytest.raises(LookupError, match="installed: can, captures, j1939, obd"):
         load_driver("nope")
     with pytest.raises(ValueError, match="64 hexadecimal"):
         load_driver("can", sha256="abc")
