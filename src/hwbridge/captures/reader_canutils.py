@@ -30,8 +30,8 @@ from hwbridge.captures.reader_pycan import pack_messages
 
 __all__ = ["CanutilsReader", "Parsed", "parse_lines"]
 
-BLOCK_BYTES = 8 * 1024 * 1024
-"""Bytes of text parsed at once (about 170,000 lines of classic frames)."""
+BLOCK_BYTES = 4 * 1024 * 1024
+"""Bytes of text parsed at once (about 85,000 lines of classic frames)."""
 MAX_LINE_BYTES = 1024 * 1024
 """A line longer than this (a binary file named .log) is reported, not buffered whole."""
 
