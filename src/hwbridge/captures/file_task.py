@@ -128,7 +128,8 @@ def run_task(
     error: str | None = None
     position: str | None = None
     rows: dict[str, int] = {}
-    errors = remotes = 0
+    errors = remotes = malformed_lines = 0
+    malformed: list[str] = []
     assembler = IsoTpAssembler(tables.isotp_keys)
     j1939 = _J1939(tables) if task.j1939 else None
     try:
@@ -162,6 +163,7 @@ def run_task(
         rows = writer.close()
         reader.close()
         errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
+        malformed_lines, malformed = reader.counts.malformed_lines, reader.counts.malformed
     if progress is not None:
         progress(1.0)
     return FileSummary(
@@ -176,6 +178,8 @@ def run_task(
         unknown_ids={key_text(k): n for k, n in unknown.most_common(MAX_UNKNOWN_IDS)},
         error_frames=errors,
         remote_frames=remotes,
+        malformed_lines=malformed_lines,
+        malformed=list(malformed),
         isotp_frames=assembler.stats.frames,
         isotp_transfers=assembler.stats.transfers,
         **(j1939.counts() if j1939 is not None else {}),

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from hwbridge.captures.summary import MAX_MALFORMED
+
 __all__ = ["CaptureError", "FrameChunk", "ReaderCounts", "concat_chunks", "empty_chunk"]
 
 CHUNK_FRAMES = 262_144
@@ -101,6 +103,13 @@ class ReaderCounts:
 
     error_frames: int = 0
     remote_frames: int = 0
+    malformed_lines: int = 0  # lines of a text capture that could not be read, skipped
+    malformed: list[str] = field(default_factory=list)  # the first few: "line 12: reason"
+
+    def malformed_line(self, number: int, reason: str) -> None:
+        self.malformed_lines += 1
+        if len(self.malformed) < MAX_MALFORMED:
+            self.malformed.append(f"line {number}: {reason}")
 
 
 class CaptureError(Exception):

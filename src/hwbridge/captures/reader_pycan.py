@@ -8,7 +8,7 @@ of the pipeline (decoding by message, writing Parquet) is the same for every for
 from __future__ import annotations
 
 import gzip
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from hwbridge.captures.frames import CHUNK_FRAMES, CaptureError, FrameChunk, ReaderCounts
 
-__all__ = ["PythonCanReader", "reader_suffix"]
+__all__ = ["PythonCanReader", "pack_messages", "reader_suffix"]
 
 _GZIP = ".gz"
 
@@ -115,6 +115,17 @@ class PythonCanReader:
                 yield _pack(stamps, ids, extended, payloads, channels)
         finally:
             self.close()
+
+
+def pack_messages(messages: Sequence[Any]) -> FrameChunk:
+    """python-can data frames as a chunk, as this reader packs them."""
+    return _pack(
+        [m.timestamp for m in messages],
+        [m.arbitration_id for m in messages],
+        [m.is_extended_id for m in messages],
+        [bytes(m.data) for m in messages],
+        [m.channel if isinstance(m.channel, int) else -1 for m in messages],
+    )
 
 
 def _pack(

@@ -12,9 +12,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["DecodeSummary", "FileSummary"]
+__all__ = ["MAX_MALFORMED", "DecodeSummary", "FileSummary"]
 
 MAX_UNKNOWN_IDS = 20
+MAX_MALFORMED = 20
+"""Malformed lines of a text capture listed by number (all of them are counted)."""
 
 
 class _Model(BaseModel):
@@ -39,6 +41,13 @@ class FileSummary(_Model):
     )
     error_frames: int = 0
     remote_frames: int = 0
+    malformed_lines: int = Field(
+        default=0, description="lines of a text capture that could not be read, skipped"
+    )
+    malformed: list[str] = Field(
+        default_factory=list,
+        description=f"the first {MAX_MALFORMED} malformed lines: 'line 12: why'",
+    )
     isotp_frames: int = 0
     isotp_transfers: int = 0
     j1939_tp_frames: int = Field(default=0, description="J1939 TP.CM and TP.DT frames read")
@@ -68,6 +77,7 @@ class DecodeSummary(_Model):
     unknown_ids: dict[str, int]
     error_frames: int
     remote_frames: int
+    malformed_lines: int
     rows: dict[str, int]
     failed: list[str]
     seconds: float
@@ -92,6 +102,7 @@ class DecodeSummary(_Model):
             unknown_ids=dict(unknown.most_common(MAX_UNKNOWN_IDS)),
             error_frames=sum(f.error_frames for f in files),
             remote_frames=sum(f.remote_frames for f in files),
+            malformed_lines=sum(f.malformed_lines for f in files),
             rows=dict(sorted(rows.items())),
             failed=[f.path for f in files if not f.ok],
             seconds=round(seconds, 3),

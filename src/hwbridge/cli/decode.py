@@ -193,6 +193,13 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
         f"unknown frames {summary.unknown_frames:,} (from {_ids(summary)}), "
         f"error frames {summary.error_frames:,}, remote frames {summary.remote_frames:,}"
     )
+    if summary.malformed_lines:
+        first = next(f for f in summary.files if f.malformed)
+        console.print(
+            f"malformed lines skipped: {summary.malformed_lines:,} "
+            f"(first: {first.source} {first.malformed[0]})",
+            soft_wrap=True,
+        )
     isotp = sum(f.isotp_frames for f in summary.files)
     if isotp:
         transfers = sum(f.isotp_transfers for f in summary.files)
