@@ -92,3 +92,61 @@ def test_a_state_seen_changing_a_few_times_is_told_by_chance_per_change() -> Non
     high = np.repeat(rng.integers(0, 2, 24), rng.integers(20, 200, 24))
     n = min(len(low), len(high))
     assert not _exclusive(_stats(low[:n] + 2 * high[:n]), [0], 1)  # type: ignore[arg-type]
+
+
+def _stop_and_go(seconds: float = 120.0, dt: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """A speed in km/h that stops, pulls away and brakes (accelerations limited)."""
+    rng = np.random.default_rng(5)
+    t = np.arange(0, seconds, dt)
+    want = np.repeat(rng.uniform(0, 100, 12), len(t) // 12 + 1)[: len(t)]
+    kmh = np.zeros(len(t))
+    for i in range(1, len(t)):
+        kmh[i] = max(0.0, kmh[i - 1] + np.clip(want[i] - kmh[i - 1], -0.11, 0.09))
+    return t, kmh
+
+
+@pytest.mark.parametrize("late", [0.35, 1.5, -0.6])
+def test_a_lagging_reference_is_aligned_before_the_fit(late: float) -> None:
+    from hwbridge.can.discovery.correlate import align
+
+    rng = np.random.default_rng(4)
+    t, kmh = _stop_and_go()
+    field = Series(t[::2], np.round(kmh[::2] / 0.01))  # 50 Hz, 0.01 km/h a step
+    ref_t = np.arange(0.13, 120.0, 0.2)  # a navigation module at 5 Hz, `late` seconds late
+    at = np.clip(np.round((ref_t - late) / 0.01).astype(int), 0, len(t) - 1)
+    reference = Series(ref_t, kmh[at] + rng.normal(0, 0.15, len(ref_t)))
+    fit = scale_fit(field, reference)
+    assert fit is not None
+    assert fit.lag_s == pytest.approx(late, abs=0.03)
+    assert fit.fitted_scale == pytest.approx(0.01, rel=0.005) and fit.scale == 0.01
+    assert fit.verdict == "confirmed"
+    aligned = align(field, reference)
+    assert aligned is not None and aligned.r > 0.999 and aligned.r_changes > 0.99
+
+
+def test_the_lag_is_sought_within_a_bounded_range() -> None:
+    from hwbridge.can.discovery.correlate import MAX_LAG_S
+
+    t, kmh = _stop_and_go()
+    field = Series(t[::2], np.round(kmh[::2] / 0.01))
+    at = np.clip(np.round((t - 5.0) / 0.01).astype(int), 0, len(t) - 1)
+    fit = scale_fit(field, Series(t, kmh[at]))  # 5 s late: beyond the range
+    assert fit is not None and abs(fit.lag_s) <= MAX_LAG_S
+    assert fit.verdict == "unconfirmed"
+
+
+def test_a_field_clipped_by_its_range_is_judged_off_its_plateau() -> None:
+    from hwbridge.can.discovery.correlate import align
+
+    t, kmh = _stop_and_go()
+    raw = np.minimum(np.round(kmh / 0.5), 63)  # 6 bits of 0.5 km/h: pinned above 31.5 km/h
+    field = Series(t[::2], raw[::2])
+    at = np.clip(np.round((t - 0.3) / 0.01).astype(int), 0, len(t) - 1)
+    reference = Series(t[::20], kmh[at][::20])
+    aligned = align(field, reference)
+    assert aligned is not None
+    assert aligned.r > 0.95 and aligned.r_changes > 0.9  # unclipped, where it moves
+    assert aligned.lag_s == pytest.approx(0.3, abs=0.05)
+    fit = scale_fit(field, reference, aligned=aligned)
+    assert fit is not None and fit.scale == pytest.approx(0.5, rel=0.01)
+    assert fit.verdict == "unconfirmed"  # the plateau leaves most of the reference unexplained
