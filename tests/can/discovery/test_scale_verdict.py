@@ -150,3 +150,36 @@ def test_a_field_clipped_by_its_range_is_judged_off_its_plateau() -> None:
     fit = scale_fit(field, reference, aligned=aligned)
     assert fit is not None and fit.scale == pytest.approx(0.5, rel=0.01)
     assert fit.verdict == "unconfirmed"  # the plateau leaves most of the reference unexplained
+
+
+def _frames(columns: list[tuple[np.ndarray, int, int, str]], n: int) -> np.ndarray:
+    """8-byte payloads holding each (raw, lsb, length, order) column."""
+    from hwbridge.can.discovery.bits import chain
+
+    bits = np.zeros((n, 64), np.uint8)
+    for raw, lsb, length, order in columns:
+        for k, pos in enumerate(chain(lsb, length, order)):  # type: ignore[arg-type]
+            bits[:, pos] = (raw >> k) & 1
+    return np.packbits(bits.reshape(n, 8, 8)[:, :, ::-1], axis=2).reshape(n, 8)
+
+
+@pytest.mark.parametrize("order", ["little_endian", "big_endian"])
+def test_a_value_quantised_coarser_than_its_step_is_one_field(order: str) -> None:
+    """A sensor reporting in steps of 5 raw units: its lowest bits carry as 5 = 0b101 makes
+    them, not one by one. Every change a multiple of 5 says it is one value; a neighbour
+    moving by ones beside it stays apart."""
+    from hwbridge.can.discovery.bits import chain
+    from hwbridge.can.discovery.segment import segment
+
+    rng = np.random.default_rng(6)
+    n = 3000
+    t = np.arange(n) * 0.02
+    speed = 60 + 50 * np.sin(t / 9) + 5 * np.sin(t / 1.7)  # km/h
+    raw = (np.round(speed / 0.05 / 5) * 5).astype(np.int64)  # 0.01 km/h a step, 5 at a time
+    level = np.repeat(rng.integers(0, 64, n // 50), 50)  # a neighbour stepping by ones
+    lsb = 0 if order == "little_endian" else 8  # 12 bits across a byte edge
+    data = _frames([(raw, lsb, 12, order), (level, 20, 6, "little_endian")], n)
+    stats = bit_stats(bit_matrix(data), np.ones(n, np.bool_))
+    fields = {s.bits for s in segment(stats, 8, np.ones(64, np.bool_))}
+    assert tuple(chain(lsb, 12, order)) in fields  # type: ignore[arg-type]
+    assert tuple(range(20, 26)) in fields
