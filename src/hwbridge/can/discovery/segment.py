@@ -58,10 +58,12 @@ QUANTUM = 3
 """A value whose every change is a multiple of one step of at least this many raw units ...
 """
 QUANTUM_CHANGES = 8
-"""... over at least this many changes is a sensor quantised more coarsely than its field's
-step: its lowest bits carry as the step dictates (5 = 0b101 sets bit 0 and carries into bit
-2 at once), not one by one, so the carry test splits it; pieces whose joined value moves
-only by multiples of such a step are one field."""
+QUANTUM_VALUES = 4
+"""... over at least QUANTUM_CHANGES changes, through QUANTUM_VALUES distinct values or more
+(two flags changing together go 0 <-> 3), is a sensor quantised more coarsely than its
+field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
+into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
+moves only by multiples of such a step are one field."""
 _WINDOW = 16  # bits below a candidate looked at for carry
 
 
@@ -387,6 +389,8 @@ def _quantum(stats: BitStats, positions: list[int]) -> int:
     if len(positions) > 62:
         return 1
     raw = values(stats.bits, positions)
+    if len(np.unique(raw)) < QUANTUM_VALUES:
+        return 1  # flags changing together (0 <-> 3), a state: not a value's steps
     best = 1
     for v in (raw, to_signed(raw, len(positions))):
         d = np.abs(v[stats.before + 1] - v[stats.before])
