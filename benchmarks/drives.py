@@ -647,7 +647,11 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
             name = f"{t.message}.{t.name}"
             if t.role == "speed" and name in drive.speed_unit and ok and match is not None:
                 out.speeds += 1
-                per_step = t.scale * drive.speed_unit[name]  # m/s per raw step
+                # the reference's unit per step of the bits that moved: a sensor coarser
+                # than the DBC's step (every value even) leaves the lowest bits still, and
+                # the field found is the moving bits, each step of it 2**k of the DBC's
+                low = t.chain.index(t.seen[0])
+                per_step = t.scale * 2**low * drive.speed_unit[name]
                 ref = match.get("reference")
                 if (
                     ref

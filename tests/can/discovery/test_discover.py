@@ -69,8 +69,11 @@ def test_the_report_is_the_documented_json(drive: tuple[Drive, Path, Path]) -> N
         "r2",
         "verdict",
         "fitted_scale",
+        "lag_s",
     }
     assert matched[0]["reference"]["verdict"] == "confirmed"
+    # the GNSS module sends its speed 0.2 s late: the fit says so
+    assert 0.1 <= matched[0]["reference"]["lag_s"] <= 0.3, matched[0]["reference"]
     assert matched[0]["reference"]["signal"] == "Speed" and matched[0]["unit"] == "m/s"
     kinds = {s["kind"] for m in doc["messages"] for s in m["signals"]}
     assert kinds == {"value", "flag", "counter", "checksum", "constant"}

@@ -92,3 +92,94 @@ def test_a_state_seen_changing_a_few_times_is_told_by_chance_per_change() -> Non
     high = np.repeat(rng.integers(0, 2, 24), rng.integers(20, 200, 24))
     n = min(len(low), len(high))
     assert not _exclusive(_stats(low[:n] + 2 * high[:n]), [0], 1)  # type: ignore[arg-type]
+
+
+def _stop_and_go(seconds: float = 120.0, dt: float = 0.01) -> tuple[np.ndarray, np.ndarray]:
+    """A speed in km/h that stops, pulls away and brakes (accelerations limited)."""
+    rng = np.random.default_rng(5)
+    t = np.arange(0, seconds, dt)
+    want = np.repeat(rng.uniform(0, 100, 12), len(t) // 12 + 1)[: len(t)]
+    kmh = np.zeros(len(t))
+    for i in range(1, len(t)):
+        kmh[i] = max(0.0, kmh[i - 1] + np.clip(want[i] - kmh[i - 1], -0.11, 0.09))
+    return t, kmh
+
+
+@pytest.mark.parametrize("late", [0.35, 1.5, -0.6])
+def test_a_lagging_reference_is_aligned_before_the_fit(late: float) -> None:
+    from hwbridge.can.discovery.correlate import align
+
+    rng = np.random.default_rng(4)
+    t, kmh = _stop_and_go()
+    field = Series(t[::2], np.round(kmh[::2] / 0.01))  # 50 Hz, 0.01 km/h a step
+    ref_t = np.arange(0.13, 120.0, 0.2)  # a navigation module at 5 Hz, `late` seconds late
+    at = np.clip(np.round((ref_t - late) / 0.01).astype(int), 0, len(t) - 1)
+    reference = Series(ref_t, kmh[at] + rng.normal(0, 0.15, len(ref_t)))
+    fit = scale_fit(field, reference)
+    assert fit is not None
+    assert fit.lag_s == pytest.approx(late, abs=0.03)
+    assert fit.fitted_scale == pytest.approx(0.01, rel=0.005) and fit.scale == 0.01
+    assert fit.verdict == "confirmed"
+    aligned = align(field, reference)
+    assert aligned is not None and aligned.r > 0.999 and aligned.r_changes > 0.99
+
+
+def test_the_lag_is_sought_within_a_bounded_range() -> None:
+    from hwbridge.can.discovery.correlate import MAX_LAG_S
+
+    t, kmh = _stop_and_go()
+    field = Series(t[::2], np.round(kmh[::2] / 0.01))
+    at = np.clip(np.round((t - 5.0) / 0.01).astype(int), 0, len(t) - 1)
+    fit = scale_fit(field, Series(t, kmh[at]))  # 5 s late: beyond the range
+    assert fit is not None and abs(fit.lag_s) <= MAX_LAG_S
+    assert fit.verdict == "unconfirmed"
+
+
+def test_a_field_clipped_by_its_range_is_judged_off_its_plateau() -> None:
+    from hwbridge.can.discovery.correlate import align
+
+    t, kmh = _stop_and_go()
+    raw = np.minimum(np.round(kmh / 0.5), 63)  # 6 bits of 0.5 km/h: pinned above 31.5 km/h
+    field = Series(t[::2], raw[::2])
+    at = np.clip(np.round((t - 0.3) / 0.01).astype(int), 0, len(t) - 1)
+    reference = Series(t[::20], kmh[at][::20])
+    aligned = align(field, reference)
+    assert aligned is not None
+    assert aligned.r > 0.95 and aligned.r_changes > 0.9  # unclipped, where it moves
+    assert aligned.lag_s == pytest.approx(0.3, abs=0.05)
+    fit = scale_fit(field, reference, aligned=aligned)
+    assert fit is not None and fit.scale == pytest.approx(0.5, rel=0.01)
+    assert fit.verdict == "unconfirmed"  # the plateau leaves most of the reference unexplained
+
+
+def _frames(columns: list[tuple[np.ndarray, int, int, str]], n: int) -> np.ndarray:
+    """8-byte payloads holding each (raw, lsb, length, order) column."""
+    from hwbridge.can.discovery.bits import chain
+
+    bits = np.zeros((n, 64), np.uint8)
+    for raw, lsb, length, order in columns:
+        for k, pos in enumerate(chain(lsb, length, order)):  # type: ignore[arg-type]
+            bits[:, pos] = (raw >> k) & 1
+    return np.packbits(bits.reshape(n, 8, 8)[:, :, ::-1], axis=2).reshape(n, 8)
+
+
+@pytest.mark.parametrize("order", ["little_endian", "big_endian"])
+def test_a_value_quantised_coarser_than_its_step_is_one_field(order: str) -> None:
+    """A sensor reporting in steps of 5 raw units: its lowest bits carry as 5 = 0b101 makes
+    them, not one by one. Every change a multiple of 5 says it is one value; a neighbour
+    moving by ones beside it stays apart."""
+    from hwbridge.can.discovery.bits import chain
+    from hwbridge.can.discovery.segment import segment
+
+    rng = np.random.default_rng(6)
+    n = 3000
+    t = np.arange(n) * 0.02
+    speed = 60 + 50 * np.sin(t / 9) + 5 * np.sin(t / 1.7)  # km/h
+    raw = (np.round(speed / 0.05 / 5) * 5).astype(np.int64)  # 0.01 km/h a step, 5 at a time
+    level = np.repeat(rng.integers(0, 64, n // 50), 50)  # a neighbour stepping by ones
+    lsb = 0 if order == "little_endian" else 8  # 12 bits across a byte edge
+    data = _frames([(raw, lsb, 12, order), (level, 20, 6, "little_endian")], n)
+    stats = bit_stats(bit_matrix(data), np.ones(n, np.bool_))
+    fields = {s.bits for s in segment(stats, 8, np.ones(64, np.bool_))}
+    assert tuple(chain(lsb, 12, order)) in fields  # type: ignore[arg-type]
+    assert tuple(range(20, 26)) in fields

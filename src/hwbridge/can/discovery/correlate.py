@@ -18,9 +18,11 @@ import numpy.typing as npt
 
 __all__ = [
     "CONFIRMED_R2",
+    "Alignment",
     "Correlation",
     "ScaleFit",
     "Series",
+    "align",
     "correlate",
     "line_fit",
     "round_scales",
@@ -123,8 +125,8 @@ def correlate(
     r, slope, (x_mean, y_mean), overlap = _pearson(x, y)
     rho, _, _, _ = _pearson(_ranks(x), _ranks(y))
     span = float(grid[-1] - grid[0]) if len(grid) > 1 else 0.0
-    lag = max(1, round(len(grid) * 1.0 / span)) if span > 0 else 1
-    r_changes, _, _, _ = _pearson(x[:, lag:] - x[:, :-lag], y[:, lag:] - y[:, :-lag])
+    step = max(1, round(len(grid) * CHANGES_S / span)) if span > 0 else 1
+    r_changes, _, _, _ = _pearson(x[:, step:] - x[:, :-step], y[:, step:] - y[:, :-step])
     # the centred means are per row; put the raw means back for the intercept
     fx = np.nanmean(x, axis=1) if x.size else np.zeros(0)
     fy = np.nanmean(y, axis=1) if y.size else np.zeros(0)
@@ -141,10 +143,15 @@ def correlate(
 
 PLATEAU = 0.01
 """Share of the points at a field's lowest or highest value that makes that end a plateau."""
-MAX_LAG_S = 1.0
+MAX_LAG_S = 2.0
 """The reference may lag the field (or lead it) by up to this long: a GNSS speed is computed
-from fixes and comes a few hundred milliseconds late."""
-_LAG_STEP_S = 0.02
+from fixes and comes a few hundred milliseconds late, more through a slow module or gateway."""
+_COARSE_LAG_S = 0.1
+"""The lag is sought every this long over +-MAX_LAG_S, then refined around the best ..."""
+_FINE_LAG_S = 0.01
+"""... every this long."""
+CHANGES_S = 1.0
+"""The span over which `r_changes` compares changes."""
 
 
 CONFIRMED_R2 = 0.95
@@ -172,6 +179,7 @@ class ScaleFit:
     fitted_offset: float
     r2: float
     snapped: bool
+    lag_s: float = 0.0  # how long the reference comes after the field (negative: before)
 
     @property
     def verdict(self) -> str:
@@ -196,28 +204,95 @@ def round_scales(scale: float) -> list[float]:
     return [float(np.copysign(c, scale)) for c in near]
 
 
-def _aligned(
-    field: Series, reference: Series, points: int
-) -> tuple[F64, F64, npt.NDArray[np.bool_]] | None:
-    """Field and reference on one grid, the reference moved by the lag (within MAX_LAG_S) at
-    which the two agree best; the points both have. None when too few."""
-    grid = _grid([field, reference], points)
-    x = _on_grid([field], grid)[0]
-    best_r, y = -2.0, _on_grid([reference], grid)[0]
-    for lag in np.arange(-MAX_LAG_S, MAX_LAG_S + _LAG_STEP_S / 2, _LAG_STEP_S):
-        moved = _on_grid([Series(reference.t - lag, reference.v)], grid)[0]
-        ok = np.isfinite(x) & np.isfinite(moved)
-        if int(ok.sum()) < MIN_OVERLAP or float(np.ptp(x[ok])) == 0.0:
-            continue
-        if float(np.ptp(moved[ok])) == 0.0:
-            continue
-        r = abs(float(np.corrcoef(x[ok], moved[ok])[0, 1]))
-        if r > best_r + 1e-9 or (abs(r - best_r) <= 1e-9 and abs(lag) < 1e-9):
-            best_r, y = r, moved
+@dataclass(frozen=True, slots=True)
+class Alignment:
+    """A field (`x`) and a reference (`y`) on one time grid, the reference moved back by
+    `lag_s` (positive: the reference comes that long after the field), `shared` the grid
+    points both have; Pearson's r, Spearman's rho and r of the changes at that lag, off the
+    plateaus where the field saturates."""
+
+    x: F64
+    y: F64
+    shared: npt.NDArray[np.bool_]
+    lag_s: float
+    r: float
+    rho: float
+    r_changes: float
+    judged: int  # the shared points off the plateaus, which r, rho and r_changes were taken on
+
+
+def _off_plateaus(x: F64, ok: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """`ok` without a plateau at either end of x's values (more than PLATEAU of the points
+    at its lowest or highest value), while MIN_OVERLAP points remain."""
+    ok = ok.copy()
+    if not ok.any():
+        return ok
+    lo, hi = float(np.min(x[ok])), float(np.max(x[ok]))
+    for end in (lo, hi):
+        at_end = ok & (x == end)
+        if int(at_end.sum()) > PLATEAU * int(ok.sum()) and int((ok & ~at_end).sum()) >= MIN_OVERLAP:
+            ok &= ~at_end
+    return ok
+
+
+def _r(x: F64, y: F64) -> float | None:
+    """Pearson's r over the points both have (None when too few or one is flat)."""
     ok = np.isfinite(x) & np.isfinite(y)
     if int(ok.sum()) < MIN_OVERLAP:
         return None
-    return x, y, ok
+    a, b = x[ok] - x[ok].mean(), y[ok] - y[ok].mean()
+    den = float(np.sqrt(np.dot(a, a) * np.dot(b, b)))
+    return float(np.dot(a, b)) / den if den > 0 else None
+
+
+def align(
+    field: Series, reference: Series, points: int = GRID_POINTS, max_lag_s: float = MAX_LAG_S
+) -> Alignment | None:
+    """The lag within +-`max_lag_s` at which the reference agrees best with the field (the
+    largest |r| of the two on one grid, a cross-correlation over a bounded range: every
+    _COARSE_LAG_S, then every _FINE_LAG_S around the best; the smaller lag on a tie), and
+    the two aligned there. A GNSS or navigation module's speed lags a wheel speed by a few
+    hundred milliseconds; compared unaligned, its changes meet the field's too late, and a
+    slope fitted through them is flattened. None when the two share too few points."""
+    grid = _grid([field, reference], points)
+    x = _on_grid([field], grid)[0]
+    # judged off the plateaus where the field saturates (a speed clipped by its range says
+    # nothing there), as the scale is fitted
+    judged = np.where(_off_plateaus(x, np.isfinite(x)), x, np.nan)
+
+    def moved(lag: float) -> F64:
+        out: F64 = _on_grid([Series(reference.t - lag, reference.v)], grid)[0]
+        return out
+
+    scores: dict[float, float] = {}
+
+    def score(lag: float) -> float:
+        lag = round(lag, 6)
+        if lag not in scores:
+            r = _r(judged, moved(lag)) if abs(lag) <= max_lag_s + 1e-9 else None
+            scores[lag] = -1.0 if r is None else abs(r)
+        return scores[lag]
+
+    def best(lags: F64) -> float:
+        ranked = sorted((-score(float(lag)), abs(float(lag)), float(lag)) for lag in lags)
+        return round(ranked[0][2], 3)
+
+    coarse = np.arange(-max_lag_s, max_lag_s + _COARSE_LAG_S / 2, _COARSE_LAG_S)
+    lag = best(np.append(coarse, 0.0))
+    fine = lag + np.arange(-_COARSE_LAG_S, _COARSE_LAG_S + _FINE_LAG_S / 2, _FINE_LAG_S)
+    lag = best(np.append(fine, lag))
+    y = moved(lag)
+    r = _r(judged, y)
+    shared = np.isfinite(x) & np.isfinite(y)
+    if r is None or int(shared.sum()) < MIN_OVERLAP:
+        return None
+    both = np.isfinite(judged) & shared
+    ranks = _ranks(np.stack([np.where(both, judged, np.nan), np.where(both, y, np.nan)]))
+    rho = _r(ranks[0], ranks[1])
+    span = float(grid[-1] - grid[0]) if len(grid) > 1 else 0.0
+    step = max(1, round(len(grid) * CHANGES_S / span)) if span > 0 else 1
+    changes = _r(judged[step:] - judged[:-step], y[step:] - y[:-step]) if len(grid) > step else None
+    return Alignment(x, y, shared, lag, r, rho or 0.0, changes or 0.0, int(both.sum()))
 
 
 def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
@@ -227,7 +302,13 @@ def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
     return 1.0 - float(np.sum((y - (scale * x + offset)) ** 2)) / total
 
 
-def scale_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> ScaleFit | None:
+def scale_fit(
+    field: Series,
+    reference: Series,
+    points: int = GRID_POINTS,
+    *,
+    aligned: Alignment | None = None,
+) -> ScaleFit | None:
     """Scale and offset (reference = scale * field + offset) by least squares over the
     points both series share, with the reference moved in time by the lag (within
     MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
@@ -235,16 +316,12 @@ def scale_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> Sc
     speed clipped by its bits) says nothing about the slope there. Then a round scale when
     one fits as well (its offset fitted again), and R² over every shared point (see
     `ScaleFit`). None when too few points remain."""
-    aligned = _aligned(field, reference, points)
+    if aligned is None:
+        aligned = align(field, reference, points)
     if aligned is None:
         return None
-    x, y, shared = aligned
-    ok = shared.copy()
-    lo, hi = float(np.min(x[ok])), float(np.max(x[ok]))
-    for end in (lo, hi):
-        at_end = ok & (x == end)
-        if int(at_end.sum()) > PLATEAU * int(ok.sum()) and int((ok & ~at_end).sum()) >= MIN_OVERLAP:
-            ok &= ~at_end
+    x, y, shared = aligned.x, aligned.y, aligned.shared
+    ok = _off_plateaus(x, shared)
     xs, ys = x[ok], y[ok]
     if float(np.ptp(xs)) == 0.0:
         return None
@@ -258,7 +335,7 @@ def scale_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> Sc
             scale, offset, snapped = candidate, candidate_offset, True
             break
     r2 = _r2(x[shared], y[shared], scale, offset)
-    return ScaleFit(scale, offset, fitted, fitted_offset, r2, snapped)
+    return ScaleFit(scale, offset, fitted, fitted_offset, r2, snapped, aligned.lag_s)
 
 
 def line_fit(field: Series, reference: Series, points: int = GRID_POINTS) -> tuple[float, float]:

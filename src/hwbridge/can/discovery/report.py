@@ -70,8 +70,10 @@ class ReferenceMatch(_Model):
     """The reference signal a field moves with, how closely (Pearson's r), and how well
     the field's scale and offset explain it over the capture: `r2` (the share of the
     reference's variance explained), `verdict` (`confirmed` when r2 >= 0.95, `unconfirmed`
-    otherwise) and `fitted_scale`, the least-squares slope, which the field's `scale` rounds
-    when a round scale explains the reference as well."""
+    otherwise), `fitted_scale`, the least-squares slope, which the field's `scale` rounds
+    when a round scale explains the reference as well, and `lag_s`, how long the reference
+    came after the field (negative: before) where the two agree best, at which both were
+    fitted."""
 
     message: str
     signal: str
@@ -79,6 +81,7 @@ class ReferenceMatch(_Model):
     r2: float
     verdict: Verdict
     fitted_scale: float
+    lag_s: float = 0.0
 
 
 class FieldReport(_Model):

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.can.discovery.bits import ByteOrder
+from hwbridge.can.discovery.bits import ByteOrder, next_up, to_signed, values
 
 __all__ = ["BitStats", "Segment", "bit_stats", "carries_on", "segment"]
 
@@ -54,6 +54,16 @@ EXCLUSIVE_P = 0.01
 hardly have missed that combination over the changes seen."""
 EXCLUSIVE_FLIPS = 3
 CARRIES_ON = 0.75
+QUANTUM = 3
+"""A value whose every change is a multiple of one step of at least this many raw units ...
+"""
+QUANTUM_CHANGES = 8
+QUANTUM_VALUES = 4
+"""... over at least QUANTUM_CHANGES changes, through QUANTUM_VALUES distinct values or more
+(two flags changing together go 0 <-> 3), is a sensor quantised more coarsely than its
+field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
+into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
+moves only by multiples of such a step are one field."""
 _WINDOW = 16  # bits below a candidate looked at for carry
 
 
@@ -294,7 +304,7 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
         if piece[-1] % 8 == 7:
             top[piece[-1] // 8] = index
     links = _cross_links(stats, pieces, bottom, top, length)
-    return _chains(pieces, links)
+    return _join_quanta(stats, _chains(pieces, links), length * 8)
 
 
 def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
@@ -370,3 +380,66 @@ def _chains(pieces: list[list[int]], links: dict[int, tuple[int, ByteOrder]]) ->
             bits = bits[63:]
         out.append(Segment(tuple(bits), order))
     return out
+
+
+def _quantum(stats: BitStats, positions: list[int]) -> int:
+    """The largest step every change of the value of `positions` is a multiple of, read
+    unsigned or as two's complement (a signed value crossing zero); 1 over fewer than
+    QUANTUM_CHANGES changes."""
+    if len(positions) > 62:
+        return 1
+    raw = values(stats.bits, positions)
+    if len(np.unique(raw)) < QUANTUM_VALUES:
+        return 1  # flags changing together (0 <-> 3), a state: not a value's steps
+    best = 1
+    for v in (raw, to_signed(raw, len(positions))):
+        d = np.abs(v[stats.before + 1] - v[stats.before])
+        d = d[d != 0]
+        if len(d) >= QUANTUM_CHANGES:
+            best = max(best, int(np.gcd.reduce(d)))
+    return best
+
+
+def _run_up(segments: list[Segment], start: int, order: ByteOrder, nbits: int) -> list[int]:
+    """`start` and the pieces above it, each one's bottom the next bit up of the one below
+    in `order`, while they can all be read in that order."""
+    at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+    run = [start]
+    while True:
+        here = segments[run[-1]]
+        if here.order not in (None, order):
+            break
+        up = next_up(here.bits[-1], order)
+        j = at.get(up)
+        if j is None or j in run or not 0 <= up < nbits or segments[j].order not in (None, order):
+            break
+        run.append(j)
+    return run
+
+
+def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
+    """Neighbouring pieces joined into one field when the joined value moves only by
+    multiples of a step of QUANTUM or more: a sensor coarser than its field's step (see
+    QUANTUM_CHANGES). The longest such run of pieces is joined first (a window of a larger
+    value moves modulo its range, so only the whole shows the step)."""
+    segments = list(segments)
+    orders: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
+    while True:
+        best: tuple[list[int], ByteOrder | None] | None = None
+        size = 0
+        for start in range(len(segments)):
+            for order in orders:
+                run = _run_up(segments, start, order, nbits)
+                for m in range(len(run), 1, -1):
+                    bits = [b for k in run[:m] for b in segments[k].bits]
+                    if len(bits) <= size:
+                        break
+                    if _quantum(stats, bits) >= QUANTUM:
+                        crossing = len({b // 8 for b in bits}) > 1
+                        best, size = (run[:m], order if crossing else None), len(bits)
+                        break
+        if best is None:
+            return sorted(segments, key=lambda seg: seg.bits[0])
+        run, joined = best
+        merged = Segment(tuple(b for k in run for b in segments[k].bits), joined)
+        segments = [seg for k, seg in enumerate(segments) if k not in run] + [merged]

@@ -16,7 +16,14 @@ import numpy.typing as npt
 
 from hwbridge.can.discovery.analyse import Field, analyse
 from hwbridge.can.discovery.bits import bit_matrix, values
-from hwbridge.can.discovery.correlate import CONFIRMED_R2, ScaleFit, Series, correlate, scale_fit
+from hwbridge.can.discovery.correlate import (
+    CONFIRMED_R2,
+    ScaleFit,
+    Series,
+    align,
+    correlate,
+    scale_fit,
+)
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.reference import Reference, ReferenceSignal
 from hwbridge.can.discovery.report import (
@@ -34,6 +41,12 @@ __all__ = ["MIN_R", "MIN_SAMPLES", "Found", "analyse_frames", "build_report", "s
 MIN_R = 0.9
 """|r| (linear and rank) a field needs to take a reference's meaning."""
 MIN_R_CHANGES = 0.5
+LOOSE_R, LOOSE_R_CHANGES = 0.6, 0.2
+"""A field that misses MIN_R or MIN_R_CHANGES unaligned but reaches these is aligned with
+the reference (`align`: a lagging reference lowers both, r of the changes most; a field
+clipped by its range sits on a plateau that says nothing) and judged again at the lag where
+the two agree best, off its plateaus, when at least MIN_JUDGED of the shared points are."""
+MIN_JUDGED = 0.1
 """... and the r of their changes, so that two things that merely rise together do not."""
 MAX_ANALYSED_ROWS = 16_384
 """Frames of one id its fields are found from (spread over the capture in blocks)."""
@@ -149,13 +162,27 @@ def build_report(
             if not c.r.shape[1]:
                 continue
             col = int(np.argmax(np.abs(c.r[row])))
-            r, rho, dr = c.r[row, col], c.rho[row, col], c.r_changes[row, col]
-            if abs(r) >= min_r and abs(rho) >= min_r and abs(dr) >= MIN_R_CHANGES:
-                fit = scale_fit(batch[row][2], ref_series[col])
-                if fit is None:  # too few points after the lag: the correlation's own line
-                    slope, intercept = float(c.scale[row, col]), float(c.offset[row, col])
-                    fit = ScaleFit(slope, intercept, slope, intercept, float(r * r), False)
-                matches[i, j] = (refs[col], float(r), fit)
+            r, rho, dr = float(c.r[row, col]), float(c.rho[row, col]), c.r_changes[row, col]
+            close = abs(r) >= min_r and abs(rho) >= min_r and abs(dr) >= MIN_R_CHANGES
+            if not close and not (
+                abs(r) >= LOOSE_R and abs(rho) >= LOOSE_R and abs(dr) >= LOOSE_R_CHANGES
+            ):
+                continue
+            aligned = align(batch[row][2], ref_series[col])
+            if not close:  # judged again where a lagging reference meets the field
+                if aligned is None or not (
+                    aligned.judged >= MIN_JUDGED * int(aligned.shared.sum())
+                    and abs(aligned.r) >= min_r
+                    and abs(aligned.rho) >= min_r
+                    and abs(aligned.r_changes) >= MIN_R_CHANGES
+                ):
+                    continue
+                r = aligned.r
+            fit = scale_fit(batch[row][2], ref_series[col], aligned=aligned)
+            if fit is None:  # too few points after the lag: the correlation's own line
+                slope, intercept = float(c.scale[row, col]), float(c.offset[row, col])
+                fit = ScaleFit(slope, intercept, slope, intercept, r * r, False)
+            matches[i, j] = (refs[col], r, fit)
     for i, item in enumerate(found):
         if not item.described:
             report.messages.append(_message(report, item, i, matches))
@@ -215,6 +242,7 @@ def _message(
                 r2=round(fit.r2, 4),
                 verdict="confirmed" if fit.r2 >= CONFIRMED_R2 else "unconfirmed",
                 fitted_scale=significant(fit.fitted_scale),
+                lag_s=round(fit.lag_s, 3),
             )
             how = (
                 f"the round scale {significant(fit.scale):g} explains it as well as the"
@@ -222,8 +250,14 @@ def _message(
                 if fit.snapped
                 else "scale and offset fitted to it by least squares"
             )
+            late = (
+                f"; the reference {abs(fit.lag_s):.2f} s {'after' if fit.lag_s > 0 else 'before'}"
+                " it"
+                if abs(fit.lag_s) >= 0.005
+                else ""
+            )
             parts.append(
-                f"moves with {ref.message}.{ref.signal} (r={r:.3f}); {how}; R²={fit.r2:.4f}"
+                f"moves with {ref.message}.{ref.signal} (r={r:.3f}{late}); {how}; R²={fit.r2:.4f}"
                 f" over the capture, {entry.reference.verdict}"
             )
         if f.kind == "constant":

@@ -362,11 +362,12 @@ class DiscoveryTools(MCSToolDriver):
         for i in ranked[:MAX_CANDIDATES]:
             key, f, field_series = fields[i]
             fit = scale_fit(field_series, series)
+            lag = 0.0
             if fit is None:
                 scale, offset = float(c.scale[i, 0]), float(c.offset[i, 0])
                 r2 = float(c.r[i, 0]) ** 2
             else:
-                scale, offset, r2 = fit.scale, fit.offset, fit.r2
+                scale, offset, r2, lag = fit.scale, fit.offset, fit.r2, fit.lag_s
             candidates.append(
                 {
                     "id": key[0],
@@ -380,6 +381,7 @@ class DiscoveryTools(MCSToolDriver):
                     "offset": significant(offset),
                     "r2": round(r2, 4),
                     "verdict": "confirmed" if r2 >= CONFIRMED_R2 else "unconfirmed",
+                    "lag_s": round(lag, 3),
                 }
             )
         out: dict[str, Any] = {
