@@ -36,14 +36,18 @@ def _write_dataset(root: Path, unit: str, tz: str | None, values: list[int]) -> 
 
 
 def test_opening_a_dataset_imports_neither_pandas_nor_pyarrow_dataset(tmp_path: Path) -> None:
-    """The footers are read raw: pyarrow imports pandas to make a datetime of a timestamp with
-    a zone, and pyarrow.dataset imports it too; only the query worker needs pyarrow.dataset."""
+    """What `hwbridge plot --dataset` loads before its query worker answers: the footers are
+    read raw (pyarrow imports pandas to make a datetime of a timestamp with a zone),
+    pyarrow.dataset (which imports pandas too) is the worker's alone, and raising a
+    ToolError needs no pydantic."""
     root = _write_dataset(tmp_path, "us", "UTC", [1_700_000_000_000_000, 1_700_000_001_000_000])
     code = (
         "import sys; from hwbridge.captures.dataset import Dataset;"
         "from hwbridge.captures.series import SeriesReader;"
+        "from hwbridge.captures.sql_engine import SqlEngine;"
+        "import hwbridge.cli.main, hwbridge.cli.plot;"
         f"d = Dataset.open({str(root)!r}); print(d.start.isoformat(), d.end.isoformat());"
-        "print([m for m in ('pandas', 'pyarrow.dataset') if m in sys.modules])"
+        "print([m for m in ('pandas', 'pyarrow.dataset', 'pydantic') if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split("\n")[:2] == [

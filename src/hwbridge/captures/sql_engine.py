@@ -31,7 +31,7 @@ from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.sql_process import WorkerProcess
 from hwbridge.captures.sql_results import json_value
 from hwbridge.captures.sql_sandbox import QuerySandbox, SandboxLimits
-from hwbridge.core.models import ToolError
+from hwbridge.core.errors import ToolError
 
 __all__ = ["QueryLimits", "QueryResult", "SqlEngine", "json_value"]
 

@@ -28,7 +28,7 @@ import orjson
 
 from hwbridge.captures.dataset import Table
 from hwbridge.captures.sql_process import WorkerProcess
-from hwbridge.core.models import ToolError
+from hwbridge.core.errors import ToolError
 
 __all__ = ["QuerySandbox", "SandboxLimits", "parse_size"]
 

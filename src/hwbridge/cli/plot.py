@@ -215,7 +215,7 @@ def _from_dataset(
             f"{exc.name or exc}: plotting a dataset needs pip install 'mcs-hwbridge[captures]'",
             EXIT_RUNTIME,
         ) from None
-    from hwbridge.core.models import ToolError
+    from hwbridge.core.errors import ToolError
 
     try:
         dataset = Dataset.open(root)
@@ -276,7 +276,7 @@ def _database(args: argparse.Namespace) -> CanDatabase:
 def _from_bus(args: argparse.Namespace) -> list[Series]:
     from hwbridge.can import CanDriver
     from hwbridge.can.tools.series import frames_series, resolve_signals
-    from hwbridge.core.models import ToolError
+    from hwbridge.core.errors import ToolError
 
     db = _database(args)
     try:
