@@ -18,6 +18,7 @@ import datetime as dt
 import importlib.util
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -249,7 +250,9 @@ def _from_dataset(
             except ToolError as exc:
                 raise CliError(f"{exc.code}: {exc.message}", EXIT_RUNTIME) from None
     finally:
-        engine.close()
+        # the worker is killed and reaped (its memory freed by the kernel) while the picture
+        # is drawn; the interpreter joins this thread before the process ends
+        threading.Thread(target=engine.close, name="hwbridge-plot-close").start()
 
 
 def _warm_matplotlib() -> None:
