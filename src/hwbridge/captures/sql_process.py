@@ -34,13 +34,14 @@ class WorkerProcess:
     @classmethod
     def start(cls) -> WorkerProcess:
         env = dict(os.environ)
-        # the worker imports the same hwbridge as this process, wherever that came from
+        # the worker imports the same hwbridge as this process, wherever that came from:
+        # this process's whole search path, so the worker skips `site` (-S: 20 ms of start)
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["MALLOC_ARENA_MAX"] = "2"  # few malloc arenas: address space tracks real memory
         log = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "hwbridge.captures.sql_worker"],
+                [sys.executable, "-S", "-m", "hwbridge.captures.sql_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
