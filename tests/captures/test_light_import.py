@@ -82,3 +82,15 @@ def test_a_time_range_in_nanoseconds_is_widened_to_whole_microseconds(tmp_path: 
     start = dt.datetime.fromtimestamp(1_700_000_000, dt.UTC)
     assert ds.start == start + dt.timedelta(microseconds=1)
     assert ds.end == start + dt.timedelta(microseconds=8)
+
+
+def test_the_command_line_parser_loads_no_terminal_library() -> None:
+    """Every command starts by importing the CLI and building its parser: rich waits for a
+    command that prints with it (30 ms of every start, before `hwbridge plot` can start its
+    query worker)."""
+    code = (
+        "import sys, hwbridge.cli.main; hwbridge.cli.main.build_parser();"
+        "print([m for m in sys.modules if m.split('.')[0] in ('rich', 'concurrent')])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -651,6 +651,9 @@ def _open(args: argparse.Namespace) -> tuple[MonitorScreen, CanAdapter]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import rich.console
+    import rich.live  # noqa: F401  # before the bus opens: the first screen comes at once
+
     screen, adapter = _open(args)
     try:
         if sys.stdout.isatty():

@@ -20,7 +20,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -239,6 +238,8 @@ def _from_dataset(
 
         def read() -> list[Series]:
             return [reader.series(r, args.width, since=since, until=until) for r in refs]
+
+        from concurrent.futures import ThreadPoolExecutor
 
         # the worker answers (another process, another core) while matplotlib is imported
         with ThreadPoolExecutor(1, thread_name_prefix="hwbridge-plot") as pool:
