@@ -4,9 +4,15 @@
   process as a user runs it (the signal downsampled in SQL in the query worker: per pixel
   column its first, last, minimum and maximum sample), against the obvious alternative in
   its own process: pyarrow reads the column and matplotlib draws every point into a PNG of
-  the same size (Agg; matplotlib's own path simplification on, as by default, and for
-  reference off). Same run, alternating, best of `REPEATS`. Goals: at least 5x faster, and
-  under 3 s.
+  the same size (Agg). Same run, alternating, best of `REPEATS`. Goals: at least 5x faster
+  than matplotlib drawing every point, and under 3 s.
+
+  The goal is judged against matplotlib with `path.simplify` off. With it on (matplotlib's
+  default), Agg merges the segments of a line that stray less than a ninth of a pixel from
+  it before drawing (`path.simplify_threshold`): matplotlib then no longer draws every
+  point, it downsamples too, in its own way. Off, it draws every point, which is what the
+  goal compares against. The default is measured in the same run and printed beside it,
+  for reference.
 - `signal_timeseries` (200 points) through `CaptureDriver.process_llm_response` on the same
   10,000,000 rows, the worker started beforehand: best of `CALLS` (goal: under 0.5 s).
 
@@ -30,7 +36,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from hwbridge.captures import CaptureDriver
 
 ROWS = 10_000_000
-REPEATS = 3
+REPEATS = 5
 CALLS = 7
 WIDTH_PX = 1200
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,25 +92,38 @@ def _pictures(root: Path, ds: Path) -> None:
     part = next(ds.glob("Drive/*/part-0.parquet"))
     plot = [sys.executable, "-m", "hwbridge", "plot", "--dataset", str(ds), "--signal", "Speed"]
     plot += ["--width", str(WIDTH_PX), "--out", str(ours_png)]
-    every = [sys.executable, "-c", EVERY_POINT, str(part), str(every_png), "simplify"]
-    unsimplified = [*every[:-1], "every"]
+    every = [sys.executable, "-c", EVERY_POINT, str(part), str(every_png), "every"]
+    simplified = [*every[:-1], "simplify"]
     ours: list[float] = []
     theirs: list[float] = []
-    raw: list[float] = []
+    default: list[float] = []
     for _ in range(REPEATS):
         ours.append(_timed(plot))
         theirs.append(_timed(every))
-        raw.append(_timed(unsimplified))
-    best_ours, best_theirs = min(ours), min(theirs)
+        default.append(_timed(simplified))
+    best_ours, best_theirs, best_default = min(ours), min(theirs), min(default)
     print(f"one signal of {ROWS:,} samples from a dataset into a {WIDTH_PX}-pixel PNG")
-    print(f"  hwbridge plot (SQL downsampling)      best {best_ours:6.2f} s   all {_list(ours)}")
     print(
-        f"  pyarrow + matplotlib, every point     best {best_theirs:6.2f} s   all {_list(theirs)}"
+        f"  hwbridge plot (SQL downsampling)            best {best_ours:6.2f} s   all {_list(ours)}"
     )
-    print(f"  the same, path.simplify off           best {min(raw):6.2f} s   all {_list(raw)}")
     print(
-        f"  ratio {best_theirs / best_ours:.1f}x faster (goal: at least 5x); "
-        f"hwbridge plot {best_ours:.2f} s (goal: under 3 s); "
+        f"  pyarrow + matplotlib, every point drawn     best {best_theirs:6.2f} s   "
+        f"all {_list(theirs)}"
+    )
+    print(
+        f"  the same, path.simplify on (the default)    best {best_default:6.2f} s   "
+        f"all {_list(default)}"
+    )
+    print(
+        f"  {best_theirs / best_ours:.1f}x faster than matplotlib drawing every point "
+        "(path.simplify off; goal: at least 5x)"
+    )
+    print(
+        f"  {best_default / best_ours:.1f}x faster than matplotlib's default, whose path "
+        "simplification leaves points out (reference, no goal)"
+    )
+    print(
+        f"  hwbridge plot {best_ours:.2f} s (goal: under 3 s); "
         f"PNG {ours_png.stat().st_size:,} against {every_png.stat().st_size:,} bytes"
     )
 
