@@ -5,6 +5,7 @@ it is ended when nobody takes it, and no worker loads pandas."""
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -99,5 +100,43 @@ def test_the_worker_never_loads_pandas(dataset: Path) -> None:
         maps = Path(f"/proc/{pid}/maps").read_text()
         assert "pyarrow" in maps and "duckdb" in maps
         assert "/pandas/" not in maps
+    finally:
+        engine.close()
+
+
+def test_stop_ends_the_query_in_progress_at_once(dataset: Path) -> None:
+    """A caller that gives up (a command on Ctrl-C) kills the worker from another thread:
+    the query fails now, not at its timeout, and the next query gets a new worker."""
+    engine = SqlEngine(Dataset.open(dataset), QueryLimits(timeout_s=60.0, spare_worker=False))
+    failed: list[str] = []
+
+    def endless() -> None:
+        try:
+            engine.run("SELECT count(*) FROM range(100000000000) a")
+        except ToolError as exc:
+            failed.append(exc.code)
+
+    try:
+        engine.query("SELECT 1 AS one")
+        thread = threading.Thread(target=endless)
+        thread.start()
+        time.sleep(0.5)  # the query runs
+        engine.stop()
+        thread.join(timeout=10)
+        assert not thread.is_alive() and failed == ["QUERY_FAILED"]
+        assert engine.query("SELECT 2 AS two").rows == [[2]]
+    finally:
+        engine.close()
+
+
+def test_stop_ends_a_worker_still_starting(dataset: Path) -> None:
+    worker = WorkerProcess.start()
+    engine = SqlEngine(Dataset.open(dataset), QueryLimits(spare_worker=False), worker=worker)
+    try:
+        engine.stop()  # the worker may not even have read its tables yet
+        deadline = time.monotonic() + 10
+        while not _gone(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(worker)
     finally:
         engine.close()

@@ -133,6 +133,11 @@ class SqlEngine:
     def close(self) -> None:
         self.sandbox.close()
 
+    def stop(self) -> None:
+        """Kill the query worker now, from any thread: the query in progress fails at once
+        (QUERY_FAILED) instead of running to its timeout; `close()` still follows."""
+        self.sandbox.stop()
+
     def check(self, sql: str) -> str:
         """`sql` if it is worth sending to the worker; ToolError QUERY_REFUSED otherwise."""
         if not isinstance(sql, str) or not sql.strip():

@@ -65,12 +65,17 @@ class WorkerProcess:
         self.taken = True
         return self
 
-    def kill(self) -> None:
-        """End the process (SIGKILL to its group) and close its pipes and log; idempotent."""
+    def stop(self) -> None:
+        """SIGKILL to the process's group, now, from any thread: whoever waits on its pipe
+        sees it end. Closing the pipes and reaping it stay `kill()`'s."""
         with contextlib.suppress(ProcessLookupError, OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, OSError):
             self.proc.kill()
+
+    def kill(self) -> None:
+        """End the process (SIGKILL to its group) and close its pipes and log; idempotent."""
+        self.stop()
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:

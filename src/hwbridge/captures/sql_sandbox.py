@@ -197,6 +197,7 @@ class _Pool:
         self.lock = threading.Lock()
         self.active: _Worker | None = None
         self.spare: _Spare | None = _Spare(init, limits, started)
+        self.starting: _Spare | None = None  # the spare a call waits for, while it starts
         self.closed = False
 
     def take(self) -> _Worker:
@@ -205,9 +206,11 @@ class _Pool:
         spare, self.spare = self.spare, None
         if spare is None:
             spare = _Spare(self.init, self.limits)
+        self.starting = spare
         try:
             self.active = spare.result()
         finally:
+            self.starting = None
             if self.limits.spare and not self.closed:
                 self.spare = _Spare(self.init, self.limits)
         return self.active
@@ -216,6 +219,15 @@ class _Pool:
         if self.active is not None:
             self.active.kill()
             self.active = None
+
+    def stop(self) -> None:
+        """SIGKILL to every worker process, without the lock (see QuerySandbox.stop)."""
+        active = self.active
+        if active is not None:
+            active.process.stop()
+        for spare in (self.starting, self.spare):
+            if spare is not None:
+                spare.stop()
 
     def close(self) -> None:
         self.closed = True
@@ -232,6 +244,7 @@ class _Spare:
         self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None = None
     ) -> None:
         self._worker: _Worker | None = None
+        self._process: WorkerProcess | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._cancelled = False
@@ -243,7 +256,8 @@ class _Spare:
 
     def _start(self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None) -> None:
         try:
-            worker = _Worker(init, limits, started)
+            self._process = started if started is not None else WorkerProcess.start()
+            worker = _Worker(init, limits, self._process)
         except BaseException as exc:
             self._error = exc
         else:
@@ -264,6 +278,11 @@ class _Spare:
                 retryable=True,
             )
         return self._worker
+
+    def stop(self) -> None:
+        process = self._process
+        if process is not None:
+            process.stop()
 
     def cancel(self) -> None:
         with self._lock:
@@ -359,6 +378,13 @@ class QuerySandbox:
             "The query stopped the query worker (it ran out of memory or crashed); it was "
             "restarted. Ask for less: aggregate, filter or add LIMIT.",
         )
+
+    def stop(self) -> None:
+        """Kill the worker now, whatever it runs, from any thread and without waiting for
+        the call in progress: that call fails at once with QUERY_FAILED, and the next one
+        gets a new worker. For a caller that gives up (a command on Ctrl-C); `close()`
+        still follows."""
+        self._pool.stop()
 
     def close(self) -> None:
         self._finalizer()

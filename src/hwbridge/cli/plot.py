@@ -244,12 +244,15 @@ def _from_dataset(
         # the worker answers (another process, another core) while matplotlib is imported
         with ThreadPoolExecutor(1, thread_name_prefix="hwbridge-plot") as pool:
             answer = pool.submit(read)
-            _require_matplotlib()
-            _warm_matplotlib()
             try:
+                _require_matplotlib()
+                _warm_matplotlib()
                 return answer.result()
             except ToolError as exc:
                 raise CliError(f"{exc.code}: {exc.message}", EXIT_RUNTIME) from None
+            except BaseException:  # Ctrl-C, no matplotlib: the reading ends now, not later
+                engine.stop()
+                raise
     finally:
         # the worker is killed and reaped (its memory freed by the kernel) while the picture
         # is drawn; the interpreter joins this thread before the process ends
