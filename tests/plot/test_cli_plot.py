@@ -131,7 +131,7 @@ def test_ctrl_c_while_the_worker_reads_ends_the_command_at_once(
     from hwbridge.captures.series import SeriesReader
 
     def endless(self: SeriesReader, *args: object, **kwargs: object) -> None:
-        self.engine.run("SELECT count(*) FROM range(100000000000) a")
+        self.engine.run("SELECT max(a.range + b.range) FROM range(1000000) a, range(1000000) b")
         raise AssertionError("the endless query answered")
 
     def interrupted() -> None:
@@ -145,4 +145,4 @@ def test_ctrl_c_while_the_worker_reads_ends_the_command_at_once(
         capsys, "--dataset", str(dataset), "--signal", "Speed", "--out", str(tmp_path / "x.png")
     )
     assert code == 130 and "interrupted" in err
-    assert time.monotonic() - started < 30
+    assert time.monotonic() - started < 15
