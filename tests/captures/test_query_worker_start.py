@@ -14,7 +14,7 @@ import pytest
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.decode import decode_captures
 from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
-from hwbridge.captures.sql_process import WorkerProcess
+from hwbridge.captures.sql_process import WorkerProcess, site_flags
 from hwbridge.core.models import ToolError
 from tests.captures.conftest import FLEET_DBC, drive, write_capture
 
@@ -140,3 +140,12 @@ def test_stop_ends_a_worker_still_starting(dataset: Path) -> None:
         assert _gone(worker)
     finally:
         engine.close()
+
+
+def test_the_worker_skips_site_only_when_hwbridge_is_on_its_search_path() -> None:
+    import hwbridge
+
+    home = str(Path(hwbridge.__file__).resolve().parents[1])
+    assert site_flags([home, "/elsewhere"]) == ["-S"]
+    assert site_flags(["/elsewhere"]) == []  # reached through a hook of site: site stays
+    assert site_flags() == ["-S"]  # this checkout: hwbridge is found by path

@@ -18,9 +18,20 @@ import signal
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 from typing import IO
 
-__all__ = ["WorkerProcess"]
+__all__ = ["WorkerProcess", "site_flags"]
+
+
+def site_flags(path: list[str] | None = None) -> list[str]:
+    """["-S"] when the worker can skip `site` (20 ms of its start): when this hwbridge is
+    found on the search path handed to it, as an install or a plain editable one puts it.
+    An install that reaches hwbridge only through an import hook that `site` sets up (a
+    setuptools editable install in strict mode) keeps `site`."""
+    home = os.path.realpath(Path(__file__).resolve().parents[2])  # the folder of hwbridge/
+    entries = sys.path if path is None else path
+    return ["-S"] if any(p and os.path.realpath(p) == home for p in entries) else []
 
 
 class WorkerProcess:
@@ -34,14 +45,13 @@ class WorkerProcess:
     @classmethod
     def start(cls) -> WorkerProcess:
         env = dict(os.environ)
-        # the worker imports the same hwbridge as this process, wherever that came from:
-        # this process's whole search path, so the worker skips `site` (-S: 20 ms of start)
+        # the worker imports the same hwbridge as this process, wherever that came from
         env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
         env["MALLOC_ARENA_MAX"] = "2"  # few malloc arenas: address space tracks real memory
         log = tempfile.TemporaryFile()  # noqa: SIM115
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-S", "-m", "hwbridge.captures.sql_worker"],
+                [sys.executable, *site_flags(), "-m", "hwbridge.captures.sql_worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,
