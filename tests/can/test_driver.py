@@ -368,3 +368,20 @@ def test_hooked_sends_report_the_wire_frame_and_dry_runs_leave_the_counter(
     assert sent[1]["signals"]["RollingCounter"] == 1
     assert "Checksum" in sent[1]["set_by_hook"]
     assert sent[1]["data"] == bytes(frames[1].data).hex(" ").upper()
+
+
+def test_describe_message_says_how_many_signals_it_returned(tmp_path: Path) -> None:
+    """A message with more signals than a description holds: the cut list says total,
+    returned and truncated, as every list a model gets does; a whole one says so too."""
+    lines = ['VERSION ""', "NS_ :", "BS_:", "BU_: ECU", "BO_ 256 Wide: 64 ECU"]
+    lines += [f' SG_ S{i:03d} : {i * 8}|8@1+ (1,0) [0|255] "" ECU' for i in range(60)]
+    lines += ["BO_ 257 Narrow: 8 ECU", ' SG_ Only : 0|8@1+ (1,0) [0|255] "" ECU']
+    dbc = tmp_path / "wide.dbc"
+    dbc.write_text("\n".join(lines) + "\n")
+    with CanDriver.from_dbc(dbc) as d:
+        wide = call(d, "describe_message", message="Wide").tool_call_result
+        narrow = call(d, "describe_message", message="Narrow").tool_call_result
+    assert (wide["total"], wide["returned"], wide["truncated"]) == (60, 40, True)
+    assert len(wide["signals"]) == 40 and wide["more_signals"] == 20
+    assert (narrow["total"], narrow["returned"], narrow["truncated"]) == (1, 1, False)
+    assert "more_signals" not in narrow

@@ -131,3 +131,21 @@ def test_help_documents_exit_codes() -> None:
     for command in ("tools", "prompt", "inspect", "sim", "schema"):
         assert command in proc.stdout
     assert "exit status:" in proc.stdout and "BUS_DOWN" in proc.stdout
+
+
+def test_the_command_skips_the_last_collection_of_its_own_process_only() -> None:
+    """`hwbridge ...` (argv from the command line) freezes the objects it made before the
+    process ends, so the interpreter's last collection does not walk them; an embedding
+    program (main with a list) keeps its collector as it was. Either way atexit runs."""
+    code = (
+        "import atexit, gc, sys; from hwbridge.cli.main import main;"
+        "atexit.register(lambda: print('atexit ran'));"
+        "main(['tools', '--json']); print('after main([...])', gc.get_freeze_count());"
+        "sys.argv = ['hwbridge', 'tools', '--json']; rc = main();"
+        "print('after main()', gc.get_freeze_count() > 0, rc)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith(("after", "atexit"))]
+    assert lines == ["after main([...]) 0", "after main() True 0", "atexit ran"]

@@ -3,6 +3,7 @@ its screen model on its own (filter, keys, bounds)."""
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import shlex
@@ -301,3 +302,27 @@ def test_many_distinct_ids_keep_the_state_bounded_and_the_screen_short() -> None
     assert len(lines) <= 24
     assert f"{MAX_UNKNOWN_IDS - 21} more below" in lines[-1]
     assert "more ids not tracked" in lines[0]
+
+
+def test_the_monitor_imports_no_private_name_of_another_module() -> None:
+    import hwbridge.cli.monitor as module
+
+    tree = ast.parse(Path(str(module.__file__)).read_text(encoding="utf-8"))
+    private = [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("hwbridge")
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert private == []
+
+
+def test_frame_owner_tells_own_ids_pgn_matches_and_unknown_ids() -> None:
+    from hwbridge.can.network import frame_owner
+
+    db = CanDatabase.load(DEMO)
+    assert frame_owner(db, 0x100, False) is True  # EngineData
+    assert frame_owner(db, 0x0CF00400, True) is True  # EEC1 as the database has it
+    assert frame_owner(db, 0x0CF00401, True) == "EEC1"  # another source address: its PGN
+    assert frame_owner(db, 0x7FF, False) is None

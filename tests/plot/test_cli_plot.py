@@ -4,6 +4,7 @@ simulator, into PNG, SVG and HTML; the files are checked: size, dimensions, the 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,32 @@ def test_the_simulator_over_a_live_bus(
     assert len(counts) == 3 and all(c > 5 for c in counts)  # 1.5 s of 10..100 Hz messages
     width, height = png_size(out.read_bytes())
     assert width == 1200 and height > 600  # three panels: rpm, km/h, the gear lever's labels
+
+
+def test_ctrl_c_while_the_worker_reads_ends_the_command_at_once(
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The series are read in a thread while matplotlib loads; Ctrl-C then kills the query
+    worker, so the command ends now rather than when the read would (120 s at most)."""
+    import hwbridge.cli.plot as plot_command
+    from hwbridge.captures.series import SeriesReader
+
+    def endless(self: SeriesReader, *args: object, **kwargs: object) -> None:
+        self.engine.run("SELECT max(a.range + b.range) FROM range(1000000) a, range(1000000) b")
+        raise AssertionError("the endless query answered")
+
+    def interrupted() -> None:
+        time.sleep(0.5)  # the query is running
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SeriesReader, "series", endless)
+    monkeypatch.setattr(plot_command, "_warm_matplotlib", interrupted)
+    started = time.monotonic()
+    code, _, err = plot(
+        capsys, "--dataset", str(dataset), "--signal", "Speed", "--out", str(tmp_path / "x.png")
+    )
+    assert code == 130 and "interrupted" in err
+    assert time.monotonic() - started < 15

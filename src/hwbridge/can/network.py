@@ -23,7 +23,7 @@ from hwbridge.can.transport.multipacket import MultiPacketListener, describes_mu
 from hwbridge.can.transport.replay import ReplayAdapter
 from hwbridge.policy import SendPolicy
 
-__all__ = ["Network", "multiplexer_extractors"]
+__all__ = ["Network", "frame_owner", "multiplexer_extractors"]
 
 
 def _extractor(signal: Any) -> Callable[[bytearray], Hashable]:
@@ -85,7 +85,7 @@ class Network:
                 history_s=history_s,
                 mux=multiplexer_extractors(db) or None,
                 bitrate=bitrate,
-                known=lambda aid, ext: _frame_owner(db, aid, ext),
+                known=lambda aid, ext: frame_owner(db, aid, ext),
             )
             listeners = [monitor.on_message]
             if describes_multipacket(db):  # J1939 messages longer than 8 bytes
@@ -117,7 +117,7 @@ class Network:
             self.adapter.close()
 
 
-def _frame_owner(db: CanDatabase, arbitration_id: int, extended: bool) -> object:
+def frame_owner(db: CanDatabase, arbitration_id: int, extended: bool) -> object:
     """True for an id of the database itself; the message's name for a frame it matches by
     PGN (J1939); None for an unknown id (see BusMonitor's `known`)."""
     message = db.message_for_frame(arbitration_id, extended)

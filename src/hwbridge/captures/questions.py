@@ -18,7 +18,7 @@ from typing import Any
 from hwbridge.captures.dataset import Column, Dataset, Table
 from hwbridge.captures.sql_engine import SqlEngine
 from hwbridge.captures.sql_results import json_value
-from hwbridge.core.models import ToolError
+from hwbridge.core.errors import ToolError
 
 __all__ = ["OPS", "Condition", "Questions", "SignalRef"]
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwbridge.captures.dataset import Dataset
+from hwbridge.captures.sql_process import WorkerProcess
 from hwbridge.captures.sql_results import json_value
 from hwbridge.captures.sql_sandbox import QuerySandbox, SandboxLimits
-from hwbridge.core.models import ToolError
+from hwbridge.core.errors import ToolError
 
 __all__ = ["QueryLimits", "QueryResult", "SqlEngine", "json_value"]
 
@@ -104,7 +105,16 @@ def _count(value: Any) -> int | None:
 class SqlEngine:
     """The dataset's tables behind a sandboxed query worker; thread-safe."""
 
-    def __init__(self, dataset: Dataset, limits: QueryLimits | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        limits: QueryLimits | None = None,
+        *,
+        worker: WorkerProcess | None = None,
+    ) -> None:
+        """`worker`: a worker process started beforehand (`WorkerProcess.start()`, while
+        the caller imported and opened the dataset), which serves the first queries; the
+        engine owns it from here on."""
         self.dataset = dataset
         self.limits = limits or QueryLimits()
         self.sandbox = QuerySandbox(
@@ -117,10 +127,16 @@ class SqlEngine:
                 max_columns=self.limits.max_columns,
                 spare=self.limits.spare_worker,
             ),
+            worker=worker,
         )
 
     def close(self) -> None:
         self.sandbox.close()
+
+    def stop(self) -> None:
+        """Kill the query worker now, from any thread: the query in progress fails at once
+        (QUERY_FAILED) instead of running to its timeout; `close()` still follows."""
+        self.sandbox.stop()
 
     def check(self, sql: str) -> str:
         """`sql` if it is worth sending to the worker; ToolError QUERY_REFUSED otherwise."""

@@ -16,10 +16,7 @@ import os
 import pickle
 import re
 import select
-import signal
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -30,7 +27,8 @@ from typing import Any
 import orjson
 
 from hwbridge.captures.dataset import Table
-from hwbridge.core.models import ToolError
+from hwbridge.captures.sql_process import WorkerProcess
+from hwbridge.core.errors import ToolError
 
 __all__ = ["QuerySandbox", "SandboxLimits", "parse_size"]
 
@@ -95,22 +93,12 @@ def _rss(pid: int) -> int | None:
 class _Worker:
     """One worker process and its pipes."""
 
-    def __init__(self, init: bytes, limits: SandboxLimits) -> None:
-        env = dict(os.environ)
-        # the worker imports the same hwbridge as this process, wherever that came from
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-        env["MALLOC_ARENA_MAX"] = "2"  # few malloc arenas: address space tracks real memory
-        # what the worker says when it cannot start; closed with the worker
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "hwbridge.captures.sql_worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._log,
-            env=env,
-            close_fds=True,
-            start_new_session=True,  # a terminal's Ctrl-C is the parent's to handle
-        )
+    def __init__(
+        self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None = None
+    ) -> None:
+        self.process = started.take() if started is not None else WorkerProcess.start()
+        self.proc = self.process.proc
+        self._log = self.process.log
         self.limits = limits
         self.max_chars = limits.max_chars  # of the answer being waited for
         self.rss_limit: int | None = None
@@ -195,29 +183,21 @@ class _Worker:
         return answer
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError, OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, OSError):
-            self.proc.kill()
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                if stream is not None:
-                    stream.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
-        with contextlib.suppress(OSError):
-            self._log.close()
+        self.process.kill()
 
 
 class _Pool:
     """The active worker and the spare being started; kills and replacements."""
 
-    def __init__(self, init: bytes, limits: SandboxLimits) -> None:
+    def __init__(
+        self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None = None
+    ) -> None:
         self.init = init
         self.limits = limits
         self.lock = threading.Lock()
         self.active: _Worker | None = None
-        self.spare: _Spare | None = _Spare(init, limits)
+        self.spare: _Spare | None = _Spare(init, limits, started)
+        self.starting: _Spare | None = None  # the spare a call waits for, while it starts
         self.closed = False
 
     def take(self) -> _Worker:
@@ -226,9 +206,11 @@ class _Pool:
         spare, self.spare = self.spare, None
         if spare is None:
             spare = _Spare(self.init, self.limits)
+        self.starting = spare
         try:
             self.active = spare.result()
         finally:
+            self.starting = None
             if self.limits.spare and not self.closed:
                 self.spare = _Spare(self.init, self.limits)
         return self.active
@@ -237,6 +219,15 @@ class _Pool:
         if self.active is not None:
             self.active.kill()
             self.active = None
+
+    def stop(self) -> None:
+        """SIGKILL to every worker process, without the lock (see QuerySandbox.stop)."""
+        active = self.active
+        if active is not None:
+            active.process.stop()
+        for spare in (self.starting, self.spare):
+            if spare is not None:
+                spare.stop()
 
     def close(self) -> None:
         self.closed = True
@@ -249,20 +240,24 @@ class _Pool:
 class _Spare:
     """A worker being started in a thread of its own."""
 
-    def __init__(self, init: bytes, limits: SandboxLimits) -> None:
+    def __init__(
+        self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None = None
+    ) -> None:
         self._worker: _Worker | None = None
+        self._process: WorkerProcess | None = None
         self._error: BaseException | None = None
         self._done = threading.Event()
         self._cancelled = False
         self._lock = threading.Lock()  # a cancel and a start that ends never both miss the kill
         self._thread = threading.Thread(
-            target=self._start, args=(init, limits), name="hwbridge-sql-start", daemon=True
+            target=self._start, args=(init, limits, started), name="hwbridge-sql-start", daemon=True
         )
         self._thread.start()
 
-    def _start(self, init: bytes, limits: SandboxLimits) -> None:
+    def _start(self, init: bytes, limits: SandboxLimits, started: WorkerProcess | None) -> None:
         try:
-            worker = _Worker(init, limits)
+            self._process = started if started is not None else WorkerProcess.start()
+            worker = _Worker(init, limits, self._process)
         except BaseException as exc:
             self._error = exc
         else:
@@ -284,6 +279,11 @@ class _Spare:
             )
         return self._worker
 
+    def stop(self) -> None:
+        process = self._process
+        if process is not None:
+            process.stop()
+
     def cancel(self) -> None:
         with self._lock:
             self._cancelled = True
@@ -300,7 +300,15 @@ def _close_pool(pool: _Pool) -> None:
 class QuerySandbox:
     """Runs requests in a killable worker over the given tables; thread-safe."""
 
-    def __init__(self, tables: Sequence[Table], limits: SandboxLimits | None = None) -> None:
+    def __init__(
+        self,
+        tables: Sequence[Table],
+        limits: SandboxLimits | None = None,
+        *,
+        worker: WorkerProcess | None = None,
+    ) -> None:
+        """`worker`: a process started beforehand (`WorkerProcess.start()`), which becomes
+        the first worker; the sandbox owns it from here on."""
         self.limits = limits or SandboxLimits()
         parse_size(self.limits.memory_limit)  # a bad size fails here, not in the worker
         settings = {
@@ -312,7 +320,7 @@ class QuerySandbox:
             "address_space": parse_size(self.limits.memory_limit) + self.limits.address_margin,
         }
         init = pickle.dumps({"tables": list(tables), "settings": settings})
-        self._pool = _Pool(init, self.limits)
+        self._pool = _Pool(init, self.limits, worker)
         self._finalizer = weakref.finalize(self, _close_pool, self._pool)
         self.kills = 0  # workers killed at a bound, for tests and benchmarks
 
@@ -370,6 +378,13 @@ class QuerySandbox:
             "The query stopped the query worker (it ran out of memory or crashed); it was "
             "restarted. Ask for less: aggregate, filter or add LIMIT.",
         )
+
+    def stop(self) -> None:
+        """Kill the worker now, whatever it runs, from any thread and without waiting for
+        the call in progress: that call fails at once with QUERY_FAILED, and the next one
+        gets a new worker. For a caller that gives up (a command on Ctrl-C); `close()`
+        still follows."""
+        self._pool.stop()
 
     def close(self) -> None:
         self._finalizer()

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["make_console"]
 
@@ -20,6 +21,8 @@ def make_console(file: TextIO | None = None) -> Console:
     when `file` is not a terminal. Markup and highlighting are off: tool descriptions hold
     brackets (`[rpm]`), so styles come only from Text objects, never from parsed strings.
     """
+    from rich.console import Console  # here: `import hwbridge.cli.main` stays without rich
+
     console = Console(file=file if file is not None else sys.stdout, highlight=False, markup=False)
     if not console.is_terminal and "COLUMNS" not in os.environ:
         console.width = _PIPE_WIDTH

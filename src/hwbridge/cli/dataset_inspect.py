@@ -9,14 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, cast
 
-from rich.console import Console
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError
 from hwbridge.cli.inspector import Inspector
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from hwbridge.captures.driver import CaptureDriver
 
 __all__ = ["DatasetInspector", "add_dataset_option", "run_dataset"]
@@ -39,6 +38,8 @@ class DatasetInspector(Inspector):
         self._commands["status"] = lambda _: self.call("describe_dataset", {})
 
     def banner(self) -> None:
+        from rich.text import Text
+
         dataset = self.driver.dataset  # type: ignore[attr-defined]
         self.console.print(
             Text.assemble(

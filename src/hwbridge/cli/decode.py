@@ -17,15 +17,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskID, TaskProgressColumn, TextColumn
-from rich.table import Table
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
+
     from hwbridge.captures.summary import DecodeSummary, FileSummary
 
 __all__ = ["register", "run"]
@@ -83,6 +81,8 @@ class RichProgress:
     """One bar per capture, on a terminal; nothing otherwise."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
         self.console = console
         self.bars = Progress(
             TextColumn("{task.description}"),
@@ -159,6 +159,8 @@ def run(args: argparse.Namespace) -> int:
         print(summary.model_dump_json(indent=2))
     else:
         show_summary(console, summary)
+    from rich.text import Text
+
     for f in summary.files:
         if not f.ok:
             where = f" at {f.position}" if f.position else ""
@@ -180,6 +182,9 @@ def _ids(summary: DecodeSummary) -> str:
 
 def show_summary(console: Console, summary: DecodeSummary) -> None:
     """Frames read, decoded and unknown; rows per table; failed captures."""
+    from rich.table import Table
+    from rich.text import Text
+
     ok = len(summary.files) - len(summary.failed)
     console.print(
         Text.assemble(

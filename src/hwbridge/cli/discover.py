@@ -19,13 +19,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
     from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
 
 __all__ = ["register", "run", "show_report"]
@@ -71,6 +71,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.text import Text
+
     from hwbridge.can.database.loader import DatabaseError
 
     try:
@@ -120,6 +122,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _field_line(f: FieldReport) -> Text:
+    from rich.text import Text
+
     order = "intel" if f.byte_order == "little_endian" else "motorola"
     where = f"{f.start_bit}|{f.length}@{order}{'-' if f.signed else '+'}"
     line = Text(f"  {f.name:<24} {where:<18} {f.kind:<9}")
@@ -135,6 +139,8 @@ def _field_line(f: FieldReport) -> Text:
 
 def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None = None) -> None:
     """Per id: rate, length, frames, then one line per field; notes and a summary."""
+    from rich.text import Text
+
     for m in report.messages:
         bits = "29-bit" if m.extended else "11-bit"
         ident = f"0x{m.id:08X}" if m.extended else f"0x{m.id:03X}"

@@ -14,8 +14,6 @@ import re
 import sys
 from typing import Any
 
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError
 
@@ -119,6 +117,8 @@ def _row(name: str, value: str, pin: str | None, *, load: bool) -> dict[str, Any
 
 def _blocks(rows: list[dict[str, Any]]) -> None:
     """One block per driver, as `pip show` writes them: a line to read, lines to grep."""
+    from rich.text import Text
+
     console = make_console()
     console.print(f"{len(rows)} drivers (entry point hwbridge.drivers)")
     for row in rows:

@@ -17,14 +17,12 @@ import argparse
 import fnmatch
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, CliError
 
 if TYPE_CHECKING:
     from rich.console import Console
+    from rich.table import Table
 
     from hwbridge.can import CanDatabase
 
@@ -103,6 +101,8 @@ def _matches(message: Any, pattern: str) -> bool:
 
 
 def _show_header(console: Console, db: CanDatabase, shown: int) -> None:
+    from rich.text import Text
+
     total = len(db.messages)
     signals = sum(len(m.signals) for m in db.messages)
     nodes = [str(n.name) for n in getattr(db.cantools, "nodes", [])]
@@ -126,6 +126,8 @@ def _frame_id(message: Any) -> str:
 
 def show_message(console: Console, message: Any, *, layout: bool = True) -> None:
     """One message: its header line, its signals as a table, value tables, the layout."""
+    from rich.text import Text
+
     console.print()
     console.rule(style="dim")
     head = Text.assemble((str(message.name), "bold cyan"), f"  {_frame_id(message)}")
@@ -155,6 +157,8 @@ def show_message(console: Console, message: Any, *, layout: bool = True) -> None
 
 
 def _signal_table(message: Any) -> Table:
+    from rich.table import Table
+
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False)
     table.add_column("  signal", no_wrap=True)
     for column in ("start|len", "order", "sign", "scale", "offset", "min", "max"):

@@ -13,16 +13,14 @@ import json
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK
 from hwbridge.cli.options import add_bitrate_option, add_driver_options, open_driver
 from hwbridge.cli.repl_input import LineReader, needs_more
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from hwbridge.can import CanDriver
     from hwbridge.core.models import DriverResponse, Tool
 
@@ -153,6 +151,8 @@ class Inspector:
         policy = f"may send {', '.join(allowed)}" if allowed else "read-only"
         on = f"on {self.bus}" if self.bus else "offline: catalog, encoding and decoding only"
         where = f": {db.path} ({len(db.messages)} messages) {on}"
+        from rich.text import Text
+
         self.console.print(Text.assemble(("hwbridge inspect", "bold"), where), soft_wrap=True)
         self.console.print(f"{len(self.tools)} tools; send policy {policy}.", soft_wrap=True)
         self.console.print(
@@ -162,6 +162,8 @@ class Inspector:
     # -- commands ----------------------------------------------------------------------
 
     def cmd_help(self) -> None:
+        from rich.table import Table
+
         table = Table(show_header=False, box=None, padding=(0, 2, 0, 0))
         table.add_column(style="bold")
         table.add_column()
@@ -185,6 +187,8 @@ class Inspector:
             self.console.print(describe_tool(tool))
 
     def cmd_prompt(self, _: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(self.driver.get_driver_system_message(self.model)), soft_wrap=True)
 
     def cmd_call(self, text: str) -> None:
@@ -226,6 +230,8 @@ class Inspector:
             if isinstance(parsed, dict) and self.driver.detect_tool_call(parsed):
                 payload = parsed
                 calls = self.driver.detect_tool_call(parsed)
+        from rich.text import Text
+
         for call in calls:
             notes = [call.dialect] + (["healed"] if call.healed else [])
             line = Text.assemble(
@@ -265,4 +271,6 @@ class Inspector:
         return f"call {name} {{{shown}}}"
 
     def error(self, message: str) -> None:
+        from rich.text import Text
+
         self.console.print(Text(message, style="red"))

@@ -625,7 +625,7 @@ def _until_signal(stop: threading.Event) -> contextlib.AbstractContextManager[No
 
 
 def _open(args: argparse.Namespace) -> tuple[MonitorScreen, CanAdapter]:
-    from hwbridge.can.network import _frame_owner, multiplexer_extractors
+    from hwbridge.can.network import frame_owner, multiplexer_extractors
     from hwbridge.can.transport.monitor import BusMonitor
     from hwbridge.cli.live_bus import open_adapter
     from hwbridge.cli.options import database_path, load_database
@@ -635,7 +635,7 @@ def _open(args: argparse.Namespace) -> tuple[MonitorScreen, CanAdapter]:
         history_s=RATE_WINDOW_S,
         max_frames=_HISTORY_FRAMES,
         mux=multiplexer_extractors(db) or None,
-        known=lambda aid, ext: _frame_owner(db, aid, ext),
+        known=lambda aid, ext: frame_owner(db, aid, ext),
         max_unknown_ids=MAX_UNKNOWN_IDS,
     )
     adapter = open_adapter(args.bus, [monitor.on_message])
@@ -651,6 +651,9 @@ def _open(args: argparse.Namespace) -> tuple[MonitorScreen, CanAdapter]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import rich.console
+    import rich.live  # noqa: F401  # before the bus opens: the first screen comes at once
+
     screen, adapter = _open(args)
     try:
         if sys.stdout.isatty():

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import importlib.util
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase
+    from hwbridge.captures.sql_process import WorkerProcess
     from hwbridge.plot import Series
 
 __all__ = ["register", "run"]
@@ -108,19 +111,35 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     fmt = _format(args.out)
     _check(args)
-    from hwbridge.plot import PlotUnavailable, render, require_matplotlib
+    if importlib.util.find_spec("matplotlib") is None:  # said before any work is done
+        from hwbridge.plot import EXTRA_HINT
 
+        raise CliError(
+            f"drawing signals needs matplotlib, which is not installed: {EXTRA_HINT}",
+            EXIT_RUNTIME,
+        )
+    # a dataset (a capture is decoded into one) is read by the query worker: started first,
+    # so that its imports run on the other core while this process imports its own
+    worker = _start_worker() if args.bus is None else None
     try:
-        require_matplotlib()
-    except PlotUnavailable as exc:
-        raise CliError(str(exc), EXIT_RUNTIME) from None
+        return _run(args, fmt, worker)
+    finally:
+        if worker is not None:
+            worker.discard()  # unless the dataset's engine took it (and closed it)
+
+
+def _run(args: argparse.Namespace, fmt: str, worker: WorkerProcess | None) -> int:
     started = time.perf_counter()
     if args.bus is not None:
+        _require_matplotlib()
         series = _from_bus(args)
     elif args.dataset is not None:
-        series = _from_dataset(Path(args.dataset), args)
+        series = _from_dataset(Path(args.dataset), args, worker)
     else:
-        series = _from_capture(args)
+        _require_matplotlib()
+        series = _from_capture(args, worker)
+    from hwbridge.plot import render
+
     if all(not s.t for s in series):
         raise CliError("no samples of " + ", ".join(s.name for s in series), EXIT_RUNTIME)
     data = render(series, fmt, width_px=args.width, title=args.title)
@@ -140,7 +159,27 @@ def run(args: argparse.Namespace) -> int:
 # -- sources ---------------------------------------------------------------------------------
 
 
-def _from_capture(args: argparse.Namespace) -> list[Series]:
+def _start_worker() -> WorkerProcess | None:
+    try:
+        from hwbridge.captures.sql_process import WorkerProcess
+    except ImportError:  # said where the dataset is opened
+        return None
+    try:
+        return WorkerProcess.start()
+    except OSError:  # the engine starts one itself, and says why it cannot
+        return None
+
+
+def _require_matplotlib() -> None:
+    from hwbridge.plot import PlotUnavailable, require_matplotlib
+
+    try:
+        require_matplotlib()
+    except PlotUnavailable as exc:
+        raise CliError(str(exc), EXIT_RUNTIME) from None
+
+
+def _from_capture(args: argparse.Namespace, worker: WorkerProcess | None) -> list[Series]:
     try:
         from hwbridge.captures.bridge import DatabaseError
         from hwbridge.captures.decode import decode_captures
@@ -161,10 +200,12 @@ def _from_capture(args: argparse.Namespace) -> list[Series]:
                 print(f"hwbridge: {f.source}: {f.error}", file=sys.stderr)
         if not summary.rows:
             raise CliError(f"{args.source}: no frame matches the databases", EXIT_RUNTIME)
-        return _from_dataset(Path(tmp), args)
+        return _from_dataset(Path(tmp), args, worker)
 
 
-def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
+def _from_dataset(
+    root: Path, args: argparse.Namespace, worker: WorkerProcess | None
+) -> list[Series]:
     try:
         from hwbridge.captures.dataset import Dataset
         from hwbridge.captures.series import SeriesReader
@@ -174,14 +215,14 @@ def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
             f"{exc.name or exc}: plotting a dataset needs pip install 'mcs-hwbridge[captures]'",
             EXIT_RUNTIME,
         ) from None
-    from hwbridge.core.models import ToolError
+    from hwbridge.core.errors import ToolError
 
     try:
         dataset = Dataset.open(root)
     except FileNotFoundError as exc:
         raise CliError(f"--dataset: {exc}", EXIT_USAGE) from None
-    engine = SqlEngine(dataset, QueryLimits(timeout_s=120.0, spare_worker=False))
-    _warm_matplotlib()  # while the query worker starts (another process, another core)
+    limits = QueryLimits(timeout_s=120.0, spare_worker=False)
+    engine = SqlEngine(dataset, limits, worker=worker)
     try:
         reader = SeriesReader(dataset, engine)
         try:
@@ -194,12 +235,28 @@ def _from_dataset(root: Path, args: argparse.Namespace) -> list[Series]:
             since = dt.datetime.fromtimestamp(span[0] + args.start, dt.UTC)
         if span is not None and args.end is not None:
             until = dt.datetime.fromtimestamp(span[0] + args.end, dt.UTC)
-        try:
+
+        def read() -> list[Series]:
             return [reader.series(r, args.width, since=since, until=until) for r in refs]
-        except ToolError as exc:
-            raise CliError(f"{exc.code}: {exc.message}", EXIT_RUNTIME) from None
+
+        from concurrent.futures import ThreadPoolExecutor
+
+        # the worker answers (another process, another core) while matplotlib is imported
+        with ThreadPoolExecutor(1, thread_name_prefix="hwbridge-plot") as pool:
+            answer = pool.submit(read)
+            try:
+                _require_matplotlib()
+                _warm_matplotlib()
+                return answer.result()
+            except ToolError as exc:
+                raise CliError(f"{exc.code}: {exc.message}", EXIT_RUNTIME) from None
+            except BaseException:  # Ctrl-C, no matplotlib: the reading ends now, not later
+                engine.stop()
+                raise
     finally:
-        engine.close()
+        # the worker is killed and reaped (its memory freed by the kernel) while the picture
+        # is drawn; the interpreter joins this thread before the process ends
+        threading.Thread(target=engine.close, name="hwbridge-plot-close").start()
 
 
 def _warm_matplotlib() -> None:
@@ -226,7 +283,7 @@ def _database(args: argparse.Namespace) -> CanDatabase:
 def _from_bus(args: argparse.Namespace) -> list[Series]:
     from hwbridge.can import CanDriver
     from hwbridge.can.tools.series import frames_series, resolve_signals
-    from hwbridge.core.models import ToolError
+    from hwbridge.core.errors import ToolError
 
     db = _database(args)
     try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["LineReader", "needs_more"]
 

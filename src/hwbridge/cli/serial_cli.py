@@ -15,14 +15,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.text import Text
-
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.inspector import Inspector
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from hwbridge.policy import SendPolicy
     from hwbridge.serial import SerialDriver
 
@@ -187,6 +186,8 @@ class SerialInspector(Inspector):
         driver: Any = self.driver
         spec = driver.spec
         what = f"{spec.source} ({spec.spec.device.name})" if spec else "generic port tools"
+        from rich.text import Text
+
         self.console.print(
             Text.assemble(("hwbridge inspect", "bold"), f": {what} on {self.bus}"), soft_wrap=True
         )

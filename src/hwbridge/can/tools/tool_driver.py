@@ -359,9 +359,14 @@ class CanToolDriver(MCSToolDriver):
         out = net.db.describe_message(args["message"])
         out["sendable"] = self.policy.allows_message(out["name"])
         signals = out["signals"]
-        if len(signals) > MAX_DESCRIBED_SIGNALS:  # e.g. OBD DBCs: hundreds per message
-            out["signals"] = signals[:MAX_DESCRIBED_SIGNALS]
-            out["more_signals"] = len(signals) - MAX_DESCRIBED_SIGNALS
+        shown = signals[:MAX_DESCRIBED_SIGNALS]  # e.g. OBD DBCs: hundreds per message
+        out["signals"] = shown
+        # the list of signals says what was cut, as every list a model gets does
+        out["total"] = len(signals)
+        out["returned"] = len(shown)
+        out["truncated"] = len(shown) < len(signals)
+        if len(shown) < len(signals):
+            out["more_signals"] = len(signals) - len(shown)
         return out
 
     def _tool_search_signals(self, net: Network, args: Mapping[str, Any]) -> Any:
