@@ -3,10 +3,10 @@
 This module only re-exports the public API.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwbridge.__about__ import __version__
+from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase, CanDriver, counter_and_checksum
@@ -100,13 +100,8 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwbridge' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# no __dir__ here: the API reference documents these names where they are defined
+__getattr__, _ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

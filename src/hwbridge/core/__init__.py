@@ -5,8 +5,9 @@ module of the core (`hwbridge.core.errors`, `hwbridge.core.models`) loads withou
 rest of it.
 """
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
     from hwbridge.core.aio import ExecutionCancelled
@@ -95,17 +96,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwbridge.core' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

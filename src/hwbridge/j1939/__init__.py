@@ -7,8 +7,9 @@ pure transport module, not the driver and its tools.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
     from hwbridge.j1939.database import DiagnosticMessage, Dtc, J1939Name, Lamps, parse_dm
@@ -31,17 +32,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwbridge.j1939' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [

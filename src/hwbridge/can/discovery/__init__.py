@@ -10,8 +10,9 @@ imported until a name below is used, so `import hwbridge.can` stays light.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
     from hwbridge.can.discovery.api import discover
@@ -33,13 +34,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwbridge.can.discovery' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
