@@ -38,6 +38,7 @@ __all__ = [
     "TruthSignal",
     "capture_truth",
     "generate",
+    "message_truth",
     "score",
     "signal_chain",
 ]
@@ -416,7 +417,7 @@ def _encode(
     return payloads
 
 
-def _truth(
+def message_truth(
     message: Any, roles: dict[str, str], payloads: npt.NDArray[np.uint8], car: str | None
 ) -> list[TruthSignal]:
     """Each signal with the bits of it that moved in these frames."""
@@ -480,7 +481,7 @@ def capture_truth(
             else ("flag" if int(s.length) == 1 else "value")
             for s in message.signals
         }
-        for t in _truth(message, roles, data[:, : message.length], None):
+        for t in message_truth(message, roles, data[:, : message.length], None):
             t.frame_id, t.extended = aid, extended
             truth.append(t)
     return truth
@@ -535,7 +536,7 @@ def generate(
             (float(ts), int(message.frame_id), bool(message.is_extended_frame), bytes(p))
             for ts, p in zip(times, payloads, strict=True)
         ]
-        truth += _truth(message, roles, payloads, car)
+        truth += message_truth(message, roles, payloads, car)
         for signal in message.signals:
             factor = _speed_factor(signal) if roles[signal.name] == "speed" else None
             if factor is not None:

@@ -1,8 +1,9 @@
 """A second drive generator, written apart from `benchmarks/drives.py`, for held-out figures.
 
 Discovery was tuned on the drives of `benchmarks/drives.py`; a method tuned to one generator
-is not yet a method. This one shares nothing with it but the scoring (`drives.score`, the
-measurement) and the cars' checksum algorithms (`benchmarks/car_checksums.py`, the truth
+is not yet a method. This one shares nothing with it but the scoring (`drives.score` and
+`drives.message_truth`, which records the bits of each signal that moved: the measurement)
+and the cars' checksum algorithms (`benchmarks/car_checksums.py`, the truth
 about those cars). It has its own driving model, its own way of filling signals, its own
 encoder (numpy bit insertion, checked against cantools in the tests) and its own reference:
 
@@ -35,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from benchmarks.car_checksums import CHECKSUMS, NIBBLE_CHECKSUMS
-from benchmarks.drives import Drive, TruthSignal, load_dbc, signal_chain
+from benchmarks.drives import Drive, TruthSignal, load_dbc, message_truth, signal_chain
 
 
 def load_dbc_text(text: str) -> Any:
@@ -583,41 +584,7 @@ def _message_frames(
         _place(payload, chain, sums)
     keep = ~lost
     times, payload = times[keep], payload[keep]
-    return times, payload, _truth(message, roles, payload, car)
-
-
-def _truth(
-    message: Any, roles: dict[str, str], payload: npt.NDArray[np.uint8], car: str | None
-) -> list[TruthSignal]:
-    bits = np.unpackbits(payload, axis=1, bitorder="little")
-    flipped = (
-        (bits[1:] != bits[:-1]).any(axis=0) if len(bits) > 1 else np.zeros(bits.shape[1], bool)
-    )
-    out = []
-    for signal in message.signals:
-        chain = signal_chain(signal)
-        moved = [k for k, pos in enumerate(chain) if flipped[pos]]
-        role = roles[signal.name]
-        out.append(
-            TruthSignal(
-                message=str(message.name),
-                frame_id=int(message.frame_id),
-                extended=bool(message.is_extended_frame),
-                name=str(signal.name),
-                chain=chain,
-                byte_order=str(signal.byte_order),
-                signed=bool(signal.is_signed),
-                scale=float(signal.scale),
-                offset=float(signal.offset),
-                unit=signal.unit or "",
-                role=role,
-                seen=chain[moved[0] : moved[-1] + 1] if moved else (),
-                gapped=bool(moved) and len(moved) != moved[-1] - moved[0] + 1,
-                sign_seen=bool(moved) and moved[-1] == len(chain) - 1,
-                checksum=car if role == "checksum" else None,
-            )
-        )
-    return out
+    return times, payload, message_truth(message, roles, payload, car)
 
 
 def _nav_frames(
