@@ -18,6 +18,7 @@ timeouts (T1 750 ms between packets, T2 1,250 ms after a CTS).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -198,6 +199,9 @@ class TpReceiver:
         self.priority = priority
         self.window = max(1, min(window, MAX_PACKETS))
         self._sessions: dict[tuple[int, int], _Session] = {}
+        # no session is due before this (never later than the earliest deadline), so the
+        # frames of a busy bus skip the scan of the sessions
+        self._due = math.inf
 
     @property
     def sessions(self) -> int:
@@ -218,12 +222,19 @@ class TpReceiver:
     def expire(self, t: float) -> list[TpEvent]:
         """Sessions past their deadline, dropped (and aborted towards the sender if ours)."""
         events: list[TpEvent] = []
+        if t <= self._due:
+            return events
         for key in [k for k, s in self._sessions.items() if t > s.deadline]:
             session = self._sessions.pop(key)
             events.append(self._drop(session, "timeout", t))
             if session.ours:
                 events.append(self._reply(session, abort_frame(session.pgn, 3)))
+        self._due = min((s.deadline for s in self._sessions.values()), default=math.inf)
         return events
+
+    def _arm(self, session: _Session, deadline: float) -> None:
+        session.deadline = deadline
+        self._due = min(self._due, deadline)
 
     # -- connection management ---------------------------------------------------------
 
@@ -240,7 +251,7 @@ class TpReceiver:
             if session is not None and not session.ours and session.kind == "rts":
                 first, count = data[2], data[1]
                 session.window_end = min(first + count - 1, session.count)
-                session.deadline = t + (T2 if count else T4 + T2)
+                self._arm(session, t + (T2 if count else T4 + T2))
         elif control == EOMA:
             session = self._sessions.get((dest, source))
             if session is not None and not session.ours and len(session.parts) == session.count:
@@ -281,6 +292,7 @@ class TpReceiver:
         if kind == "rts":
             session.max_per_cts = data[4] or 0xFF
         self._sessions[key] = session
+        self._due = min(self._due, session.deadline)
         if ours:
             self._clear(session, 1, t, out)
 
@@ -295,7 +307,7 @@ class TpReceiver:
     def _clear(self, session: _Session, first: int, t: float, out: list[TpEvent]) -> None:
         count = min(self.window, session.max_per_cts, session.count - first + 1)
         session.window_end = first + count - 1
-        session.deadline = t + T2
+        self._arm(session, t + T2)
         out.append(self._reply(session, cts_frame(session.pgn, count, first)))
 
     # -- data ----------------------------------------------------------------------------
@@ -319,7 +331,7 @@ class TpReceiver:
             self._fail(session, f"packet {seq} where {expected} was due", 7, t, out)
             return
         session.parts[seq] = bytes(data[1:8]).ljust(7, b"\xff")
-        session.deadline = t + T1
+        self._arm(session, t + T1)
         if len(session.parts) == session.count:
             if session.kind == "rts" and not session.ours:
                 return  # complete when the receiver acknowledges it
