@@ -59,6 +59,9 @@ class Field:
     algorithm: str | None = None  # a checksum's family
     wider: int = 0  # constant bits right above it that may belong to it
     distinct: int = 0  # distinct values seen
+    is_float: bool = False  # an IEEE 754 float (floats.py): `bits` are all 32 or 64 of it
+    is_multiplexer: bool = False  # its value selects the layout of the rest (multiplex.py)
+    multiplexer_ids: tuple[int, ...] | None = None  # present only when the mux has these
 
     @property
     def length(self) -> int:
@@ -70,7 +73,12 @@ class Field:
         return self.bits[0] if self.byte_order == "little_endian" else self.bits[-1]
 
     def raw(self, bits: npt.NDArray[np.uint8]) -> I64:
-        """The field's raw value in every row of a bit matrix (two's complement if signed)."""
+        """The field's raw value in every row of a bit matrix (two's complement if signed;
+        a float's value as a float)."""
+        if self.is_float:
+            from hwbridge.can.discovery.floats import float_values
+
+            return float_values(bits, self.bits)  # type: ignore[return-value]
         raw = values(bits, self.bits)
         return to_signed(raw, self.length) if self.signed else raw
 

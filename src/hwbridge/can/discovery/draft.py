@@ -27,8 +27,12 @@ def build_signal(
     offset: float = 0.0,
     unit: str | None = None,
     comment: str | None = None,
+    is_float: bool = False,
+    is_multiplexer: bool = False,
+    multiplexer_ids: Sequence[int] | None = None,
+    multiplexer_signal: str | None = None,
 ) -> object:
-    """A cantools `Signal`."""
+    """A cantools `Signal` (a float: `SIG_VALTYPE_`; multiplexed: `M`, `m0`...)."""
     from cantools.database.can import Signal
     from cantools.database.conversion import BaseConversion
 
@@ -38,9 +42,12 @@ def build_signal(
         length=length,
         byte_order=byte_order,  # type: ignore[arg-type]
         is_signed=signed,
-        conversion=BaseConversion.factory(scale=scale, offset=offset),
+        conversion=BaseConversion.factory(scale=scale, offset=offset, is_float=is_float),
         unit=unit or None,
         comment=comment,
+        is_multiplexer=is_multiplexer,
+        multiplexer_ids=list(multiplexer_ids) if multiplexer_ids is not None else None,
+        multiplexer_signal=multiplexer_signal if multiplexer_ids is not None else None,
     )
 
 
@@ -86,6 +93,7 @@ def draft_dbc(
     built = []
     for m in messages:
         name = message_name(m.id, m.extended)
+        selector = next((s.name for s in m.signals if s.is_multiplexer), None)
         signals = [
             build_signal(
                 s.name,
@@ -97,6 +105,10 @@ def draft_dbc(
                 offset=s.offset,
                 unit=s.unit,
                 comment=comments.get((name, s.name)),
+                is_float=s.is_float,
+                is_multiplexer=s.is_multiplexer,
+                multiplexer_ids=s.multiplexer_ids if selector else None,
+                multiplexer_signal=selector,
             )
             for s in m.signals
         ]

@@ -6,7 +6,15 @@ The JSON document (`DiscoveryReport.to_json()`) is the issue's contract:
       "signals": [{"name": ..., "start_bit": 7, "length": 16, "byte_order": "big_endian",
                    "signed": false, "kind": "value", "scale": 0.01, "offset": 0.0,
                    "unit": "km/h", "reference": {"message": ..., "signal": ..., "r": 0.998,
-                   "r2": 0.996, "verdict": "confirmed", "fitted_scale": 0.0100002}}]}]}
+                   "r2": 0.996, "verdict": "confirmed", "fitted_scale": 0.0100002},
+                   "is_float": false, "is_multiplexer": false, "multiplexer_ids": null}]}]}
+
+`is_float`, `is_multiplexer` and `multiplexer_ids` are cantools' names: a float field is an
+IEEE 754 float32 (or float64, `length` 64) read as a number, not an integer (`kind` stays
+`value`); in a multiplexed message one field `is_multiplexer` (the draft's `M`: its value
+selects the layout) and each field of one layout has `multiplexer_ids`, the multiplexer
+values whose frames carry it (the draft's `m0`, `m1`...); fields of every frame (counters,
+checksums) have `null`. Documents written before these keys existed read as all-default.
 
 `start_bit` and `byte_order` are as cantools writes them, and the names are the names in the
 draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`frames`,
@@ -97,6 +105,9 @@ class FieldReport(_Model):
     offset: float = 0.0
     unit: str | None = None
     reference: ReferenceMatch | None = None
+    is_float: bool = False
+    is_multiplexer: bool = False
+    multiplexer_ids: list[int] | None = None
 
 
 class MessageReport(_Model):

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.can.discovery.analyse import Field, analyse
+from hwbridge.can.discovery.analyse import Field
 from hwbridge.can.discovery.bits import bit_matrix, values
 from hwbridge.can.discovery.correlate import (
     CONFIRMED_R2,
@@ -25,6 +25,13 @@ from hwbridge.can.discovery.correlate import (
     scale_fit,
 )
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
+from hwbridge.can.discovery.multiplex import (
+    analyse_layouts,
+    describe_layout,
+    field_rows,
+    first_row,
+    layout_name,
+)
 from hwbridge.can.discovery.reference import Reference, ReferenceSignal
 from hwbridge.can.discovery.report import (
     DiscoveryReport,
@@ -103,7 +110,7 @@ def analyse_frames(
             found.append(Found(fs, [], False, analysed=False))
             continue
         sample = _spread(fs, MAX_ANALYSED_ROWS)
-        found.append(Found(fs, analyse(sample, explained), False))
+        found.append(Found(fs, analyse_layouts(sample, explained, deadline=deadline), False))
     return found, 0
 
 
@@ -152,7 +159,8 @@ def build_report(
                 if bits is None:
                     bits = bit_matrix(item.frames.data)
                 raw = f.raw(bits).astype(np.float64)
-                movable.append((i, j, Series(item.frames.t, raw)))
+                rows = field_rows(item.fields, f, bits)  # a page's field: its frames
+                movable.append((i, j, Series(item.frames.t[rows], raw[rows])))
     matches: dict[tuple[int, int], tuple[ReferenceSignal, float, ScaleFit]] = {}
     ref_series = [r.series for r in refs]
     for start in range(0, len(movable), _BATCH):
@@ -218,9 +226,8 @@ def _message(
     aid, extended = fs.key
     mname = message_name(aid, extended)
     signals: list[FieldReport] = []
-    bits = None
     for j, f in enumerate(item.fields):
-        name = field_name(f.kind, aid, extended, f.start_bit)
+        name = layout_name(field_name(f.kind, aid, extended, f.start_bit), f)
         entry = FieldReport(
             name=name,
             start_bit=f.start_bit,
@@ -228,8 +235,11 @@ def _message(
             byte_order=f.byte_order,
             signed=f.signed,
             kind=f.kind,
+            is_float=f.is_float,
+            is_multiplexer=f.is_multiplexer,
+            multiplexer_ids=None if f.multiplexer_ids is None else list(f.multiplexer_ids),
         )
-        parts = [_describe(f)]
+        parts = [describe_layout(f, _describe(f))]
         match = matches.get((index, j))
         if match is not None:
             ref, r, fit = match
@@ -261,9 +271,10 @@ def _message(
                 f" over the capture, {entry.reference.verdict}"
             )
         if f.kind == "constant":
-            if bits is None:
-                bits = bit_matrix(fs.data[:1])
-            parts.append(f"its value was 0x{int(values(bits, f.bits)[0]):X} throughout")
+            row = first_row(item.fields, f, fs.data)
+            if row is not None:
+                value = int(values(bit_matrix(fs.data[row : row + 1]), f.bits)[0])
+                parts.append(f"its value was 0x{value:X} throughout")
         if f.wider:
             text = (
                 f"the {f.wider} bit(s) above {name} never changed, so nothing tells whether"

@@ -1,0 +1,381 @@
+"""Multiplexed messages: a field whose value selects the layout of the rest of the frame.
+
+A multiplexer (cantools' `M`) changes often, and the frames of each of its values (its
+pages, `m0`, `m1`...) carry signals of their own. Frame after frame the other bits then
+jump between the pages' contents; page after page (each frame against the next frame of
+the same value) they move only as those signals do. So a field is the multiplexer when
+grouping the frames by its value explains the flips of the other bits: the bits flip far
+less between frames of one page than between consecutive frames (`explained`, bit flips
+per frame that the layout accounts for).
+
+What it is not:
+- a counter: frames with the same counter value are many frames apart, so the other bits
+  have drifted more, not less; a counter is taken only when what it explains spans more
+  than one byte (a checksum over a counter and constants follows the counter, but is one
+  byte);
+- the low bits of a number: the bits above them follow them, but they are one field; the
+  bits of the field holding a candidate are never evidence for it;
+- a state that changes now and then: frames of one state are consecutive anyway, so
+  grouping by it explains next to nothing.
+
+With a multiplexer found, the fields of each page are found as usual over that page's
+frames (consecutive frames of the page taken as the transitions); checksums, counters and
+bits that never moved stay fields of the whole frame, and a field found alike in every
+page that moves as smoothly across pages as within them is one field of the whole frame.
+Bounded: candidates within the first eight bytes, at most MAX_PAGES values, at most
+MAX_CANDIDATES candidates and MAX_SEARCH_ROWS frames to choose among them, and a deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from hwbridge.can.discovery.analyse import Field, analyse
+from hwbridge.can.discovery.bits import bit_matrix, values
+from hwbridge.can.discovery.floats import with_floats
+from hwbridge.can.discovery.frames import FrameSet
+
+__all__ = [
+    "Multiplexer",
+    "analyse_layouts",
+    "describe_layout",
+    "field_rows",
+    "find_multiplexer",
+    "first_row",
+    "layout_name",
+    "page_pairs",
+]
+
+B = npt.NDArray[np.bool_]
+I64 = npt.NDArray[np.int64]
+IP = npt.NDArray[np.intp]
+U8 = npt.NDArray[np.uint8]
+
+MAX_PAGES = 64
+"""Values a multiplexer takes at most (each page is analysed on its own)."""
+MIN_PAGE_FRAMES = 8
+"""Frames a page needs to count; rarer values together may hold at most RARE_SHARE."""
+RARE_SHARE = 0.02
+MAX_BYTES = 8
+"""Multiplexers are looked for in the first bytes of a frame only."""
+MAX_CANDIDATES = 128
+MAX_SEARCH_ROWS = 4096
+MIN_CHANGES = 0.1
+"""Share of transitions on which a multiplexer's value changes at least."""
+MIN_EXPLAINED = 1.0
+"""Bit flips per frame that grouping by the multiplexer must explain at least ..."""
+MIN_EXPLAINED_SHARE = 0.3
+"""... and this share of all the flips of the bits it could explain."""
+MIN_BITS_EXPLAINED = 3
+"""Bits whose flips the layout explains for the most part (at least half)."""
+TIE = 0.98
+"""Candidates explaining this share of the best one's flips are as good: the fewest bits win."""
+SMOOTH_ACROSS = 1.5
+"""A field alike in every page whose mean move between consecutive frames is at most this
+factor of its move between frames of one page is a field of the whole frame."""
+
+
+@dataclass(frozen=True, slots=True)
+class Multiplexer:
+    """The multiplexer of an id: its bits (least significant first), its values, and the
+    bit flips per frame grouping by it explains."""
+
+    bits: tuple[int, ...]
+    values: tuple[int, ...]
+    explained: float
+
+
+def page_pairs(value: I64, cont: B) -> tuple[IP, IP]:
+    """(first, second): each frame and the next frame with the same `value`, with no break
+    in the capture (`cont`) between them."""
+    n = len(value)
+    if n < 2:
+        empty = np.zeros(0, np.intp)
+        return empty, empty
+    segment = np.cumsum(~cont)
+    order = np.lexsort((np.arange(n), value))
+    a, b = order[:-1], order[1:]
+    ok = (value[a] == value[b]) & (segment[a] == segment[b])
+    return a[ok].astype(np.intp), b[ok].astype(np.intp)
+
+
+def _sample(frames: FrameSet, rows: int) -> tuple[U8, B]:
+    """At most `rows` frames (in whole blocks) for the search."""
+    n = len(frames)
+    if n <= rows:
+        return frames.data, frames.cont
+    block = 256
+    chosen = np.linspace(0, n // block - 1, max(1, rows // block)).astype(np.int64)
+    idx = (chosen[:, None] * block + np.arange(block)[None, :]).ravel()
+    idx = idx[idx < n]
+    cont = frames.cont[idx].copy()
+    cont[np.r_[True, idx[1:] != idx[:-1] + 1]] = False
+    return frames.data[idx], cont
+
+
+def _candidates(rate: npt.NDArray[np.float64], count: I64, nbits: int) -> list[tuple[int, ...]]:
+    """Runs of moving bits within one byte whose lowest bit flips often."""
+    out: list[tuple[int, ...]] = []
+    for byte in range(min(nbits // 8, MAX_BYTES)):
+        for lo in range(byte * 8, byte * 8 + 8):
+            if rate[lo] < MIN_CHANGES / 2 or count[lo] == 0:
+                continue
+            for hi in range(lo, min(byte * 8 + 8, lo + 6)):
+                if count[hi] == 0:
+                    break
+                out.append(tuple(range(lo, hi + 1)))
+    return out[:MAX_CANDIDATES]
+
+
+def find_multiplexer(
+    frames: FrameSet, fields: list[Field], *, deadline: float | None = None
+) -> Multiplexer | None:
+    """The multiplexer of `frames` (one id), given the fields found over whole frames;
+    None when no field selects a layout."""
+    nbits = frames.length * 8
+    if len(frames) < 4 * MIN_PAGE_FRAMES or nbits < 16:
+        return None
+    data, cont = _sample(frames, MAX_SEARCH_ROWS)
+    bits = bit_matrix(data)
+    before = np.flatnonzero(cont[1:])
+    if len(before) < 2 * MIN_PAGE_FRAMES:
+        return None
+    flips = bits[before + 1] != bits[before]
+    count = flips.sum(axis=0).astype(np.int64)
+    rate = count / len(before)
+    owner = np.full(nbits, -1, np.int64)  # the field holding each bit
+    for k, f in enumerate(fields):
+        owner[list(f.bits)] = k
+    never = np.zeros(nbits, np.bool_)
+    for f in fields:
+        if f.kind == "checksum" or f.is_float:
+            never[list(f.bits)] = True
+    best: list[tuple[float, tuple[int, ...], tuple[int, ...]]] = []
+    for cand in _candidates(rate, count, nbits):
+        if deadline is not None and time.monotonic() > deadline:
+            return None
+        if never[list(cand)].any():
+            continue
+        value = values(bits, cand)
+        changes = float(np.mean(value[before + 1] != value[before]))
+        if changes < MIN_CHANGES:
+            continue
+        kept = _pages(value)
+        if kept is None:
+            continue
+        a, b = page_pairs(value, cont)
+        if len(a) < 2 * MIN_PAGE_FRAMES:
+            continue
+        evidence = ~never & (count > 0)
+        evidence[list(cand)] = False
+        for k in {int(owner[p]) for p in cand if owner[p] >= 0}:
+            evidence[list(fields[k].bits)] = False  # the bits of its own number
+        if not evidence.any():
+            continue
+        within = (bits[a][:, evidence] != bits[b][:, evidence]).mean(axis=0)
+        across = rate[evidence]
+        gain = across - within
+        explained = float(gain[gain > 0].sum())
+        mostly = int(np.count_nonzero((gain >= across / 2) & (gain >= 0.05)))
+        if (
+            explained < MIN_EXPLAINED
+            or explained < MIN_EXPLAINED_SHARE * float(across.sum())
+            or mostly < MIN_BITS_EXPLAINED
+        ):
+            continue
+        if _counter_like(cand, fields, owner):
+            positions = np.flatnonzero(evidence)[gain >= across / 2]
+            if len({int(p) // 8 for p in positions}) < 2:
+                continue
+        best.append((explained, cand, kept))
+    if not best:
+        return None
+    top = max(e for e, _, _ in best)
+    good = [item for item in best if item[0] >= TIE * top]
+    explained, cand, kept = min(good, key=lambda item: (len(item[1]), len(item[2]), -item[0]))
+    return Multiplexer(cand, kept, explained)
+
+
+def _pages(value: I64) -> tuple[int, ...] | None:
+    """The values frequent enough to be pages (at least two, at most MAX_PAGES, the rest
+    rare), or None."""
+    found, counts = np.unique(value, return_counts=True)
+    frequent = counts >= MIN_PAGE_FRAMES
+    if frequent.sum() < 2 or frequent.sum() > MAX_PAGES:
+        return None
+    if counts[~frequent].sum() > RARE_SHARE * len(value):
+        return None
+    return tuple(int(v) for v in found[frequent])
+
+
+def _counter_like(cand: tuple[int, ...], fields: list[Field], owner: I64) -> bool:
+    return any(fields[int(owner[p])].kind == "counter" for p in cand if owner[p] >= 0)
+
+
+def _page(frames: FrameSet, rows: IP) -> FrameSet:
+    """The frames of one page; consecutive frames of the page with no break between them
+    are its transitions."""
+    segment = np.cumsum(~frames.cont)
+    cont = np.zeros(len(rows), np.bool_)
+    if len(rows) > 1:
+        cont[1:] = segment[rows[1:]] == segment[rows[:-1]]
+    t = frames.t[rows]
+    gaps = np.diff(t)[cont[1:]] if len(rows) > 1 else np.zeros(0)
+    gaps = gaps[gaps > 0]
+    period = float(np.median(gaps) * 1000.0) if len(gaps) else None
+    return FrameSet(
+        frames.key,
+        t,
+        frames.data[rows],
+        cont,
+        frames.length,
+        len(rows),
+        period,
+    )
+
+
+def analyse_layouts(
+    frames: FrameSet, explained: B | None = None, *, deadline: float | None = None
+) -> list[Field]:
+    """The fields of one id's frames (as `analyse`), with floats found, and the pages of a
+    multiplexed message analysed each on its own (see the module's docstring). Past
+    `deadline` the fields of whole frames are returned."""
+    fields = with_floats(frames, analyse(frames, explained))
+    mux = find_multiplexer(frames, fields, deadline=deadline)
+    if mux is None:
+        return fields
+    paged = _paged(frames, explained, fields, mux, deadline)
+    return fields if paged is None else paged
+
+
+def _paged(
+    frames: FrameSet,
+    explained: B | None,
+    fields: list[Field],
+    mux: Multiplexer,
+    deadline: float | None,
+) -> list[Field] | None:
+    nbits = frames.length * 8
+    bits = bit_matrix(frames.data)
+    value = values(bits, mux.bits)
+    mine = set(mux.bits)
+    whole = [
+        f
+        for f in fields
+        if not set(f.bits) & mine and (f.kind in ("checksum", "counter", "constant"))
+    ]
+    known = np.zeros(nbits, np.bool_) if explained is None else explained[:nbits].copy()
+    known[list(mux.bits)] = True
+    for f in whole:
+        known[list(f.bits)] = True
+    kind = "flag" if len(mux.bits) == 1 else "value"
+    selector = Field(
+        mux.bits,
+        "little_endian",
+        kind,  # type: ignore[arg-type]
+        distinct=len(mux.values),
+        is_multiplexer=True,
+    )
+    per_page: dict[int, list[Field]] = {}
+    for v in mux.values:
+        if deadline is not None and time.monotonic() > deadline:
+            return None
+        rows = np.flatnonzero(value == v).astype(np.intp)
+        page = _page(frames, rows)
+        found = with_floats(page, analyse(page, known))
+        per_page[v] = [replace(f, multiplexer_ids=(v,)) for f in found]
+    shared = _shared(frames, bits, value, per_page)
+    out = [*whole, selector, *shared]
+    for page_fields in per_page.values():
+        out += [f for f in page_fields if _signature(f) not in {_signature(s) for s in shared}]
+    return sorted(out, key=lambda f: (min(f.bits), f.bits, f.multiplexer_ids or ()))
+
+
+def _signature(f: Field) -> tuple[object, ...]:
+    return (f.bits, f.byte_order, f.kind, f.signed, f.is_float)
+
+
+def _shared(
+    frames: FrameSet, bits: U8, value: I64, per_page: dict[int, list[Field]]
+) -> list[Field]:
+    """Fields found alike in every page that move across pages as within them: fields of
+    the whole frame."""
+    pages = list(per_page.values())
+    if len(pages) < 2:
+        return []
+    common = {_signature(f): f for f in pages[0] if f.kind != "constant"}
+    for other in pages[1:]:
+        present = {_signature(f) for f in other}
+        common = {k: f for k, f in common.items() if k in present}
+    if not common:
+        return []
+    before = np.flatnonzero(frames.cont[1:])
+    a, b = page_pairs(value, frames.cont)
+    out = []
+    for f in common.values():
+        raw = f.raw(bits).astype(np.float64)
+        if not len(before) or not len(a):
+            continue
+        across = float(np.mean(np.abs(raw[before + 1] - raw[before])))
+        within = float(np.mean(np.abs(raw[b] - raw[a])))
+        if across <= SMOOTH_ACROSS * within:
+            distinct = len(np.unique(raw))
+            out.append(replace(f, multiplexer_ids=None, distinct=distinct))
+    return out
+
+
+def field_rows(fields: list[Field], f: Field, bits: U8) -> slice | IP:
+    """The rows (of a bit matrix of the id's frames) in which `f` is present: the frames of
+    its pages when it is multiplexed, all of them otherwise."""
+    if f.multiplexer_ids is None:
+        return slice(None)
+    selector = next((g for g in fields if g.is_multiplexer), None)
+    if selector is None:
+        return slice(None)
+    rows: IP = np.flatnonzero(np.isin(values(bits, selector.bits), f.multiplexer_ids))
+    return rows
+
+
+def layout_name(name: str, f: Field) -> str:
+    """The report's name of a field from its plain one (SIG_1A0_8): MUX_1A0_0 for the
+    multiplexer, SIG_1A0_8_m3 for a field of page 3."""
+    if f.is_multiplexer:
+        return "MUX_" + name.split("_", 1)[-1]
+    if f.multiplexer_ids is not None:
+        return name + "".join(f"_m{v}" for v in f.multiplexer_ids)
+    return name
+
+
+def first_row(fields: list[Field], f: Field, data: U8) -> int | None:
+    """The first frame (row of `data`) in which `f` is present; None: in none."""
+    if f.multiplexer_ids is None:
+        return 0 if len(data) else None
+    rows = field_rows(fields, f, bit_matrix(data))
+    if isinstance(rows, slice):
+        return 0 if len(data) else None
+    return int(rows[0]) if len(rows) else None
+
+
+def describe_layout(f: Field, plain: str) -> str:
+    """How a field was found, for the draft's comment: `plain` (its kind) said of a float,
+    of the multiplexer, or of a field of some pages."""
+    if f.is_multiplexer:
+        text = (
+            "multiplexer: its value selects the layout of the rest of the frame (the other"
+            " bits flip far less between frames of one value than between consecutive frames)"
+        )
+    elif f.is_float:
+        text = (
+            f"IEEE 754 float{f.length}: it reads as a finite, plausible number that moves"
+            " smoothly where an integer reading of its bits does not"
+        )
+    else:
+        text = plain
+    if f.multiplexer_ids is not None:
+        pages = ", ".join(str(v) for v in f.multiplexer_ids)
+        text += f", in the frames whose multiplexer is {pages}"
+    return text
