@@ -42,8 +42,12 @@ MIN_MEDIAN, MAX_MEDIAN = 1e-4, 1e8
 """The typical size (median of the nonzero magnitudes) of a plausible float."""
 MAX_EXPONENTS = 24
 """Distinct exponents a float shows at most: 2**24 between its smallest and largest size."""
-MAX_EXPONENT_MOVES = 0.25
-"""Share of transitions on which the exponent may change (it barely moves)."""
+MAX_EXPONENT_MOVES = 0.5
+"""Share of transitions on which the exponent may change (it moves far less than the noisy
+low bits of the mantissa; a noisy value near zero changes its exponent often)."""
+BINADE_STEP = 0.25
+"""Where the exponent changes by one (a power of two crossed) a float moves by a small
+share of its size; bits that only look like an exponent jump by half or double there."""
 MAX_DENORMAL = 0.005
 SMOOTH = 0.05
 """A float reading moves by at most this share of its range per frame on average."""
@@ -82,7 +86,8 @@ def decode_float(data: U8, first_byte: int, width: int, byte_order: ByteOrder) -
     _, _, kind, _ = _FORMATS[width]
     chunk = np.ascontiguousarray(data[:, first_byte : first_byte + width])
     dtype = np.dtype(kind).newbyteorder("<" if byte_order == "little_endian" else ">")
-    out: F64 = chunk.view(dtype).reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):  # NaN payloads are a float's too
+        out: F64 = chunk.view(dtype).reshape(-1).astype(np.float64)
     return out
 
 
@@ -92,7 +97,8 @@ def float_values(bits: U8, positions: tuple[int, ...]) -> F64:
     width = len(positions) // 8
     _, _, kind, _ = _FORMATS[width]
     packed = np.packbits(bits[:, list(positions)], axis=1, bitorder="little")
-    out: F64 = np.ascontiguousarray(packed).view("<" + kind).reshape(-1).astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        out: F64 = np.ascontiguousarray(packed).view("<" + kind).reshape(-1).astype(np.float64)
     return out
 
 
@@ -253,7 +259,19 @@ def _explains(
     exponent = (raw >> np.uint64(man_bits)) & np.uint64((1 << exp_bits) - 1)
     if len(np.unique(exponent)) < 2:
         return False  # one power-of-two interval: an integer with a scale reads it as well
-    return _one_number(fields, window)
+    return _continuous(v, exponent, before) and _one_number(fields, window)
+
+
+def _continuous(v: F64, exponent: npt.NDArray[np.uint64], before: npt.NDArray[np.intp]) -> bool:
+    """Across a power of two (the exponent changing by one, the sign not), the value moves
+    by less than BINADE_STEP of its size in most such transitions."""
+    a, b = v[before], v[before + 1]
+    ea, eb = exponent[before].astype(np.int64), exponent[before + 1].astype(np.int64)
+    at = (np.abs(ea - eb) == 1) & (np.sign(a) == np.sign(b)) & (a != 0)
+    if not at.any():
+        return False
+    size = np.maximum(np.abs(a[at]), np.abs(b[at]))
+    return float(np.median(np.abs(b[at] - a[at]) / size)) <= BINADE_STEP
 
 
 def with_floats(frames: FrameSet, fields: list[Field]) -> list[Field]:

@@ -68,7 +68,7 @@ MIN_CHANGES = 0.1
 """Share of transitions on which a multiplexer's value changes at least."""
 MIN_EXPLAINED = 1.0
 """Bit flips per frame that grouping by the multiplexer must explain at least ..."""
-MIN_EXPLAINED_SHARE = 0.3
+MIN_EXPLAINED_SHARE = 0.15
 """... and this share of all the flips of the bits it could explain."""
 MIN_BITS_EXPLAINED = 3
 """Bits whose flips the layout explains for the most part (at least half)."""
@@ -87,6 +87,7 @@ class Multiplexer:
     bits: tuple[int, ...]
     values: tuple[int, ...]
     explained: float
+    dependent: tuple[int, ...] = ()  # the bits whose flips it explains for the most part
 
 
 def page_pairs(value: I64, cont: B) -> tuple[IP, IP]:
@@ -154,11 +155,11 @@ def find_multiplexer(
     for f in fields:
         if f.kind == "checksum" or f.is_float:
             never[list(f.bits)] = True
-    best: list[tuple[float, tuple[int, ...], tuple[int, ...]]] = []
+    best: list[tuple[float, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
     for cand in _candidates(rate, count, nbits):
         if deadline is not None and time.monotonic() > deadline:
             return None
-        if never[list(cand)].any():
+        if never[list(cand)].any() or _inside_counter(cand, fields, owner):
             continue
         value = values(bits, cand)
         changes = float(np.mean(value[before + 1] != value[before]))
@@ -180,24 +181,28 @@ def find_multiplexer(
         across = rate[evidence]
         gain = across - within
         explained = float(gain[gain > 0].sum())
-        mostly = int(np.count_nonzero((gain >= across / 2) & (gain >= 0.05)))
+        dependent = (gain >= across / 2) & (gain >= 0.05)
+        mostly = int(np.count_nonzero(dependent))
         if (
             explained < MIN_EXPLAINED
             or explained < MIN_EXPLAINED_SHARE * float(across.sum())
             or mostly < MIN_BITS_EXPLAINED
         ):
             continue
-        if _counter_like(cand, fields, owner):
-            positions = np.flatnonzero(evidence)[gain >= across / 2]
-            if len({int(p) // 8 for p in positions}) < 2:
-                continue
-        best.append((explained, cand, kept))
+        positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
+        if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
+            continue
+        best.append((explained, cand, kept, positions))
     if not best:
         return None
-    top = max(e for e, _, _ in best)
+    top = max(item[0] for item in best)
     good = [item for item in best if item[0] >= TIE * top]
-    explained, cand, kept = min(good, key=lambda item: (len(item[1]), len(item[2]), -item[0]))
-    return Multiplexer(cand, kept, explained)
+    # as good: the fewest bits, not a counter, the lowest (a multiplexer leads its frame)
+    explained, cand, kept, positions = min(
+        good,
+        key=lambda item: (len(item[1]), _counter_like(item[1], fields, owner), item[1][0]),
+    )
+    return Multiplexer(cand, kept, explained, positions)
 
 
 def _pages(value: I64) -> tuple[int, ...] | None:
@@ -210,6 +215,15 @@ def _pages(value: I64) -> tuple[int, ...] | None:
     if counts[~frequent].sum() > RARE_SHARE * len(value):
         return None
     return tuple(int(v) for v in found[frequent])
+
+
+def _inside_counter(cand: tuple[int, ...], fields: list[Field], owner: I64) -> bool:
+    """Some bits of a counter, not all: a counter's low bits select nothing."""
+    for k in {int(owner[p]) for p in cand if owner[p] >= 0}:
+        f = fields[k]
+        if f.kind == "counter" and set(cand) < set(f.bits):
+            return True
+    return False
 
 
 def _counter_like(cand: tuple[int, ...], fields: list[Field], owner: I64) -> bool:
@@ -263,10 +277,14 @@ def _paged(
     bits = bit_matrix(frames.data)
     value = values(bits, mux.bits)
     mine = set(mux.bits)
+    dependent = set(mux.dependent)
+    # what the layout does not explain stays a field of the whole frame: checksums,
+    # counters, bits that never moved, and fields none of whose bits follow the pages
     whole = [
         f
         for f in fields
-        if not set(f.bits) & mine and (f.kind in ("checksum", "counter", "constant"))
+        if not set(f.bits) & mine
+        and (f.kind in ("checksum", "counter", "constant") or not set(f.bits) & dependent)
     ]
     known = np.zeros(nbits, np.bool_) if explained is None else explained[:nbits].copy()
     known[list(mux.bits)] = True

@@ -1,0 +1,121 @@
+"""Multiplexed messages and float signals found by discovery, tuned and held out.
+
+Drives of `benchmarks/drives_mux.py`: the multiplexed messages of the opendbc files that
+have them, beside a few of the car's plain messages and messages with float signals.
+Tuned: the files and float layouts discovery was tuned on (`TUNED_MUX`, `TUNED_FLOATS`,
+signals filled by `benchmarks/drives.py`'s generator, pages sent in turn); held out: the
+files and float layouts it never was (`HELD_OUT_MUX`, `HELD_OUT_FLOATS`, signals filled by
+`benchmarks/drives_heldout.py`'s generator, pages also at random, in bursts or every other
+frame). Reported apart:
+
+- multiplexers found (the multiplexer field exactly, its bits that moved);
+- multiplexed signals exactly recovered (bits, order, signedness, in the right page), and
+  the signals of every frame of those messages;
+- precision: fields of multiplexed messages lying inside one true signal of their page;
+- float signals found (float32 and float64, exactly placed), of those whose exponent or
+  sign moved (a float that stays between two powers of two is an integer with a scale to
+  anyone reading its bits; those are counted apart);
+- false multiplexers and false floats: reported where the truth has none (in the plain
+  messages of the same drives too).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.drives_mux import (
+    HELD_OUT_MUX,
+    TUNED_MUX,
+    LayoutScore,
+    generate_layouts,
+    score_layouts,
+)
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+OPENDBC = DATA / "opendbc"
+SECONDS = 60.0
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{a / b:6.1%}" if b else "     -"
+
+
+def _line(name: str, s: LayoutScore) -> str:
+    return (
+        f"  {name:<26} multiplexers {s.muxes_found:>2}/{s.muxes:<2}"
+        f"  multiplexed signals {s.page_exact:>3}/{s.page_signals:<3} {_pct(s.page_exact, s.page_signals)}"
+        f"  every-frame {s.whole_exact:>3}/{s.whole_signals:<3}"
+        f"  precision {_pct(s.inside, s.fields)}"
+        f"  floats {s.floats_found}/{s.floats} (+{s.floats_one_binade} in one binade)"
+        f"  false: {s.false_muxes} mux, {s.false_floats} float"
+    )
+
+
+def run(
+    cars: list[tuple[str, str | None]], *, held_out: bool, seconds: float, verbose: bool
+) -> LayoutScore:
+    from hwbridge.can.discovery.api import discover
+
+    total = LayoutScore()
+    with tempfile.TemporaryDirectory(prefix="hwbridge-bench-mux-") as tmp:
+        for name, car in cars:
+            path = OPENDBC / name
+            if not path.exists():
+                print(f"  {name}: not here, skipped")
+                continue
+            drive = generate_layouts(path, seconds, car=car, held_out=held_out)
+            capture = drive.write(Path(tmp) / f"{path.stem}.blf")
+            report = discover([capture]).to_dict()
+            s = score_layouts(report, drive)
+            total.add(s)
+            print(_line(name, s))
+            if verbose:
+                for miss in s.misses:
+                    print(f"    {miss}")
+    return total
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m benchmarks.bench_discovery_mux [--parts tuned,heldout] [--seconds S] [-v]`"""
+    import argparse
+
+    from hwbridge.can.discovery._deps import require_numpy
+
+    parser = argparse.ArgumentParser(prog="bench_discovery_mux")
+    parser.add_argument("--parts", default="tuned,heldout")
+    parser.add_argument("--seconds", type=float, default=SECONDS)
+    parser.add_argument("-v", "--verbose", action="store_true", help="list every miss")
+    args = parser.parse_args(argv or [])
+    parts = set(args.parts.split(","))
+    require_numpy()
+    if not OPENDBC.is_dir():
+        print("../shared/data/opendbc is not here: nothing to measure")
+        return
+    results: list[tuple[str, LayoutScore]] = []
+    start = time.perf_counter()
+    if "tuned" in parts:
+        print(f"tuned: {args.seconds:.0f}-second drives of the opendbc files tuned on")
+        got = run(TUNED_MUX, held_out=False, seconds=args.seconds, verbose=args.verbose)
+        print(_line("all tuned", got))
+        results.append(("tuned", got))
+    if "heldout" in parts:
+        print(f"\nheld out: {args.seconds:.0f}-second drives of opendbc files never tuned on")
+        got = run(HELD_OUT_MUX, held_out=True, seconds=args.seconds, verbose=args.verbose)
+        print(_line("all held out", got))
+        results.append(("held out (never tuned on)", got))
+    print()
+    for label, s in results:
+        print(
+            f"{label}: multiplexers {s.muxes_found}/{s.muxes}, multiplexed signals"
+            f" {_pct(s.page_exact, s.page_signals).strip()} exact, precision"
+            f" {_pct(s.inside, s.fields).strip()}, floats {s.floats_found}/{s.floats},"
+            f" false multiplexers {s.false_muxes}, false floats {s.false_floats}"
+        )
+    print(f"({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
