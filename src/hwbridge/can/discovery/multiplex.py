@@ -63,7 +63,7 @@ RARE_SHARE = 0.02
 MAX_BYTES = 8
 """Multiplexers are looked for in the first bytes of a frame only."""
 MAX_CANDIDATES = 128
-MAX_SEARCH_ROWS = 4096
+MAX_SEARCH_ROWS = 2048
 MIN_CHANGES = 0.1
 """Share of transitions on which a multiplexer's value changes at least."""
 MIN_EXPLAINED = 1.0
@@ -98,7 +98,7 @@ def page_pairs(value: I64, cont: B) -> tuple[IP, IP]:
         empty = np.zeros(0, np.intp)
         return empty, empty
     segment = np.cumsum(~cont)
-    order = np.lexsort((np.arange(n), value))
+    order = np.argsort(value, kind="stable")
     a, b = order[:-1], order[1:]
     ok = (value[a] == value[b]) & (segment[a] == segment[b])
     return a[ok].astype(np.intp), b[ok].astype(np.intp)
@@ -161,8 +161,11 @@ def find_multiplexer(
             return None
         if never[list(cand)].any() or _inside_counter(cand, fields, owner):
             continue
-        value = values(bits, cand)
-        changes = float(np.mean(value[before + 1] != value[before]))
+        # the value of a run of one byte's bits, from the byte itself
+        value = ((data[:, cand[0] // 8] >> (cand[0] % 8)) & ((1 << len(cand)) - 1)).astype(
+            np.int64
+        )
+        changes = float(np.count_nonzero(value[before + 1] != value[before])) / len(before)
         if changes < MIN_CHANGES:
             continue
         kept = _pages(value)
@@ -177,7 +180,8 @@ def find_multiplexer(
             evidence[list(fields[k].bits)] = False  # the bits of its own number
         if not evidence.any():
             continue
-        within = (bits[a][:, evidence] != bits[b][:, evidence]).mean(axis=0)
+        moved = np.unpackbits(data[a] ^ data[b], axis=1, bitorder="little")
+        within = moved.sum(axis=0)[evidence] / len(a)
         across = rate[evidence]
         gain = across - within
         explained = float(gain[gain > 0].sum())
@@ -208,7 +212,9 @@ def find_multiplexer(
 def _pages(value: I64) -> tuple[int, ...] | None:
     """The values frequent enough to be pages (at least two, at most MAX_PAGES, the rest
     rare), or None."""
-    found, counts = np.unique(value, return_counts=True)
+    counts = np.bincount(value)
+    found = np.flatnonzero(counts)
+    counts = counts[found]
     frequent = counts >= MIN_PAGE_FRAMES
     if frequent.sum() < 2 or frequent.sum() > MAX_PAGES:
         return None
