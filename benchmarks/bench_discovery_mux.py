@@ -46,7 +46,8 @@ def _pct(a: int, b: int) -> str:
 def _line(name: str, s: LayoutScore) -> str:
     return (
         f"  {name:<26} multiplexers {s.muxes_found:>2}/{s.muxes:<2}"
-        f"  multiplexed signals {s.page_exact:>3}/{s.page_signals:<3} {_pct(s.page_exact, s.page_signals)}"
+        f"  multiplexed signals {s.page_exact:>3}/{s.page_signals:<3}"
+        f" {_pct(s.page_exact, s.page_signals)}"
         f"  every-frame {s.whole_exact:>3}/{s.whole_signals:<3}"
         f"  precision {_pct(s.inside, s.fields)}"
         f"  floats {s.floats_found}/{s.floats} (+{s.floats_one_binade} in one binade)"

@@ -115,9 +115,11 @@ HELD_OUT_FLOATS = [
     FloatSpec(0x4E0, 8, 0, 4, "big_endian", "battery_current", 0.2),
     FloatSpec(0x4E1, 8, 1, 4, "little_endian", "steer_rate", 0.3),
     FloatSpec(0x4E1, 8, 5, 2, "little_endian", "none", 0.0),  # a plain 16-bit neighbour
-    FloatSpec(0x4E2, 24, 8, 8, "big_endian", "latitude", 0.002),
-    FloatSpec(0x4E2, 24, 16, 8, "big_endian", "coolant", 0.01),
-    FloatSpec(0x4E3, 8, 0, 4, "little_endian", "battery_voltage", 0.01),
+    FloatSpec(0x4E2, 24, 8, 8, "big_endian", "latitude", 0.002),  # one binade
+    FloatSpec(0x4E2, 24, 16, 8, "big_endian", "hv_current", 0.5),
+    FloatSpec(0x4E3, 8, 0, 4, "little_endian", "accel", 0.02),
+    FloatSpec(0x4E3, 8, 4, 4, "little_endian", "battery_voltage", 0.01),  # one binade
+    FloatSpec(0x4E4, 64, 20, 8, "little_endian", "torque", 0.5),
 ]
 
 
@@ -213,6 +215,7 @@ def _page_order(rng: np.random.Generator, n: int, pages: list[int], held_out: bo
 
 def _fill(
     signal: Any,
+    *,
     times: F64,
     rng: np.random.Generator,
     world: Any,
@@ -235,14 +238,13 @@ def _fill(
             raw = np.clip(physical[_index(times, world)], lo, hi).astype(np.int64)
             return ("state" if role == "flag" and int(signal.length) > 1 else role), raw
         return role, _sensor(physical, world, rng, times, signal=signal, role=role)
-    role, raw = _behaviour(signal, world, rng, times, car)
-    if raw is None:
-        raw = np.zeros(n, np.int64)
-    return role, raw
+    role, filled = _behaviour(signal, world, rng, times, car)
+    return role, np.zeros(n, np.int64) if filled is None else filled
 
 
 def _mux_frames(
     message: Any,
+    *,
     world: Any,
     rng: np.random.Generator,
     seconds: float,
@@ -262,7 +264,7 @@ def _mux_frames(
     for s in _signals_of(message, None):
         if s is selector:
             continue
-        role, raw = _fill(s, times, rng, world, car, held_out)
+        role, raw = _fill(s, times=times, rng=rng, world=world, car=car, held_out=held_out)
         if _is_counter(s) and int(s.length) <= 8:
             role, raw = "counter", (np.arange(n) + int(rng.integers(0, 16))) % (1 << int(s.length))
         if _is_checksum(s):
@@ -279,7 +281,9 @@ def _mux_frames(
         for s in message.signals:
             if s.multiplexer_ids is None or v not in s.multiplexer_ids:
                 continue
-            role, raw = _fill(s, times[rows], rng, world, car, held_out)
+            role, raw = _fill(
+                s, times=times[rows], rng=rng, world=world, car=car, held_out=held_out
+            )
             if role == "counter":  # a counter inside a page counts that page's frames
                 raw = np.arange(len(rows)) % (1 << int(s.length))
             if role == "checksum":
@@ -335,7 +339,8 @@ def _quantity(world: Any, name: str, held_out: bool) -> F64:
     if name == "none":
         return np.zeros(n)
     if name == "latitude":  # stays between 32 and 64: one power-of-two interval
-        return 48.137 + 0.002 * np.sin(world.t / 40.0)
+        out: F64 = 48.137 + 0.002 * np.sin(world.t / 40.0)
+        return out
     if held_out:
         table = {
             "speed": world.speed,
@@ -343,6 +348,9 @@ def _quantity(world: Any, name: str, held_out: bool) -> F64:
             "steer_rate": world.steer_rate,
             "coolant": world.coolant,
             "battery_voltage": world.battery_voltage,
+            "hv_current": world.hv_current,
+            "accel": world.accel,
+            "torque": world.torque,
         }
     else:
         table = {
@@ -386,8 +394,10 @@ def _float_frames(
             kind = ("<" if s.byte_order == "little_endian" else ">") + f"f{s.width}"
             packed = x.astype(kind).view(np.uint8).reshape(n, s.width)
             payload[:, s.first_byte : s.first_byte + s.width] = packed
-            raw_int = x.astype(kind).view(f"u{s.width}" if s.width == 8 else "u4")
-            raw_int = raw_int.astype(np.uint64)
+            native = x.astype(f"f{s.width}").view(
+                f"u{s.width}"
+            )  # the bits, in this machine's order
+            raw_int = native.astype(np.uint64)
             man = 52 if s.width == 8 else 23
             top = raw_int >> np.uint64(man)  # sign and exponent
             observable = len(np.unique(top)) > 1
@@ -441,7 +451,9 @@ def generate_layouts(
     for message in db.messages:
         if not _sendable(message) or int(message.frame_id) in taken:
             continue
-        times, payload, truth = _mux_frames(message, world, rng, seconds, car, held_out)
+        times, payload, truth = _mux_frames(
+            message, world=world, rng=rng, seconds=seconds, car=car, held_out=held_out
+        )
         columns.append((times, int(message.frame_id), bool(message.is_extended_frame), payload))
         muxes.append(truth)
     frames, floats = _float_frames(specs, world, rng, seconds, held_out)

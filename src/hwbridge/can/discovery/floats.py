@@ -42,20 +42,19 @@ MIN_MEDIAN, MAX_MEDIAN = 1e-4, 1e8
 """The typical size (median of the nonzero magnitudes) of a plausible float."""
 MAX_EXPONENTS = 24
 """Distinct exponents a float shows at most: 2**24 between its smallest and largest size."""
-MAX_EXPONENT_MOVES = 0.5
+MAX_EXPONENT_MOVES = 0.75
 """Share of transitions on which the exponent may change (it moves far less than the noisy
 low bits of the mantissa; a noisy value near zero changes its exponent often)."""
 BINADE_STEP = 0.25
 """Where the exponent changes by one (a power of two crossed) a float moves by a small
 share of its size; bits that only look like an exponent jump by half or double there."""
 MAX_DENORMAL = 0.005
-SMOOTH = 0.05
+SMOOTH = 0.1
 """A float reading moves by at most this share of its range per frame on average."""
 JUMP = 0.2
 MIN_JUMPS = 2
 """Across zero, every integer reading of the bits jumps across more than JUMP of its range
-at least MIN_JUMPS times (and SMOOTHER times as often as the float reading does)."""
-SMOOTHER = 4
+at least MIN_JUMPS times where the float reading does not."""
 MIN_DISTINCT = 16
 MIN_TRANSITIONS = 16
 
@@ -124,14 +123,6 @@ def _jumpiness(x: F64, before: npt.NDArray[np.intp]) -> float:
     if len(before) == 0 or not np.isfinite(span) or span <= 0:
         return float("inf")
     return float(np.mean(np.abs(x[before + 1] - x[before]))) / span
-
-
-def _jumps(x: F64, before: npt.NDArray[np.intp]) -> int:
-    """Moves between consecutive frames across more than JUMP of the range."""
-    span = _span(x)
-    if not np.isfinite(span) or span <= 0:
-        return 0
-    return int(np.count_nonzero(np.abs(x[before + 1] - x[before]) > JUMP * span))
 
 
 def _plausible(
@@ -238,8 +229,12 @@ def _explains(
     frames: tuple[U8, npt.NDArray[np.intp]],
 ) -> bool:
     """The float reading explains the bits better than the integer readings do (`frames`:
-    the bit matrix and the first frame of each transition)."""
+    the bit matrix and the first frame of each transition): across zero, every integer
+    reading jumps where the float does not; on one side of zero, the float crosses powers
+    of two continuously and the fields found are one number."""
     bits, before = frames
+    exp_bits, man_bits, _, _ = _FORMATS[window.width]
+    exponent = (raw >> np.uint64(man_bits)) & np.uint64((1 << exp_bits) - 1)
     crosses = bool((v > 0).any() and (v <= 0).any()) or bool((v < 0).any() and (v >= 0).any())
     if crosses:
         ints = [raw.astype(np.float64)]
@@ -253,13 +248,21 @@ def _explains(
             if f.signed:
                 reading = to_signed(reading, len(f.bits))
             ints.append(reading.astype(np.float64))
-        rough = min(_jumps(x, before) for x in ints)
-        return rough >= MIN_JUMPS and rough >= SMOOTHER * _jumps(v, before)
-    exp_bits, man_bits, _, _ = _FORMATS[window.width]
-    exponent = (raw >> np.uint64(man_bits)) & np.uint64((1 << exp_bits) - 1)
+        calm = before[~_jumped(v, before)]  # the float does not jump there
+        if min(int(_jumped(x, calm).sum()) for x in ints) >= MIN_JUMPS:
+            return True
     if len(np.unique(exponent)) < 2:
         return False  # one power-of-two interval: an integer with a scale reads it as well
     return _continuous(v, exponent, before) and _one_number(fields, window)
+
+
+def _jumped(x: F64, before: npt.NDArray[np.intp]) -> npt.NDArray[np.bool_]:
+    """Which transitions move across more than JUMP of the range."""
+    span = _span(x)
+    if not np.isfinite(span) or span <= 0:
+        return np.zeros(len(before), np.bool_)
+    out: npt.NDArray[np.bool_] = np.abs(x[before + 1] - x[before]) > JUMP * span
+    return out
 
 
 def _continuous(v: F64, exponent: npt.NDArray[np.uint64], before: npt.NDArray[np.intp]) -> bool:

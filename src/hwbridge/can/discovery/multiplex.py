@@ -132,6 +132,25 @@ def _candidates(rate: npt.NDArray[np.float64], count: I64, nbits: int) -> list[t
     return out[:MAX_CANDIDATES]
 
 
+@dataclass(frozen=True, slots=True)
+class _Search:
+    """What every candidate is judged against: the sampled payloads and transitions, each
+    bit's flip rate, the field holding each bit, and the bits never evidence (checksums,
+    floats)."""
+
+    data: U8
+    cont: B
+    before: IP
+    count: I64
+    rate: npt.NDArray[np.float64]
+    owner: I64
+    never: B
+    fields: list[Field]
+
+
+_Candidate = tuple[float, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
 def find_multiplexer(
     frames: FrameSet, fields: list[Field], *, deadline: float | None = None
 ) -> Multiplexer | None:
@@ -141,62 +160,25 @@ def find_multiplexer(
     if len(frames) < 4 * MIN_PAGE_FRAMES or nbits < 16:
         return None
     data, cont = _sample(frames, MAX_SEARCH_ROWS)
-    bits = bit_matrix(data)
     before = np.flatnonzero(cont[1:])
     if len(before) < 2 * MIN_PAGE_FRAMES:
         return None
-    flips = bits[before + 1] != bits[before]
-    count = flips.sum(axis=0).astype(np.int64)
-    rate = count / len(before)
+    moved = np.unpackbits(data[before + 1] ^ data[before], axis=1, bitorder="little")
+    count = moved.sum(axis=0).astype(np.int64)
     owner = np.full(nbits, -1, np.int64)  # the field holding each bit
+    never = np.zeros(nbits, np.bool_)
     for k, f in enumerate(fields):
         owner[list(f.bits)] = k
-    never = np.zeros(nbits, np.bool_)
-    for f in fields:
         if f.kind == "checksum" or f.is_float:
             never[list(f.bits)] = True
-    best: list[tuple[float, tuple[int, ...], tuple[int, ...], tuple[int, ...]]] = []
-    for cand in _candidates(rate, count, nbits):
+    search = _Search(data, cont, before, count, count / len(before), owner, never, fields)
+    best: list[_Candidate] = []
+    for cand in _candidates(search.rate, count, nbits):
         if deadline is not None and time.monotonic() > deadline:
             return None
-        if never[list(cand)].any() or _inside_counter(cand, fields, owner):
-            continue
-        # the value of a run of one byte's bits, from the byte itself
-        value = ((data[:, cand[0] // 8] >> (cand[0] % 8)) & ((1 << len(cand)) - 1)).astype(
-            np.int64
-        )
-        changes = float(np.count_nonzero(value[before + 1] != value[before])) / len(before)
-        if changes < MIN_CHANGES:
-            continue
-        kept = _pages(value)
-        if kept is None:
-            continue
-        a, b = page_pairs(value, cont)
-        if len(a) < 2 * MIN_PAGE_FRAMES:
-            continue
-        evidence = ~never & (count > 0)
-        evidence[list(cand)] = False
-        for k in {int(owner[p]) for p in cand if owner[p] >= 0}:
-            evidence[list(fields[k].bits)] = False  # the bits of its own number
-        if not evidence.any():
-            continue
-        moved = np.unpackbits(data[a] ^ data[b], axis=1, bitorder="little")
-        within = moved.sum(axis=0)[evidence] / len(a)
-        across = rate[evidence]
-        gain = across - within
-        explained = float(gain[gain > 0].sum())
-        dependent = (gain >= across / 2) & (gain >= 0.05)
-        mostly = int(np.count_nonzero(dependent))
-        if (
-            explained < MIN_EXPLAINED
-            or explained < MIN_EXPLAINED_SHARE * float(across.sum())
-            or mostly < MIN_BITS_EXPLAINED
-        ):
-            continue
-        positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
-        if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
-            continue
-        best.append((explained, cand, kept, positions))
+        judged = _judge(search, cand)
+        if judged is not None:
+            best.append(judged)
     if not best:
         return None
     top = max(item[0] for item in best)
@@ -207,6 +189,48 @@ def find_multiplexer(
         key=lambda item: (len(item[1]), _counter_like(item[1], fields, owner), item[1][0]),
     )
     return Multiplexer(cand, kept, explained, positions)
+
+
+def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
+    """(flips explained, the candidate, its pages, the bits it explains) when grouping the
+    frames by `cand` explains enough of the other bits' flips; None otherwise."""
+    fields, owner, before = search.fields, search.owner, search.before
+    if search.never[list(cand)].any() or _inside_counter(cand, fields, owner):
+        return None
+    # the value of a run of one byte's bits, from the byte itself
+    byte = search.data[:, cand[0] // 8].astype(np.int64)
+    value = (byte >> (cand[0] % 8)) & ((1 << len(cand)) - 1)
+    changes = float(np.count_nonzero(value[before + 1] != value[before])) / len(before)
+    if changes < MIN_CHANGES:
+        return None
+    kept = _pages(value)
+    if kept is None:
+        return None
+    a, b = page_pairs(value, search.cont)
+    if len(a) < 2 * MIN_PAGE_FRAMES:
+        return None
+    evidence = ~search.never & (search.count > 0)
+    evidence[list(cand)] = False
+    for k in {int(owner[p]) for p in cand if owner[p] >= 0}:
+        evidence[list(fields[k].bits)] = False  # the bits of its own number
+    if not evidence.any():
+        return None
+    moved = np.unpackbits(search.data[a] ^ search.data[b], axis=1, bitorder="little")
+    within = moved.sum(axis=0)[evidence] / len(a)
+    across = search.rate[evidence]
+    gain = across - within
+    explained = float(gain[gain > 0].sum())
+    dependent = (gain >= across / 2) & (gain >= 0.05)
+    if (
+        explained < MIN_EXPLAINED
+        or explained < MIN_EXPLAINED_SHARE * float(across.sum())
+        or int(np.count_nonzero(dependent)) < MIN_BITS_EXPLAINED
+    ):
+        return None
+    positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
+    if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
+        return None
+    return explained, cand, kept, positions
 
 
 def _pages(value: I64) -> tuple[int, ...] | None:
