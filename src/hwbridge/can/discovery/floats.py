@@ -167,16 +167,6 @@ def _one_number(fields: list[Field], window: FloatWindow) -> bool:
     return False
 
 
-def _window_fits(fields: list[Field], window: FloatWindow) -> bool:
-    """No field found crosses the window's edge (a float is a field of its own)."""
-    inside = set(window.bits)
-    for f in fields:
-        got = set(f.bits)
-        if got & inside and not got <= inside:
-            return False
-    return True
-
-
 def find_floats(frames: FrameSet, fields: list[Field]) -> list[FloatWindow]:
     """The windows of `frames` that read as floats, given the fields found in them
     (non-overlapping, the smoothest first)."""
@@ -194,13 +184,13 @@ def find_floats(frames: FrameSet, fields: list[Field]) -> list[FloatWindow]:
         for first in range(length - width + 1):
             for order in ("little_endian", "big_endian"):
                 window = FloatWindow(first, width, order)
-                if not _window_fits(fields, window):
-                    continue
                 raw = _as_uint(data, first, width, window.byte_order)
-                if len(np.unique(raw)) < MIN_DISTINCT:
+                if np.count_nonzero(raw[before + 1] != raw[before]) < MIN_TRANSITIONS:
                     continue
                 v = decode_float(data, first, width, window.byte_order)
                 if not _plausible(v, raw, width, before):
+                    continue
+                if len(np.unique(raw)) < MIN_DISTINCT:
                     continue
                 smooth = _jumpiness(v, before)
                 if smooth > SMOOTH:
@@ -218,7 +208,18 @@ def find_floats(frames: FrameSet, fields: list[Field]) -> list[FloatWindow]:
             continue
         chosen.append(window)
         taken |= set(window.bits)
+    # a field found across a float's edge must lie in floats only (two floats side by
+    # side may be joined by the flips of one's exponent and the other's mantissa)
+    while chosen and not _fits(fields, chosen):
+        chosen = [w for w in chosen if _fits(fields, chosen, w)]
     return chosen
+
+
+def _fits(fields: list[Field], windows: list[FloatWindow], only: FloatWindow | None = None) -> bool:
+    """No field overlapping the windows (or window `only`) reaches outside all of them."""
+    union = {b for w in windows for b in w.bits}
+    mine = union if only is None else set(only.bits)
+    return all(not (set(f.bits) & mine) or set(f.bits) <= union for f in fields)
 
 
 def _explains(
@@ -282,11 +283,13 @@ def with_floats(frames: FrameSet, fields: list[Field]) -> list[Field]:
     windows = find_floats(frames, fields)
     if not windows:
         return fields
-    out = list(fields)
+    union = {b for w in windows for b in w.bits}
+    templates = {
+        id(w): next((f for f in fields if set(f.bits) & set(w.bits)), None) for w in windows
+    }
+    out = [f for f in fields if not set(f.bits) <= union]
     for window in windows:
-        inside = set(window.bits)
-        template = next((f for f in out if set(f.bits) & inside), None)
-        out = [f for f in out if not set(f.bits) <= inside]
+        template = templates[id(window)]
         distinct = len(
             np.unique(_as_uint(frames.data, window.first_byte, window.width, window.byte_order))
         )

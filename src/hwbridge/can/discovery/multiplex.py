@@ -74,6 +74,7 @@ MIN_BITS_EXPLAINED = 3
 """Bits whose flips the layout explains for the most part (at least half)."""
 TIE = 0.98
 """Candidates explaining this share of the best one's flips are as good: the fewest bits win."""
+SMOOTH_NUMBER = 1 / 16
 SMOOTH_ACROSS = 1.5
 """A field alike in every page whose mean move between consecutive frames is at most this
 factor of its move between frames of one page is a field of the whole frame."""
@@ -146,9 +147,16 @@ class _Search:
     owner: I64
     never: B
     fields: list[Field]
+    bits: U8
 
 
-_Candidate = tuple[float, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    explained: float
+    bits: tuple[int, ...]
+    pages: tuple[int, ...]
+    dependent: tuple[int, ...]
+    value: I64  # per sampled frame
 
 
 def find_multiplexer(
@@ -171,7 +179,9 @@ def find_multiplexer(
         owner[list(f.bits)] = k
         if f.kind == "checksum" or f.is_float:
             never[list(f.bits)] = True
-    search = _Search(data, cont, before, count, count / len(before), owner, never, fields)
+    search = _Search(
+        data, cont, before, count, count / len(before), owner, never, fields, bit_matrix(data)
+    )
     best: list[_Candidate] = []
     for cand in _candidates(search.rate, count, nbits):
         if deadline is not None and time.monotonic() > deadline:
@@ -181,14 +191,22 @@ def find_multiplexer(
             best.append(judged)
     if not best:
         return None
-    top = max(item[0] for item in best)
-    good = [item for item in best if item[0] >= TIE * top]
-    # as good: the fewest bits, not a counter, the lowest (a multiplexer leads its frame)
-    explained, cand, kept, positions = min(
-        good,
-        key=lambda item: (len(item[1]), _counter_like(item[1], fields, owner), item[1][0]),
-    )
-    return Multiplexer(cand, kept, explained, positions)
+    top = max(best, key=lambda c: c.explained)
+    # as good: explaining nearly as much, or grouping the frames exactly as the best one
+    # does (a page's constant bit follows the multiplexer, and its own number's bits are
+    # no evidence for it); of those the fewest bits, not a counter, the lowest (a
+    # multiplexer leads its frame)
+    good = [
+        c for c in best if c.explained >= TIE * top.explained or _same_groups(c.value, top.value)
+    ]
+    chosen = min(good, key=lambda c: (len(c.bits), _counter_like(c.bits, fields, owner), c.bits[0]))
+    return Multiplexer(chosen.bits, chosen.pages, chosen.explained, chosen.dependent)
+
+
+def _same_groups(a: I64, b: I64) -> bool:
+    """`a` and `b` split the frames into the same groups."""
+    pairs = len(np.unique(a * (int(b.max()) + 1) + b))
+    return pairs == len(np.unique(a)) == len(np.unique(b))
 
 
 def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
@@ -196,6 +214,8 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
     frames by `cand` explains enough of the other bits' flips; None otherwise."""
     fields, owner, before = search.fields, search.owner, search.before
     if search.never[list(cand)].any() or _inside_counter(cand, fields, owner):
+        return None
+    if _inside_number(search, cand):
         return None
     # the value of a run of one byte's bits, from the byte itself
     byte = search.data[:, cand[0] // 8].astype(np.int64)
@@ -230,7 +250,7 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
     positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
     if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
         return None
-    return explained, cand, kept, positions
+    return _Candidate(explained, cand, kept, positions, value)
 
 
 def _pages(value: I64) -> tuple[int, ...] | None:
@@ -245,6 +265,24 @@ def _pages(value: I64) -> tuple[int, ...] | None:
     if counts[~frequent].sum() > RARE_SHARE * len(value):
         return None
     return tuple(int(v) for v in found[frequent])
+
+
+def _inside_number(search: _Search, cand: tuple[int, ...]) -> bool:
+    """`cand` starts above the bottom of a value found over whole frames that moves
+    smoothly (by less than SMOOTH_NUMBER of its range in most steps): its middle bits, which
+    predict the middle bits of other values moving with it (four wheel speeds), not a
+    multiplexer. A multiplexer joined with its pages' bits jumps between them."""
+    k = int(search.owner[cand[0]])
+    if k < 0:
+        return False
+    f = search.fields[k]
+    if f.kind != "value" or f.bits.index(cand[0]) == 0 or len(f.bits) > 62:
+        return False
+    raw = values(search.bits, f.bits)
+    steps = np.abs(raw[search.before + 1] - raw[search.before])
+    steps = steps[steps > 0]
+    span = int(raw.max() - raw.min())
+    return bool(len(steps)) and float(np.median(steps)) <= SMOOTH_NUMBER * span
 
 
 def _inside_counter(cand: tuple[int, ...], fields: list[Field], owner: I64) -> bool:
