@@ -71,9 +71,15 @@ MIN_EXPLAINED = 1.0
 MIN_EXPLAINED_SHARE = 0.15
 """... and this share of all the flips of the bits it could explain."""
 MIN_BITS_EXPLAINED = 3
-"""Bits whose flips the layout explains for the most part (at least half)."""
+"""Bits outside its own byte whose flips the layout explains for the most part (at least
+half)."""
 TIE = 0.98
 """Candidates explaining this share of the best one's flips are as good: the fewest bits win."""
+COARSER = 0.6
+REFINE_SLACK = 0.05
+"""A grouping explaining at least COARSER of the best one's flips, which the best one
+refines (each of its groups within one of the coarser's, but for REFINE_SLACK of the
+frames) and with fewer groups, is the layout: the finer one is a page's own number."""
 SMOOTH_NUMBER = 1 / 16
 SMOOTH_ACROSS = 1.5
 """A field alike in every page whose mean move between consecutive frames is at most this
@@ -192,6 +198,20 @@ def find_multiplexer(
     if not best:
         return None
     top = max(best, key=lambda c: c.explained)
+    # a page's own bits group the frames by page and by their own value: finer groups that
+    # explain more of that page's numbers; the layout is the coarser grouping they refine
+    while True:
+        coarser = [
+            c
+            for c in best
+            if len(c.pages) < len(top.pages)
+            and not set(c.bits) & set(top.bits)
+            and c.explained >= COARSER * top.explained
+            and _refines(top.value, c.value)
+        ]
+        if not coarser:
+            break
+        top = max(coarser, key=lambda c: c.explained)
     # as good: explaining nearly as much, or grouping the frames exactly as the best one
     # does (a page's constant bit follows the multiplexer, and its own number's bits are
     # no evidence for it); of those the fewest bits, not a counter, the lowest (a
@@ -201,6 +221,16 @@ def find_multiplexer(
     ]
     chosen = min(good, key=lambda c: (len(c.bits), _counter_like(c.bits, fields, owner), c.bits[0]))
     return Multiplexer(chosen.bits, chosen.pages, chosen.explained, chosen.dependent)
+
+
+def _refines(fine: I64, coarse: I64) -> bool:
+    """Each group of `fine` lies (but for REFINE_SLACK of the frames) in one of `coarse`."""
+    codes = fine * (int(coarse.max()) + 1) + coarse
+    pairs, counts = np.unique(codes, return_counts=True)
+    of_fine = pairs // (int(coarse.max()) + 1)
+    majority = np.zeros(int(of_fine.max()) + 1, np.int64)
+    np.maximum.at(majority, of_fine, counts)
+    return int(majority.sum()) >= (1 - REFINE_SLACK) * len(fine)
 
 
 def _same_groups(a: I64, b: I64) -> bool:
@@ -231,6 +261,9 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
         return None
     evidence = ~search.never & (search.count > 0)
     evidence[list(cand)] = False
+    for f in fields:
+        if f.kind == "counter":  # no layout decides a counter: what follows one is its own
+            evidence[list(f.bits)] = False
     for k in {int(owner[p]) for p in cand if owner[p] >= 0}:
         evidence[list(fields[k].bits)] = False  # the bits of its own number
     if not evidence.any():
@@ -248,6 +281,8 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
     ):
         return None
     positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
+    if sum(1 for p in positions if p // 8 != cand[0] // 8) < MIN_BITS_EXPLAINED:
+        return None  # a byte whose parts follow each other (a checksum's) is no layout
     if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
         return None
     return _Candidate(explained, cand, kept, positions, value)
@@ -268,15 +303,15 @@ def _pages(value: I64) -> tuple[int, ...] | None:
 
 
 def _inside_number(search: _Search, cand: tuple[int, ...]) -> bool:
-    """`cand` starts above the bottom of a value found over whole frames that moves
-    smoothly (by less than SMOOTH_NUMBER of its range in most steps): its middle bits, which
-    predict the middle bits of other values moving with it (four wheel speeds), not a
-    multiplexer. A multiplexer joined with its pages' bits jumps between them."""
+    """`cand` is part of a value found over whole frames that moves smoothly (by less than
+    SMOOTH_NUMBER of its range in most steps): its bits predict the bits of other values
+    moving with it (four wheel speeds), yet it is a number, not a multiplexer. A
+    multiplexer joined with its pages' bits jumps between them."""
     k = int(search.owner[cand[0]])
     if k < 0:
         return False
     f = search.fields[k]
-    if f.kind != "value" or f.bits.index(cand[0]) == 0 or len(f.bits) > 62:
+    if f.kind != "value" or set(f.bits) <= set(cand) or len(f.bits) > 62:
         return False
     raw = values(search.bits, f.bits)
     steps = np.abs(raw[search.before + 1] - raw[search.before])
