@@ -55,6 +55,9 @@ JUMP = 0.2
 MIN_JUMPS = 2
 """Across zero, every integer reading of the bits jumps across more than JUMP of its range
 at least MIN_JUMPS times where the float reading does not."""
+SIGN_JUMPS = 0.2
+"""Share of its sign changes on which a float may jump (a noisy value crossing zero is
+small on both sides; bits that only look like a sign bit flip at any size)."""
 MIN_DISTINCT = 16
 MIN_TRANSITIONS = 16
 
@@ -162,6 +165,8 @@ def _one_number(fields: list[Field], window: FloatWindow) -> bool:
         if f.kind not in ("value", "counter") or not set(f.bits) <= set(bits):
             continue
         ranks = [rank[b] for b in f.bits]
+        if ranks != list(range(ranks[0], ranks[0] + len(ranks))):
+            continue  # not a number read in the window's byte order
         if min(ranks) < middle and max(ranks) >= man_bits:
             return True
     return False
@@ -249,8 +254,12 @@ def _explains(
             if f.signed:
                 reading = to_signed(reading, len(f.bits))
             ints.append(reading.astype(np.float64))
-        calm = before[~_jumped(v, before)]  # the float does not jump there
-        if min(int(_jumped(x, calm).sum()) for x in ints) >= MIN_JUMPS:
+        jumped = _jumped(v, before)
+        calm = before[~jumped]  # the float does not jump there
+        flips = (v[before] * v[before + 1]) < 0  # a float changes sign near zero
+        if (
+            not flips.any() or float(np.mean(jumped[flips])) <= SIGN_JUMPS
+        ) and min(int(_jumped(x, calm).sum()) for x in ints) >= MIN_JUMPS:
             return True
     if len(np.unique(exponent)) < 2:
         return False  # one power-of-two interval: an integer with a scale reads it as well
