@@ -257,9 +257,9 @@ def _explains(
         jumped = _jumped(v, before)
         calm = before[~jumped]  # the float does not jump there
         flips = (v[before] * v[before + 1]) < 0  # a float changes sign near zero
-        if (
-            not flips.any() or float(np.mean(jumped[flips])) <= SIGN_JUMPS
-        ) and min(int(_jumped(x, calm).sum()) for x in ints) >= MIN_JUMPS:
+        if (not flips.any() or float(np.mean(jumped[flips])) <= SIGN_JUMPS) and min(
+            int(_jumped(x, calm).sum()) for x in ints
+        ) >= MIN_JUMPS:
             return True
     if len(np.unique(exponent)) < 2:
         return False  # one power-of-two interval: an integer with a scale reads it as well

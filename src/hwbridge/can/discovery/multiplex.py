@@ -220,6 +220,12 @@ def find_multiplexer(
         c for c in best if c.explained >= TIE * top.explained or _same_groups(c.value, top.value)
     ]
     chosen = min(good, key=lambda c: (len(c.bits), _counter_like(c.bits, fields, owner), c.bits[0]))
+    # ... but a number whose top bit is set for one value only (1 to 4) is all of it
+    wider = [
+        c for c in good if set(c.bits) > set(chosen.bits) and _same_groups(c.value, chosen.value)
+    ]
+    if wider:
+        chosen = max(wider, key=lambda c: len(c.bits))
     return Multiplexer(chosen.bits, chosen.pages, chosen.explained, chosen.dependent)
 
 
