@@ -184,3 +184,65 @@ def test_the_truck_log_has_no_float_and_multiplexes_only_its_transport_frames() 
     assert set(paged) <= {0xEB00, 0xEC00}
     sequence = paged[0xEB00][0]
     assert sequence.start_bit == 0 and sequence.length <= 8
+
+
+def test_the_live_tools_show_floats_and_multiplexers_and_define_a_float() -> None:
+    """survey_bus on a live bus says which field is a float and which frame multiplexed;
+    define_signal takes is_float, and reads and drafts it as a float."""
+    import threading
+    import uuid
+
+    import can
+    from hwbridge import CanDriver
+    from tests.can.discovery.test_multiplex import _mux_frames
+
+    channel = f"floats-{uuid.uuid4().hex[:8]}"
+    paged = _mux_frames()
+    floats = np.zeros((N, 8), np.uint8)  # a frame every 4 ms: quantities that move faster
+    t = np.arange(N) * 0.004
+    rng = np.random.default_rng(7)
+    speed = np.clip(40 * np.sin(t / 0.5), 0, None) + np.abs(rng.normal(0, 0.02, N))
+    floats[:, 0:4] = _pack(speed.astype(np.float32), "<f4")
+    floats[:, 4:8] = _pack((2.5 * np.sin(t / 0.3) + rng.normal(0, 0.02, N)), ">f4")
+    stop = threading.Event()
+
+    def send() -> None:
+        with can.Bus(interface="virtual", channel=channel) as bus:
+            i = 0
+            while not stop.is_set():
+                k = i % N
+                bus.send(
+                    can.Message(arbitration_id=0x123, data=bytes(floats[k]), is_extended_id=False)
+                )
+                bus.send(
+                    can.Message(arbitration_id=0x321, data=bytes(paged[k]), is_extended_id=False)
+                )
+                i += 1
+                stop.wait(0.004)
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    try:
+        with CanDriver.from_bus(f"virtual:{channel}") as driver:
+            survey = _call(driver, "survey_bus", duration_ms=2500)
+            by_id = {m["id"]: m["signals"] for m in survey["messages"]}
+            assert [s["start_bit"] for s in by_id[0x123] if s.get("is_float")] == [0, 39]
+            assert [s["start_bit"] for s in by_id[0x321] if s.get("is_multiplexer")] == [0]
+            assert any(s.get("multiplexer_ids") == [2] for s in by_id[0x321])
+            assert all("is_float" not in s for s in by_id[0x321])  # said only where true
+            defined = _call(driver, "define_signal", name="Accel", id=0x123, start_bit=39,
+                            length=32, byte_order="big_endian", is_float=True)  # fmt: skip
+            assert isinstance(defined["value"], float) and abs(defined["value"]) < 3
+            draft = _call(driver, "draft_dbc")["dbc"]
+            assert "SIG_VALTYPE_ 291 Accel : 1;" in draft
+            cantools.database.load_string(draft, strict=True)
+    finally:
+        stop.set()
+        sender.join(timeout=5)
+
+
+def _call(driver: object, tool: str, **arguments: object) -> dict:
+    r = driver.process_llm_response(json.dumps({"tool": tool, "arguments": arguments}))  # type: ignore[attr-defined]
+    assert r.call_executed and not r.call_failed, r.call_detail
+    result: dict = r.tool_call_result
+    return result

@@ -53,6 +53,7 @@ class DefinedSignal:
     scale: float
     offset: float
     unit: str
+    is_float: bool = False  # an IEEE 754 float (32 or 64 bits)
 
     @property
     def key(self) -> FrameKey:
@@ -73,6 +74,7 @@ class DefinedSignal:
             offset=self.offset,
             unit=self.unit or None,
             comment="defined with define_signal",
+            is_float=self.is_float,
         )
 
 

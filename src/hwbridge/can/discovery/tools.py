@@ -17,6 +17,7 @@ from hwbridge.__about__ import __version__
 from hwbridge.can.discovery.bits import bit_matrix, values
 from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, correlate, scale_fit
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
+from hwbridge.can.discovery.multiplex import field_rows
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import message_name
 from hwbridge.can.discovery.segment import bit_stats, segment
@@ -159,6 +160,7 @@ class DiscoveryTools(MCSToolDriver):
                     True,
                 ),
                 p("define_signal", "signed", {"type": "boolean"}),
+                p("define_signal", "is_float", {"type": "boolean"}),
                 p("define_signal", "scale", {"type": "number"}),
                 p("define_signal", "offset", {"type": "number"}),
                 p(
@@ -226,7 +228,7 @@ class DiscoveryTools(MCSToolDriver):
         constants = 0
         for m in messages[:MAX_MESSAGES]:
             entry = m.model_dump(mode="json")
-            kept = [s for s in entry["signals"] if s["kind"] != "constant"]
+            kept = [_lean(s) for s in entry["signals"] if s["kind"] != "constant"]
             constants += len(entry["signals"]) - len(kept)
             entry["signals"] = kept[:MAX_FIELDS]
             out["messages"].append(entry)
@@ -355,7 +357,8 @@ class DiscoveryTools(MCSToolDriver):
                     if bits is None:
                         bits = bit_matrix(item.frames.data)
                     raw = f.raw(bits).astype(np.float64)
-                    fields.append((item.frames.key, f, Series(item.frames.t, raw)))
+                    rows = field_rows(item.fields, f, bits)  # a page's field: its frames
+                    fields.append((item.frames.key, f, Series(item.frames.t[rows], raw[rows])))
         c = correlate([s for _, _, s in fields], [series])
         ranked = sorted(range(len(fields)), key=lambda i: -abs(float(c.r[i, 0])))
         candidates = []
@@ -384,6 +387,10 @@ class DiscoveryTools(MCSToolDriver):
                     "lag_s": round(lag, 3),
                 }
             )
+            if f.is_float:
+                candidates[-1]["is_float"] = True
+            if f.multiplexer_ids is not None:
+                candidates[-1]["multiplexer_ids"] = list(f.multiplexer_ids)
         out: dict[str, Any] = {
             "signal": spec.qualified,
             "candidates": candidates,
@@ -416,6 +423,7 @@ class DiscoveryTools(MCSToolDriver):
             scale=float(args.get("scale", 1.0)),
             offset=float(args.get("offset", 0.0)),
             unit=str(args.get("unit", "") or ""),
+            is_float=bool(args.get("is_float", False)),
         )
         grown = self.session.define(signal, length)
         message = grown.message_for_frame(aid, extended)
@@ -440,6 +448,18 @@ class DiscoveryTools(MCSToolDriver):
         if not defined:
             return {"signals": 0, "dbc": "", "note": "no signal defined yet (define_signal)"}
         return {"signals": len(defined), "dbc": self.session.draft()}
+
+
+_LAYOUT_DEFAULTS = {"is_float": False, "is_multiplexer": False, "multiplexer_ids": None}
+
+
+def _lean(signal: dict[str, Any]) -> dict[str, Any]:
+    """A surveyed field without the float and multiplexer keys where they say nothing."""
+    return {
+        k: v
+        for k, v in signal.items()
+        if k not in _LAYOUT_DEFAULTS or (v is not None and v != _LAYOUT_DEFAULTS[k])
+    }
 
 
 def _window(fs: FrameSet, raw: np.ndarray) -> Any:
