@@ -17,7 +17,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.discovery.bits import bit_matrix, cantools_chain
+from hwbridge.can.discovery.bits import ByteOrder, bit_matrix, cantools_chain
 from hwbridge.can.discovery.floats import FloatWindow, decode_float, float_values
 from hwbridge.can.discovery.multiplex import analyse_layouts
 from hwbridge.can.discovery.reference import Reference
@@ -31,7 +31,8 @@ T = np.arange(N) * 0.02
 
 def _pack(x: np.ndarray, kind: str) -> np.ndarray:
     """Rows of the bytes of `x` as `kind` ('<f4', '>f8'...)."""
-    return np.ascontiguousarray(x.astype(kind)).view(np.uint8).reshape(len(x), -1)
+    out: np.ndarray = np.ascontiguousarray(x.astype(kind)).view(np.uint8).reshape(len(x), -1)
+    return out
 
 
 def _speed() -> np.ndarray:
@@ -44,7 +45,8 @@ def _speed() -> np.ndarray:
 def _acceleration() -> np.ndarray:
     """m/s², both signs, noisy around zero."""
     rng = np.random.default_rng(2)
-    return 2.5 * np.sin(T / 5.0) + rng.normal(0, 0.02, N)
+    out: np.ndarray = 2.5 * np.sin(T / 5.0) + rng.normal(0, 0.02, N)
+    return out
 
 
 def _floats_frames() -> np.ndarray:
@@ -95,7 +97,7 @@ def test_the_report_and_the_draft_say_float_and_round_trip() -> None:
     message = load_dbc_text(text).get_message_by_frame_id(0x123)
     assert all(s.is_float for s in message.signals)
     row = 777
-    decoded = message.decode(bytes(data[row]))
+    decoded = message.decode_simple(bytes(data[row]))
     assert decoded["SIG_123_0"] == np.float32(_speed()[row])
     assert decoded["SIG_123_39"] == np.float32(_acceleration()[row])
 
@@ -137,7 +139,7 @@ def test_float_values_read_what_struct_packs(
     numbers: list[float], first: int, big: bool, wide: bool
 ) -> None:
     width = 8 if wide else 4
-    order = "big_endian" if big else "little_endian"
+    order: ByteOrder = "big_endian" if big else "little_endian"
     fmt = (">" if big else "<") + ("d" if wide else "f")
     data = np.zeros((len(numbers), first + width + 2), np.uint8)
     for row, x in enumerate(numbers):
@@ -148,7 +150,7 @@ def test_float_values_read_what_struct_packs(
     assert np.array_equal(float_values(bit_matrix(data), window.bits), want)
     # the window's bits are the chain cantools reads from its start bit
     start = window.bits[0] if order == "little_endian" else window.bits[-1]
-    assert cantools_chain(start, width * 8, order) == window.bits  # type: ignore[arg-type]
+    assert cantools_chain(start, width * 8, order) == window.bits
 
 
 @needs_shared
