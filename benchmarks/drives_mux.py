@@ -60,6 +60,7 @@ from benchmarks.drives_heldout import (
 
 __all__ = [
     "HELD_OUT_FLOATS",
+    "FRESH_MUX",
     "HELD_OUT_MUX",
     "TUNED_FLOATS",
     "TUNED_MUX",
@@ -74,18 +75,25 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 U8 = npt.NDArray[np.uint8]
 
-# the opendbc files with multiplexed messages: tuned on (all in bench_discovery.CARS) and
-# held out (in drives_heldout.HELD_OUT); vw_mqbevo repeats vw_mqb's one multiplexed message
+# the files with multiplexed messages (paths in ../shared/data): the opendbc files tuned on
+# (all in bench_discovery.CARS), those held out (in drives_heldout.HELD_OUT; vw_mqbevo repeats
+# vw_mqb's one multiplexed message), and cantools' own test databases, never looked at while
+# multiplexers were tuned, not even their failures (`FRESH_MUX`: measured once, as they came)
 TUNED_MUX: list[tuple[str, str | None]] = [
-    ("fca_giorgio.dbc", "fca_giorgio"),
-    ("tesla_can.dbc", "tesla"),
-    ("tesla_model3_party.dbc", "tesla"),
-    ("vw_mqb.dbc", "vw_mqb"),
-    ("vw_pq.dbc", "xor"),
+    ("opendbc/fca_giorgio.dbc", "fca_giorgio"),
+    ("opendbc/tesla_can.dbc", "tesla"),
+    ("opendbc/tesla_model3_party.dbc", "tesla"),
+    ("opendbc/vw_mqb.dbc", "vw_mqb"),
+    ("opendbc/vw_pq.dbc", "xor"),
 ]
 HELD_OUT_MUX: list[tuple[str, str | None]] = [
-    ("tesla_model3_vehicle.dbc", "tesla"),
-    ("vw_mlb.dbc", None),
+    ("opendbc/tesla_model3_vehicle.dbc", "tesla"),
+    ("opendbc/vw_mlb.dbc", None),
+]
+FRESH_MUX: list[tuple[str, str | None]] = [
+    ("cantools/abs.dbc", None),
+    ("cantools/multiplex_choices.dbc", None),
+    ("cantools/multiplex_2.dbc", None),
 ]
 
 

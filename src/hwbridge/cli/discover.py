@@ -127,6 +127,10 @@ def _field_line(f: FieldReport) -> Text:
     order = "intel" if f.byte_order == "little_endian" else "motorola"
     where = f"{f.start_bit}|{f.length}@{order}{'-' if f.signed else '+'}"
     line = Text(f"  {f.name:<24} {where:<18} {f.kind:<9}")
+    if f.is_float:
+        line.append(" float")
+    if f.is_multiplexer:
+        line.append(" multiplexer (M)")
     if f.reference is not None:
         unit = f" {f.unit}" if f.unit else ""
         line.append(
