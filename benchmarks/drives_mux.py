@@ -59,8 +59,8 @@ from benchmarks.drives_heldout import (
 )
 
 __all__ = [
-    "HELD_OUT_FLOATS",
     "FRESH_MUX",
+    "HELD_OUT_FLOATS",
     "HELD_OUT_MUX",
     "TUNED_FLOATS",
     "TUNED_MUX",

@@ -203,7 +203,8 @@ def test_the_live_tools_show_floats_and_multiplexers_and_define_a_float() -> Non
     floats = np.zeros((N, 8), np.uint8)  # a frame every 4 ms: quantities that move faster
     t = np.arange(N) * 0.004
     rng = np.random.default_rng(7)
-    speed = np.clip(40 * np.sin(t / 0.5), 0, None) + np.abs(rng.normal(0, 0.02, N))
+    speed = np.clip(40 * np.sin(t / 0.5), 0, None) + rng.normal(0, 0.02, N)
+    speed = np.where(speed > 0.05, speed, 0.0)  # standing still: exactly zero
     floats[:, 0:4] = _pack(speed.astype(np.float32), "<f4")
     floats[:, 4:8] = _pack((2.5 * np.sin(t / 0.3) + rng.normal(0, 0.02, N)), ">f4")
     stop = threading.Event()

@@ -174,7 +174,7 @@ def _one_number(fields: list[Field], window: FloatWindow) -> bool:
 
 def find_floats(frames: FrameSet, fields: list[Field]) -> list[FloatWindow]:
     """The windows of `frames` that read as floats, given the fields found in them
-    (non-overlapping, the smoothest first)."""
+    (non-overlapping; those no field crosses first, then the smoothest)."""
     length = frames.length
     n = len(frames)
     before = np.flatnonzero(frames.cont[1:])
@@ -205,7 +205,8 @@ def find_floats(frames: FrameSet, fields: list[Field]) -> list[FloatWindow]:
                 if not _explains(v, raw, fields, window, (bits, before)):
                     continue
                 found.append((smooth, window))
-    found.sort(key=lambda item: item[0])
+    # windows no field crosses first (a float is a field of its own), the smoothest first
+    found.sort(key=lambda item: (not _fits(fields, [item[1]]), item[0]))
     chosen: list[FloatWindow] = []
     taken: set[int] = set()
     for _, window in found:

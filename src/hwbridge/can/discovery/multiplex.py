@@ -72,7 +72,9 @@ MIN_EXPLAINED_SHARE = 0.15
 """... and this share of all the flips of the bits it could explain."""
 MIN_BITS_EXPLAINED = 3
 """Bits outside its own byte whose flips the layout explains for the most part (at least
-half)."""
+half). Within one byte, a selector of what the rest of the byte means cannot be told from a
+number whose flips split it in two (a temperature's low bits predict its next ones) or a
+checksum's byte following a counter, so a layout must reach beyond its byte."""
 TIE = 0.98
 """Candidates explaining this share of the best one's flips are as good: the fewest bits win."""
 COARSER = 0.6
@@ -81,6 +83,9 @@ REFINE_SLACK = 0.05
 refines (each of its groups within one of the coarser's, but for REFINE_SLACK of the
 frames) and with fewer groups, is the layout: the finer one is a page's own number."""
 SMOOTH_NUMBER = 1 / 16
+BOTTOM_BITS = 2
+"""The lowest bits of a smooth number may still be a multiplexer joined to it, up to this
+many: its lowest bit or two are noise, predicting nothing in the numbers moving with it."""
 SMOOTH_ACROSS = 1.5
 """A field alike in every page whose mean move between consecutive frames is at most this
 factor of its move between frames of one page is a field of the whole frame."""
@@ -220,12 +225,6 @@ def find_multiplexer(
         c for c in best if c.explained >= TIE * top.explained or _same_groups(c.value, top.value)
     ]
     chosen = min(good, key=lambda c: (len(c.bits), _counter_like(c.bits, fields, owner), c.bits[0]))
-    # ... but a number whose top bit is set for one value only (1 to 4) is all of it
-    wider = [
-        c for c in good if set(c.bits) > set(chosen.bits) and _same_groups(c.value, chosen.value)
-    ]
-    if wider:
-        chosen = max(wider, key=lambda c: len(c.bits))
     return Multiplexer(chosen.bits, chosen.pages, chosen.explained, chosen.dependent)
 
 
@@ -288,7 +287,7 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
         return None
     positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
     if sum(1 for p in positions if p // 8 != cand[0] // 8) < MIN_BITS_EXPLAINED:
-        return None  # a byte whose parts follow each other (a checksum's) is no layout
+        return None  # bits of its own byte alone: a number split in two, a checksum's byte
     if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
         return None
     return _Candidate(explained, cand, kept, positions, value)
@@ -319,6 +318,8 @@ def _inside_number(search: _Search, cand: tuple[int, ...]) -> bool:
     f = search.fields[k]
     if f.kind != "value" or set(f.bits) <= set(cand) or len(f.bits) > 62:
         return False
+    if f.bits.index(cand[0]) == 0 and len(cand) <= BOTTOM_BITS:
+        return False  # a multiplexer's bit or two the flips joined to a number above it
     raw = values(search.bits, f.bits)
     steps = np.abs(raw[search.before + 1] - raw[search.before])
     steps = steps[steps > 0]
