@@ -38,6 +38,7 @@ from benchmarks.drives import (
     Drive,
     TruthSignal,
     _behaviour,
+    _eligible,
     _Vehicle,
     generate,
     load_dbc,
@@ -442,7 +443,13 @@ def generate_layouts(
     tuned (`held_out=False`) or held-out specs; see the module's docstring."""
     # the plain messages only check that none gains a multiplexer or a float (their signals
     # are measured by bench_discovery): the cheaper generator makes them for both
-    base = generate(dbc, seconds, car=car, seed=seed, max_messages=plain_messages, gnss=False)
+    db = load_dbc(dbc)
+    if any(_eligible(m) for m in db.messages):
+        base = generate(dbc, seconds, car=car, seed=seed, max_messages=plain_messages, gnss=False)
+    else:  # a database of multiplexed messages only
+        empty = np.zeros(0)
+        base = Drive(Path(dbc).stem, empty, empty.astype(np.int64), empty.astype(np.bool_),
+                     empty.astype(np.int64), np.zeros((0, 8), np.uint8), [])  # fmt: skip
     if held_out:
         rng = np.random.default_rng(seed + 104729)
         world: Any = Route(seconds, rng)
@@ -451,7 +458,6 @@ def generate_layouts(
         rng = np.random.default_rng(seed + 15485863)
         world = _Vehicle(seconds, rng)
         specs = TUNED_FLOATS
-    db = load_dbc(dbc)
     taken = {int(i) for i in np.unique(base.ids)}
     columns: list[tuple[F64, int, bool, U8]] = []
     muxes: list[MuxTruth] = []
