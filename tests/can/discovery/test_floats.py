@@ -14,6 +14,7 @@ from pathlib import Path
 
 import cantools
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -249,3 +250,39 @@ def _call(driver: object, tool: str, **arguments: object) -> dict:
     assert r.call_executed and not r.call_failed, r.call_detail
     result: dict = r.tool_call_result
     return result
+
+
+def test_a_float_takes_the_meaning_of_the_reference_it_moves_with(tmp_path: Path) -> None:
+    """A float speed in km/h beside a GNSS speed in m/s: correlated as the float it is,
+    scaled by 1/3.6 and confirmed; the evidence draws it as a float."""
+    import can
+    from hwbridge.can import discover
+
+    gnss = cantools.database.load_string(
+        'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: GNSS\n\nBO_ 2021 gnss_speed: 5 GNSS\n'
+        ' SG_ Speed : 1|20@1+ (0.001,0) [0|1048.575] "m/s" GNSS\n'
+        ' SG_ SpeedValid : 0|1@1+ (1,0) [0|1] "" GNSS\n'
+    )
+    message = gnss.get_message_by_name("gnss_speed")  # type: ignore[union-attr]
+    reference = tmp_path / "gnss.dbc"
+    reference.write_text(gnss.as_dbc_string())  # type: ignore[union-attr]
+    speed = _speed()
+    capture = tmp_path / "drive.blf"
+    with can.Logger(str(capture)) as log:
+        for i in range(N):
+            frame = np.zeros(8, np.uint8)
+            frame[0:4] = _pack(np.asarray([speed[i]], np.float32), "<f4")[0]
+            frame[4] = i % 16
+            log.on_message_received(can.Message(timestamp=T[i], arbitration_id=0x123,
+                                                data=bytes(frame), is_extended_id=False))  # fmt: skip
+            if i % 5 == 0:
+                data = message.encode({"Speed": speed[i] / 3.6, "SpeedValid": 1})
+                log.on_message_received(can.Message(timestamp=T[i] + 0.001, arbitration_id=2021,
+                                                    data=data, is_extended_id=False))  # fmt: skip
+    report = discover([capture], reference=reference, evidence=True)
+    field = next(s for m in report.messages if m.id == 0x123 for s in m.signals if s.is_float)
+    assert field.reference is not None and field.reference.signal == "Speed"
+    assert field.reference.verdict == "confirmed"
+    assert abs(field.scale * 3.6 - 1) < 0.01 and field.unit == "m/s"
+    plot = report.evidence.messages[(0x123, False)].plots[field.name]
+    assert max(plot.field_v) == pytest.approx(float(np.float32(speed.max())) / 3.6, rel=0.02)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hwbridge.can.discovery.bits import bit_matrix, cantools_chain, to_signed, values
+from hwbridge.can.discovery.floats import float_values
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
@@ -90,14 +91,30 @@ def _floats(v: npt.NDArray[np.float64]) -> list[float]:
     return [float(x) if np.isfinite(x) else 0.0 for x in np.asarray(v, np.float64)]
 
 
-def _field_series(sample: FrameSet, f: FieldReport) -> tuple[list[float], list[float]]:
+def _field_series(
+    sample: FrameSet, f: FieldReport, selector: FieldReport | None = None
+) -> tuple[list[float], list[float]]:
+    """A field's values over the sample (a float read as one; a page's field over the
+    frames of its page, `selector` being the message's multiplexer)."""
     chain = cantools_chain(f.start_bit, f.length, f.byte_order)
-    if not chain or max(chain) >= sample.length * 8 or min(chain) < 0 or len(chain) > 63:
+    if not chain or max(chain) >= sample.length * 8 or min(chain) < 0:
         return [], []
-    raw = values(bit_matrix(sample.data), chain)
-    if f.signed:
-        raw = to_signed(raw, f.length)
-    return _floats(sample.t), _floats(raw.astype(np.float64) * f.scale + f.offset)
+    bits = bit_matrix(sample.data)
+    if f.is_float and len(chain) in (32, 64):
+        number = float_values(bits, chain)
+    elif len(chain) <= 63:
+        raw = values(bits, chain)
+        number = (to_signed(raw, f.length) if f.signed else raw).astype(np.float64)
+    else:
+        return [], []
+    t = sample.t
+    if f.multiplexer_ids is not None and selector is not None:
+        page = values(
+            bits, cantools_chain(selector.start_bit, selector.length, selector.byte_order)
+        )
+        rows = np.isin(page, f.multiplexer_ids)
+        t, number = t[rows], number[rows]
+    return _floats(t), _floats(number * f.scale + f.offset)
 
 
 def collect_evidence(
@@ -140,7 +157,8 @@ def collect_evidence(
             )
             if ref is None:
                 continue
-            t, v = _field_series(sample, f)
+            selector = next((g for g in m.signals if g.is_multiplexer), None)
+            t, v = _field_series(sample, f, selector)
             plots[f.name] = Plot(t, v, _floats(ref.series.t), _floats(ref.series.v))
         evidence.messages[key] = MessageEvidence(m.id, m.extended, fs.length, pairs, rates, plots)
     return evidence

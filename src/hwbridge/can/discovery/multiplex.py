@@ -10,13 +10,17 @@ per frame that the layout accounts for).
 
 What it is not:
 - a counter: frames with the same counter value are many frames apart, so the other bits
-  have drifted more, not less; a counter is taken only when what it explains spans more
-  than one byte (a checksum over a counter and constants follows the counter, but is one
-  byte);
-- the low bits of a number: the bits above them follow them, but they are one field; the
-  bits of the field holding a candidate are never evidence for it;
+  have drifted more, not less; a counter's bits are never evidence (what follows a counter,
+  a checksum, is its own), and a whole counter is taken only when what it explains spans
+  more than one byte;
+- the bits of a number: its low bits predict its next ones, and one of four wheel speeds
+  predicts the others, yet they are numbers; the bits of the field holding a candidate are
+  never evidence for it, a part of a smoothly moving value is no candidate (but for its
+  lowest bit or two), and a layout must reach beyond its own byte;
 - a state that changes now and then: frames of one state are consecutive anyway, so
-  grouping by it explains next to nothing.
+  grouping by it explains next to nothing;
+- a page's own number: it groups the frames by page and by its own value, explaining more;
+  the coarser grouping it refines is the multiplexer.
 
 With a multiplexer found, the fields of each page are found as usual over that page's
 frames (consecutive frames of the page taken as the transitions); checksums, counters and
@@ -480,11 +484,16 @@ def layout_name(name: str, f: Field) -> str:
 
 def first_row(fields: list[Field], f: Field, data: U8) -> int | None:
     """The first frame (row of `data`) in which `f` is present; None: in none."""
-    if f.multiplexer_ids is None:
-        return 0 if len(data) else None
-    rows = field_rows(fields, f, bit_matrix(data))
-    if isinstance(rows, slice):
-        return 0 if len(data) else None
+    if not len(data):
+        return None
+    selector = next((g for g in fields if g.is_multiplexer), None)
+    if f.multiplexer_ids is None or selector is None:
+        return 0
+    first = min(selector.bits) // 8  # only the multiplexer's bytes are read
+    last = max(selector.bits) // 8
+    bits = bit_matrix(np.ascontiguousarray(data[:, first : last + 1]))
+    value = values(bits, tuple(b - first * 8 for b in selector.bits))
+    rows = np.flatnonzero(np.isin(value, f.multiplexer_ids))
     return int(rows[0]) if len(rows) else None
 
 
@@ -498,8 +507,9 @@ def describe_layout(f: Field, plain: str) -> str:
         )
     elif f.is_float:
         text = (
-            f"IEEE 754 float{f.length}: it reads as a finite, plausible number that moves"
-            " smoothly where an integer reading of its bits does not"
+            f"IEEE 754 float{f.length}: every frame reads as a finite, plausible number that"
+            " moves smoothly, across zero where every integer reading of its bits jumps, or"
+            " across powers of two as one number"
         )
     else:
         text = plain
