@@ -60,7 +60,7 @@ def test_the_report_is_the_documented_json(drive: tuple[Drive, Path, Path]) -> N
     assert matched
     assert set(matched[0]) == {
         "name", "start_bit", "length", "byte_order", "signed", "kind",
-        "scale", "offset", "unit", "reference",
+        "scale", "offset", "unit", "reference", "is_float", "is_multiplexer", "multiplexer_ids",
     }  # fmt: skip
     assert set(matched[0]["reference"]) == {
         "message",
