@@ -23,7 +23,7 @@ from hwbridge import (
 )
 from hwbridge.core.aio import CallJob
 from hwbridge.core.models import is_tool_name, is_valid_tool_name
-from hwbridge.core.native import native_aliases
+from hwbridge.core.native import Provider, native_aliases
 from tests.core.drivers import Thermostat
 
 SECONDS = ToolParameter(name="seconds", required=True, schema={"type": "number", "minimum": 0})
@@ -94,8 +94,9 @@ def test_every_tool_is_offered_under_its_bench_label() -> None:
 def test_native_definitions_carry_a_dot_free_alias_and_a_call_by_it_runs_the_tool() -> None:
     one, two = Thermostat(), Thermostat()
     orchestrator = farm(one, two)
-    for provider in ("openai", "anthropic", "openai_responses"):
-        tools = orchestrator.get_native_tools(provider)  # type: ignore[arg-type]
+    providers: tuple[Provider, ...] = ("openai", "anthropic", "openai_responses")
+    for provider in providers:
+        tools = orchestrator.get_native_tools(provider)
         names = [t["function"]["name"] if "function" in t else t["name"] for t in tools]
         assert all(is_valid_tool_name(n) for n in names)
         assert "bench2__get_temperature" in names
@@ -159,20 +160,27 @@ def test_a_label_too_long_for_a_name_is_refused_with_the_reason() -> None:
 
 def test_reads_of_different_benches_in_one_output_run_side_by_side() -> None:
     orchestrator = farm(Bench(), Bench(), Bench())
-    calls = [(f"bench{i}__read", {"seconds": 0.4}) for i in (1, 2, 3)]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (f"bench{i}__read", {"seconds": 0.4}) for i in (1, 2, 3)
+    ]
     started = time.monotonic()
     response = orchestrator.process_llm_response(openai_calls(*calls))
     took = time.monotonic() - started
     assert response.call_executed and not response.call_failed
     assert took < 0.9, took  # one after the other would take 1.2 s
-    assert [m["tool_call_id"] for m in response.messages[1:]] == ["call_0", "call_1", "call_2"]  # type: ignore[index]
+    assert response.messages is not None
+    answered = [m["tool_call_id"] for m in response.messages[1:]]
+    assert answered == ["call_0", "call_1", "call_2"]
 
 
 def test_an_output_that_changes_state_runs_in_order() -> None:
     journal: list[str] = []
     one, two = Bench(journal), Bench(journal)
     orchestrator = farm(one, two)
-    calls = [("bench1__press", {"seconds": 0.2}), ("bench2__read", {"seconds": 0})]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("bench1__press", {"seconds": 0.2}),
+        ("bench2__read", {"seconds": 0}),
+    ]
     started = time.monotonic()
     assert orchestrator.process_llm_response(openai_calls(*calls)).call_executed
     assert time.monotonic() - started >= 0.2
@@ -200,10 +208,16 @@ def test_calls_to_two_benches_from_two_threads_do_not_wait_for_each_other() -> N
 
 def test_a_consent_gate_that_asks_every_call_asks_one_question_at_a_time() -> None:
     asked: list[str] = []
-    gate = ConsentGate(
-        farm(Bench(), Bench()), lambda t, a: asked.append(t) or True, every_call=True
-    )
-    calls = [("bench1__read", {"seconds": 0}), ("bench2__read", {"seconds": 0})]
+
+    def ask(tool: str, arguments: dict[str, Any]) -> bool:
+        asked.append(tool)
+        return True
+
+    gate = ConsentGate(farm(Bench(), Bench()), ask, every_call=True)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("bench1__read", {"seconds": 0}),
+        ("bench2__read", {"seconds": 0}),
+    ]
     assert gate.process_llm_response(openai_calls(*calls)).call_executed
     assert asked == ["bench1.read", "bench2.read"]
     assert gate.concurrency_key("bench1.read") is None

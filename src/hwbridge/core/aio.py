@@ -27,7 +27,7 @@ import logging
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 __all__ = [
     "CURRENT_JOB",
@@ -147,8 +147,16 @@ WORKER_SLOT: ContextVar[WorkerSlot | None] = ContextVar("hwbridge_worker_slot", 
 CURRENT_JOB: ContextVar[CallJob | None] = ContextVar("hwbridge_current_job", default=None)
 """The job of the awaited call this worker thread runs (None in a plain sync call)."""
 
-ProgressSink = Callable[[float, float | None, str | None], None]
-"""`sink(progress, total, message)`: how far a call has come, from any thread."""
+
+class ProgressSink(Protocol):
+    """Where a call reports how far it has come, from any thread."""
+
+    def claim(self) -> None:
+        """The call reports its own progress from now on (the waiter stops its clock)."""
+
+    def report(self, progress: float, total: float | None, message: str | None) -> None:
+        """How far the call has come (increasing; `total` when known)."""
+
 
 PROGRESS: ContextVar[ProgressSink | None] = ContextVar("hwbridge_progress", default=None)
 """Where a driver that hears how far its call has come (a remote MCP server's progress

@@ -5,8 +5,8 @@ and run by `aexecute_tool_call`, exactly as `process_llm_response` would run it:
 validation, the same refusals, the same results. While it runs, a progress notification
 goes out every half second (when the client asked for progress), so a `wait_for_signal`, a
 `capture` or a slow serial command shows it is alive. A driver that hears how far its call
-has come (`McpToolDriver`, from the remote server's own progress) reports that instead
-(`hwbridge.core.aio.PROGRESS`), and the half-second reports stop.
+has come (`McpToolDriver`, from the remote server's own progress) claims the reports
+(`hwbridge.core.aio.PROGRESS`): the half-second ones stop, and the server's own go on.
 
 Cancellation by the client (`notifications/cancelled`) follows `hwbridge.core.aio`: a call
 that has not started does not run; reads are abandoned at once (they end within their own
@@ -114,7 +114,7 @@ class CallHandler:
         raised, so its outcome (what went out) survives the cancellation. Its worker
         thread holds `slot` until it ends."""
         WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
-        PROGRESS.set(progress.forward)
+        PROGRESS.set(progress)
         try:
             return await self.driver.aexecute_tool_call(calls), None
         except ExecutionCancelled as exc:
@@ -137,7 +137,7 @@ class CallHandler:
             message = f"{progress.name}: {elapsed:.1f} s" + (
                 f" of at most {total:g} s" if total is not None else ""
             )
-            await progress.report(elapsed, total, message)
+            await progress.send(elapsed, total, message)
 
     def _not_offered(self, name: str) -> types.CallToolResult:
         available = ", ".join(
@@ -169,7 +169,7 @@ class _Progress:
         self.forwarded = False
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def report(self, progress: float, total: float | None, message: str | None) -> None:
+    async def send(self, progress: float, total: float | None, message: str | None) -> None:
         if progress <= self.reported:  # progress must increase: past the total, stay quiet
             return
         self.reported = progress
@@ -178,12 +178,15 @@ class _Progress:
         except Exception:  # a client that went away must not fail the call
             log.debug("progress for %s could not be sent", self.name, exc_info=True)
 
-    def forward(self, progress: float, total: float | None, message: str | None) -> None:
-        """The driver's own report (a `ProgressSink`), from its thread."""
+    # the driver's side (a `hwbridge.core.aio.ProgressSink`), from its own thread
 
+    def claim(self) -> None:
+        self.forwarded = True
+
+    def report(self, progress: float, total: float | None, message: str | None) -> None:
         def schedule() -> None:
             self.forwarded = True
-            task = self.loop.create_task(self.report(progress, total, message))
+            task = self.loop.create_task(self.send(progress, total, message))
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 

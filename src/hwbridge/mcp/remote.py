@@ -29,7 +29,7 @@ import asyncio
 import concurrent.futures
 import shlex
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from hwbridge.__about__ import __version__
-from hwbridge.core.aio import CURRENT_JOB, PROGRESS, ExecutionCancelled
+from hwbridge.core.aio import CURRENT_JOB, PROGRESS, ExecutionCancelled, ProgressSink
 from hwbridge.core.contract import Capability
 from hwbridge.core.health import Health
 from hwbridge.core.hybrid import HybridDriver
@@ -386,12 +386,14 @@ def _cancel(future: concurrent.futures.Future[Any]) -> None:
     future.cancel()
 
 
-def _progress(sink: Callable[[float, float | None, str | None], None] | None) -> ProgressFnT | None:
+def _progress(sink: ProgressSink | None) -> ProgressFnT | None:
+    """The server's progress notifications, passed on to whoever waits for the call."""
     if sink is None:
         return None
+    sink.claim()
 
     async def report(progress: float, total: float | None, message: str | None) -> None:
-        sink(progress, total, message)
+        sink.report(progress, total, message)
 
     return report
 
