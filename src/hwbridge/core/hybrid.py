@@ -352,6 +352,11 @@ class HybridDriver(MCSDriver, MCSToolDriver):
                 return True
         return False
 
+    def tool_name(self, name: str) -> str:
+        """The name of the tool a call names: itself, or the tool a native alias stands for
+        (`bench1__read_signals` -> `bench1.read_signals`), for showing a call to people."""
+        return self._catalog().real.get(name, name)
+
     def concurrency_key(self, tool_name: str) -> Hashable | None:
         """Calls of one output whose keys differ may run at once, when none of them changes
         state (an orchestrator's benches); None (the default): this driver runs its calls
