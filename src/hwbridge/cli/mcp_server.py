@@ -269,6 +269,8 @@ def _print_config(args: argparse.Namespace, address: tuple[str, int] | None) -> 
 def _server_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of this server, checked as the server will check them (a typo must
     not wait for the client to start it), paths made absolute for a client's cwd."""
+    if args.remote and not local_named(args):  # the benches alone: no local bridge to check
+        return (["--name", args.name] if args.name != "hwbridge" else []) + remote_words(args)
     words: list[str] = []
     dbc_given = args.dbc is not None  # before allowances() fills in the bundled one
     given = allowances(args, offline=True)
