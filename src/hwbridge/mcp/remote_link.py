@@ -194,11 +194,17 @@ class RemoteLink:
             self.last_error = reason
             raise self._down(reason) from None
         self._held = held
+        try:
+            await asyncio.wait_for(self._list_tools(held.client), self.connect_timeout_s)
+        except Exception as exc:  # it answered, but not with its tools: as good as down
+            reason = f"its tools could not be listed: {describe(exc)}"
+            self.lost(reason)
+            self._failed_at = time.monotonic()
+            raise self._down(reason) from None
         self.connections += 1
         self.state = "connected"
         self.down_since = None
         self.server, self.protocol = held.server, held.protocol
-        await self._list_tools(held.client)
         return held
 
     async def _hold(self, ready: asyncio.Future[_Held], stop: asyncio.Event) -> None:
