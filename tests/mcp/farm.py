@@ -55,7 +55,7 @@ class Bench:
     """One bench: its simulator, its MCP server, and the server's URL (a fixed port, so a
     restarted server is found where it was)."""
 
-    sim: subprocess.Popen[str]
+    sim: subprocess.Popen[str] | None  # None: the simulator is another bench's
     bus: str
     port: int
     server: subprocess.Popen[str] | None = None
@@ -90,16 +90,20 @@ class Bench:
         if self.server is not None:
             self.thaw()
             stop(self.server)
-        stop(self.sim)
+        if self.sim is not None:
+            stop(self.sim)
 
 
-def start_bench(*options: str) -> Bench:
-    sim, bus = start_sim()
+def start_bench(*options: str, beside: Bench | None = None) -> Bench:
+    """A bench with a simulator of its own, or a second server on the simulator of
+    `beside` (a server that can be killed and restarted without starting another car)."""
+    sim, bus = (None, beside.bus) if beside is not None else start_sim()
     bench = Bench(sim, bus, free_port(), options=options)
     try:
         bench.serve()
     except BaseException:
-        stop(sim)
+        if sim is not None:
+            stop(sim)
         raise
     return bench
 

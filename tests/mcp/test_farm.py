@@ -158,8 +158,8 @@ def _answers(driver: McpToolDriver) -> bool:
         return False
 
 
-def test_a_bench_killed_mid_call_then_restarted(farm: Orchestrator) -> None:
-    bench = start_bench()
+def test_a_bench_killed_mid_call_then_restarted(benches: list[Bench], farm: Orchestrator) -> None:
+    bench = start_bench(beside=benches[0])
     driver = McpToolDriver(bench.url, token=TOKEN, label="bench3", trust_annotations=True)
     both = Orchestrator({"bench3": driver, "bench1": farm.drivers["bench1"]}, names="dotted")
     try:

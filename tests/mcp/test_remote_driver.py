@@ -34,8 +34,8 @@ def remote(**options: Any) -> McpToolDriver:
 
 @pytest.fixture(scope="module")
 def liar() -> Iterator[McpToolDriver]:
-    """The server with nothing trusted: every tool counts as one that changes state."""
-    with remote(read_only=["counters"]) as driver:
+    """The server with its marks not trusted: only the tools named here count as reads."""
+    with remote(read_only=["counters", "slow_read"]) as driver:
         yield driver
 
 
@@ -95,8 +95,8 @@ def test_a_tool_error_keeps_the_server_s_code(liar: McpToolDriver) -> None:
 
 
 def test_progress_and_cancellation_reach_the_remote(liar: McpToolDriver) -> None:
-    trusted = remote(read_only=["slow_read", "counters"])
-    aggregate = build_server(Orchestrator([trusted], names="dotted"))
+    aggregate = build_server(Orchestrator([liar], names="dotted"))
+    cancelled = liar.execute_tool("counters", {})["cancelled"]
 
     async def session() -> list[str]:
         said: list[str] = []
@@ -115,12 +115,9 @@ def test_progress_and_cancellation_reach_the_remote(liar: McpToolDriver) -> None
                 group.cancel_scope.cancel()  # the client gives up on the long read
         return said
 
-    try:
-        said = asyncio.run(session())
-        assert said[:3] == ["slow_read 1", "slow_read 2", "slow_read 3"]  # the server's words
-        assert wait_until(lambda: trusted.execute_tool("counters", {})["cancelled"] >= 1, 5)
-    finally:
-        trusted.close()
+    said = asyncio.run(session())
+    assert said[:3] == ["slow_read 1", "slow_read 2", "slow_read 3"]  # the server's own words
+    assert wait_until(lambda: liar.execute_tool("counters", {})["cancelled"] > cancelled, 5)
 
 
 def test_a_tool_the_server_adds_appears_in_the_farm(liar: McpToolDriver) -> None:
