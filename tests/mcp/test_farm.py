@@ -79,7 +79,7 @@ def test_a_bench_error_keeps_the_bench_code(farm: Orchestrator) -> None:
 
 
 def test_health_reports_each_bench_and_its_bus(farm: Orchestrator) -> None:
-    health = farm.healthcheck()
+    health = farm.health()
     assert set(health.parts) == {"bench1", "bench2"}
     for part in health.parts.values():
         assert part.details["state"] == "connected" and part.details["tools"] > 10

@@ -346,6 +346,10 @@ class Orchestrator(HybridDriver):
         the status is the worst of theirs."""
         return Health.combine({e.label: health_of(e.driver) for e in self._snapshot.entries})
 
+    def health(self) -> Health:
+        """`healthcheck()` by the name a farm asks it: each driver (each bench) by label."""
+        return self.healthcheck()
+
     def raw_spec(self) -> dict[str, RawSpec]:
         """The source specs of every driver that has them, as `label/name`."""
         return {

@@ -342,6 +342,10 @@ class McpToolDriver(HybridDriver):
         }
         return Health(status=status, details=details, problems=problems, parts=parts)
 
+    def health(self) -> Health:
+        """`healthcheck()`, by the name an Orchestrator of benches also answers to."""
+        return self.healthcheck()
+
     # -- lifetime ------------------------------------------------------------------------
 
     def close(self) -> None:
