@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import logging
 import re
 import warnings
 from collections.abc import Sequence
@@ -178,10 +179,19 @@ def known_databases(
         else:
             raise FileNotFoundError(f"no such database file or folder: {given}")
     names = {k.name for k in found}
+    seen: dict[str, str] = {}  # content -> name: a copy of a database is not a rival
     for path in files:
-        name = path.name if path.name not in names else str(path)
-        names.add(name)
-        found.append(KnownDatabase(name, str(path), path=path))
+        if not seen and found:
+            seen = {d: k.name for k in found if (d := _digest(k)) is not None}
+        known = KnownDatabase(path.name if path.name not in names else str(path), str(path), path)
+        digest = _digest(known)
+        if digest is not None and digest in seen:
+            notes.append(f"{path} is the same as {seen[digest]}, matched once")
+            continue
+        if digest is not None:
+            seen[digest] = known.name
+        names.add(known.name)
+        found.append(known)
     if len(found) > MAX_DATABASES:
         notes.append(
             f"{len(found) - MAX_DATABASES} database(s) past the first {MAX_DATABASES} were not"
@@ -205,6 +215,23 @@ def candidates(known: Sequence[str | Path] = ()) -> tuple[list[KnownDatabase], l
         notes.append(f"opendbc is not installed ({OPENDBC_HINT}); only your databases were matched")
     found, more = known_databases(known)
     return found, notes + more
+
+
+def _digest(known: KnownDatabase) -> str | None:
+    """The content's digest (None when it cannot be read or is too large to match)."""
+    try:
+        return _digest_of(known.key, known)
+    except (OSError, SkippedDatabase):
+        return None
+
+
+@lru_cache(maxsize=4096)
+def _digest_of(key: tuple[str, ...], known: KnownDatabase) -> str:
+    if known.text is not None:
+        return key[-1]
+    _check_size(known)
+    assert known.path is not None
+    return hashlib.sha1(known.path.read_bytes(), usedforsecurity=False).hexdigest()
 
 
 class SkippedDatabase(Exception):
@@ -277,24 +304,40 @@ def load_known(known: KnownDatabase) -> CanDatabase:
 
 @lru_cache(maxsize=16)
 def _load(key: tuple[str, ...], known: KnownDatabase) -> CanDatabase:
+    _check_size(known)
+    quiet = logging.getLogger("cantools")
+    was = quiet.disabled
+    quiet.disabled = True  # its lines about overwritten messages are not the user's concern
+    try:
+        return _parse(known)
+    finally:
+        quiet.disabled = was
+
+
+def _parse(known: KnownDatabase) -> CanDatabase:
     from hwbridge.can.database.loader import DatabaseError, parse_database
     from hwbridge.can.database.repair import repair_dbc
 
-    _check_size(known)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        if known.path is not None:
-            try:
+        try:
+            if known.path is not None:
                 db = CanDatabase.load(known.path)
-            except DatabaseError as exc:
-                raise SkippedDatabase(f"does not load ({exc})") from None
-        else:
-            result = repair_dbc(known.read())
-            try:
+            else:
+                result = repair_dbc(known.read())
                 loaded = parse_database(result.text, "dbc")
-            except Exception as exc:  # cantools raises many types
-                raise SkippedDatabase(f"does not load ({type(exc).__name__}: {exc})") from None
-            db = CanDatabase(loaded, repairs=result.repairs, renamed=result.renamed)
+                db = CanDatabase(loaded, repairs=result.repairs, renamed=result.renamed)
+        except DatabaseError as exc:
+            raise SkippedDatabase(f"does not load: {_one_line(str(exc))}") from None
+        except Exception as exc:  # cantools raises many types; none may end the matching
+            raise SkippedDatabase(
+                f"does not load: {type(exc).__name__}: {_one_line(str(exc))}"
+            ) from None
     if not db.messages:
         raise SkippedDatabase("defines no message")
     return db
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -61,7 +61,9 @@ __all__ = [
 ]
 
 MAX_DEEP = 12
-"""Candidates loaded with cantools and checked in depth, at most."""
+"""Candidates loaded with cantools and checked in depth, at most ..."""
+MIN_DEEP = 3
+"""... and at least (when that many explain an id), so the first few listed are measured."""
 MAX_MATCHES = 10
 """Matches listed in a report (every one explaining at least one id, best first)."""
 MAX_ADOPTED = 4
@@ -200,7 +202,7 @@ def match_databases(
     deep = 0
     best = 0.0
     for cand in ranked:
-        if deep >= max_deep or cand.bound < best - 1e-9:
+        if deep >= max_deep or (cand.bound < best - 1e-9 and deep >= MIN_DEEP):
             break
         if deadline is not None and time.monotonic() > deadline:
             notes.append("the time budget ended the depth checks; the rest are ranked by ids")

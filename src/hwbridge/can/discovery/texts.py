@@ -16,6 +16,7 @@ TOOLS = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "match_known_databases",
 )
 
 
