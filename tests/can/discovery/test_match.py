@@ -88,6 +88,7 @@ def test_discover_decodes_with_the_best_match_instead_of_rediscovering_it(tmp_pa
     # what the match explains is decoded, not rediscovered: only the GNSS module is left
     assert [(m.id, m.extended) for m in report.messages] == [(0x7E5, False)]
     draft = cantools.database.load_string(report.to_dbc(), strict=True)
+    assert isinstance(draft, cantools.database.can.Database)
     assert [m.frame_id for m in draft.messages] == [0x7E5]
     document = report.to_dict()
     assert set(document["matches"][0]) >= {"database", "ids_explained", "frames_explained"}
