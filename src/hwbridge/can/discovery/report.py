@@ -147,9 +147,11 @@ class DatabaseMatch(_Model):
     ids it has a message of the right length for (`ids` of them); `frames_explained`, the
     share of the frames those ids carry; `score`, the share of ids explained, each weighted
     by the share of its checks that pass (what the ranking is by); `chance`, how likely a
-    database with as many messages, of these lengths, would explain as many ids by
-    coincidence; `tied_with`, the databases the capture cannot tell from this one (the
-    same ids explained, the same checks)."""
+    database whose messages lie as densely around the capture's ids would explain and fit
+    as many by coincidence; `checked`, whether the checks beyond length and rate ran (for
+    the best few; the others' `score` is their `ids_explained`, an upper bound);
+    `tied_with`, the databases the capture cannot tell from this one (the same ids
+    explained, each fitting as well)."""
 
     database: str
     source: str
