@@ -3,21 +3,22 @@
 Every candidate (`known.known_databases`: opendbc's and the user's) is read cheaply first
 (`known.index_of`: ids, lengths and cycle times from the DBC text) and scored on what that
 table can tell: the capture's ids it has a message for whose frames have the message's
-length, and whose rate is near its cycle time. The best `MAX_DEEP` are then loaded with
-cantools and checked in depth on each id they explain (`MatchChecks`): do the bits that
-moved lie inside its signals, do its counters count, do its checksums check (the families
-of `checksums.py`), do its values stay in their ranges. An id's *fit* is the share of its
-checks that pass, and a database's `score` is the sum of its ids' fits over the capture's
-ids: ranked by it, best first. Since a fit is at most 1, the cheap share is an upper bound
-of the score, so candidates are checked in that order until none left could do better.
+length, and whose rate is near its cycle time. The best (at least `MIN_DEEP`, at most
+`MAX_DEEP`) are then loaded with cantools and checked in depth on each id they explain
+(`MatchChecks`): do the bits that moved lie inside its signals, do its counters count, do
+its checksums check (the families of `checksums.py`), do its values stay in their ranges.
+An id's *fit* is the share of its checks that pass, and a database's `score` is the sum of
+its ids' fits over the capture's ids: ranked by it, best first. Since a fit is at most 1,
+the cheap share is an upper bound of the score, so candidates are checked in that order
+until none left could do better.
 
-The best match is adopted (decoded with, as a reference is) when the ids it explains could
-not be explained by coincidence (`chance`, the Poisson tail of as many ids matched by a
-random database with its number of messages and lengths, below `MAX_CHANCE`) and they fit
-(`MIN_FIT` of their checks pass, on average). Further matches are adopted the same way on
-the ids the adopted ones leave unexplained (a GNSS module's database beside a truck's).
-Databases the capture cannot tell apart (the same ids explained, the same checks: opendbc's
-Honda and Toyota variants share most messages) are named in `tied_with` and a note; the one
+The best match is adopted (decoded with, as a reference is) when it explains at least
+`MIN_EXPLAINED` of the capture's ids, they fit (`MIN_FIT` of their checks pass, on
+average) and they could not be explained and fit by coincidence (`chance` below
+`MAX_CHANCE`: see `_chance`); only the messages of ids that fit are used. Further matches
+are adopted the same way on the ids the adopted ones leave unexplained. Databases the
+capture cannot tell apart (the same ids explained, each fitting as well: opendbc's Honda
+and Toyota variants share most messages) are named in `tied_with` and a note; the one
 describing the fewest messages the capture did not show is listed first and used.
 """
 
@@ -69,9 +70,14 @@ MAX_MATCHES = 10
 MAX_ADOPTED = 4
 """Matched databases decoded with, at most."""
 MAX_CHANCE = 1e-6
+"""A match is decoded with only when its ids could not be explained and fit by chance ..."""
 MIN_FIT = 0.9
+"""... when they pass this share of their checks, on average ..."""
 MIN_EXPLAINED = 0.5
+"""... and when it explains this share of the capture's ids (less is as likely a neighbour's
+ids as the car's: such a database is given with --reference by someone who knows)."""
 WINDOW = 32
+"""Ids either side of a capture's id over which a database's density is taken."""
 COINCIDENT_FIT = 0.4
 """How often a message lying on a capture's id by coincidence (another layout than the
 capture's) still fits (MIN_FIT): 37% over the drives the rule was developed on (2,035 such
@@ -88,7 +94,6 @@ _COUNTER = re.compile(
     r"(^|_)(counter|cnt|alive|bz|zaehler|rolling_?counter)$|counter$|^counter", re.I
 )
 _CHECKSUM = re.compile(r"(checksum|crc|chksum|chks)$", re.I)
-_EXTENDED = 1 << 31
 
 B = npt.NDArray[np.bool_]
 
@@ -120,7 +125,6 @@ class _Sample:
     """One id's frames as the depth checks read them."""
 
     frames: FrameSet
-    bits: npt.NDArray[np.uint8]
     moving: B  # per bit position: it changed somewhere in the capture
     distinct: int
 
@@ -144,7 +148,7 @@ class _Capture:
             changed = np.bitwise_or.reduce(fs.data ^ fs.data[:1], axis=0)
             moving = np.unpackbits(changed[:, None], axis=1, bitorder="little").ravel() == 1
             distinct = len(np.unique(part.data, axis=0)) if len(part) else 0
-            found = _Sample(part, bit_matrix(part.data), moving, distinct)
+            found = _Sample(part, moving, distinct)
             self._samples[key] = found
         return found
 
@@ -160,8 +164,9 @@ class _Candidate:
     chance: float | None = None  # computed for the candidates listed or checked
     fits: dict[FrameKey, float] | None = None  # after the depth checks
     tally: dict[str, list[int]] = field(default_factory=dict)  # check -> [ok, applicable]
-    bits: list[int] = field(default_factory=lambda: [0, 0])
+    bits: list[int] = field(default_factory=lambda: [0, 0])  # [inside a signal, moved]
     db: CanDatabase | None = None
+    fitted: float = 0.0  # the score, once checked
 
     @property
     def checked(self) -> bool:
@@ -169,9 +174,7 @@ class _Candidate:
 
     @property
     def score(self) -> float:
-        return self.bound if self.fits is None else self._score
-
-    _score: float = 0.0
+        return self.bound if self.fits is None else self.fitted
 
 
 def match_databases(
@@ -382,7 +385,7 @@ def _deep(capture: _Capture, cand: _Candidate) -> None:
     cand.matched = matched
     cand.fits = fits
     cand.tally = tally
-    cand._score = sum(fits.values()) / len(capture.keys)
+    cand.fitted = sum(fits.values()) / len(capture.keys)
     good = sum(1 for f in fits.values() if f >= MIN_FIT)
     cand.chance = _chance(capture, cand.index, good, capture.keys)
 
@@ -485,7 +488,7 @@ def _counts(sample: _Sample, chain: tuple[int, ...]) -> bool | None:
     pairs = fs.cont[1:]
     if int(pairs.sum()) < 3:
         return None
-    raw = values(sample.bits, chain)
+    raw = values(bit_matrix(fs.data), chain)
     steps = ((raw[1:] - raw[:-1]) % (1 << len(chain)))[pairs]
     counts = np.bincount(steps, minlength=2)
     return bool(counts[1:].max() >= COUNTING * len(steps))
@@ -513,9 +516,7 @@ def _ties(ranked: list[_Candidate]) -> dict[int, list[str]]:
     checked = [c for c in ranked if c.checked]
     evidence = {id(c): _evidence(c) for c in checked}
     for c in checked:
-        same = [
-            o.known.name for o in checked if o is not c and evidence[id(o)] == evidence[id(c)]
-        ]
+        same = [o.known.name for o in checked if o is not c and evidence[id(o)] == evidence[id(c)]]
         if same:
             out[id(c)] = same
     return out
