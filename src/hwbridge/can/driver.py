@@ -328,7 +328,7 @@ class CanDriver(HybridDriver, Closing):
             allowed = ", ".join(self.policy.describe()["allow_messages"]) or "raw frames"
             text = guidance.can_send.format(allowed=allowed).strip()
         if self.discovery is not None:
-            text += "\n" + self.discovery.texts.guidance.discovery.strip()
+            text += "\n" + self.discovery.guidance()
         return text
 
     def _fits(self, tools: list[Tool]) -> bool:

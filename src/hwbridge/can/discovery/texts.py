@@ -22,6 +22,7 @@ TOOLS = (
 
 class Guidance(StrictTexts):
     discovery: str
+    matching: str  # added when match_known_databases is offered
 
 
 class DiscoveryTexts(ToolTexts):

@@ -83,6 +83,13 @@ class DiscoveryTools(MCSToolDriver):
         self._tools = tuple(self._definitions())
         self._names = frozenset(t.name for t in self._tools)
 
+    def guidance(self) -> str:
+        """What the system prompt says about these tools (matching only when offered)."""
+        text = self.texts.guidance.discovery.strip()
+        if self._matching:
+            text += " " + self.texts.guidance.matching.strip()
+        return text
+
     # -- MCSToolDriver ---------------------------------------------------------------------
 
     def list_tools(self) -> list[Tool]:
