@@ -39,6 +39,7 @@ examples:
       --allow ClimateCommand --consent
   hwbridge chat --provider ollama --model llama3.1:8b --bus virtual:demo
   hwbridge chat --provider ollama --model llama3.1:8b --dbc car.dbc   offline: the catalog
+  hwbridge chat --provider openai --model gpt-4o-mini --bus socketcan:can0 --discover
   hwbridge chat --provider openai-compatible --base-url http://127.0.0.1:8080/v1 --model local \\
       --mode text --bus socketcand://127.0.0.1:29536/vcan0
   HWBRIDGE_REMOTE_TOKEN=secret hwbridge chat --provider openai --model gpt-4o-mini \\
@@ -201,7 +202,7 @@ def _setup_text(args: argparse.Namespace, remotes: dict[str, MCSToolDriver] | No
     if remotes:
         parts.append(f"remote {', '.join(remotes)}")
     if args.bus is not None:
-        parts.append(str(args.bus))
+        parts.append(str(args.bus) + (" (discovery)" if args.discover else ""))
     if args.port is not None or args.spec is not None:
         parts.append(f"{args.spec or 'port'} on {args.port or 'no port'}")
     if args.obd is not None:

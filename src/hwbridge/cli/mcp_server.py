@@ -55,6 +55,7 @@ examples:
   hwbridge mcp --spec bench_psu --port /dev/ttyUSB1 --allow set_voltage
   hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
   hwbridge mcp --j1939 socketcan:can0 --allow j1939_dm11   a truck's J1939 network
+  hwbridge mcp --bus socketcan:can0 --discover     a bus with no database: the discovery tools
   hwbridge mcp --dataset truck_dataset             the capture tools of a decoded dataset
   hwbridge mcp --dataset truck_dataset --bus socketcan:can0   recorded and live together
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
@@ -282,6 +283,8 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
             words += ["--dbc", str(Path(args.dbc).resolve())]
         if args.bus:
             words += ["--bus", _absolute_bus(args.bus)]
+        if args.discover:
+            words.append("--discover")
     if serves_serial(args):
         if args.spec is not None:
             spec = resolve_spec(args.spec)
