@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import can
 from hwbridge import CanDriver
 from hwbridge.can.discovery.frames import Collector
+from hwbridge.can.discovery.known import opendbc_available
 
 HOSTILE_IDS = 100_000  # the benchmark runs the full million
 
@@ -91,6 +92,8 @@ DISCOVERY = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    # offered when there are databases to match: opendbc's (the dev extra has them)
+    *(("match_known_databases",) if opendbc_available() else ()),
 )
 
 

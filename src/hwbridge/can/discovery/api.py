@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from hwbridge.can.discovery._deps import require_numpy
+from hwbridge.can.discovery.match import match_candidates, with_matches
 from hwbridge.can.discovery.reference import ReferenceSpec
 from hwbridge.can.discovery.report import DiscoveryReport, Note
 
@@ -35,6 +36,8 @@ def discover(
     max_bytes: int | None = None,
     progress: Callable[[str, float], None] | None = None,
     evidence: bool = False,
+    match_known: bool = False,
+    known: Sequence[str | Path] = (),
 ) -> DiscoveryReport:
     """Find the signals of the frames in `captures` (any format python-can reads, and MF4).
 
@@ -45,8 +48,12 @@ def discover(
     captures are read. A truncated capture keeps the frames read before the break (a note
     says so). `evidence=True` also keeps, on `report.evidence`, what a person needs to check
     it (each bit's flip rate, each matched field drawn beside its reference signal; see
-    `hwbridge.can.discovery.html.render_html`). Raises FileNotFoundError / ValueError for a
-    capture that cannot be opened.
+    `hwbridge.can.discovery.html.render_html`). `match_known=True` ranks known databases
+    (opendbc's when the `opendbc` extra is installed, and the files or folders of `known`)
+    by how much of the capture each explains (`report.matches`, best first) and decodes with
+    the best when it fits (`report.decoded_with`), as with a reference: its messages are
+    not rediscovered (see `hwbridge.can.discovery.match`). Raises FileNotFoundError /
+    ValueError for a capture that cannot be opened.
     """
     require_numpy()
     from hwbridge.can.discovery import frames as frames_module
@@ -60,6 +67,7 @@ def discover(
         raise ValueError("discover needs at least one capture")
     checked = [check_capture(p) for p in paths]
     ref = load_reference(reference)
+    matching = match_candidates(match_known, known)  # a wrong path costs no capture read
     collector = frames_module.Collector(
         max_ids=max_ids or frames_module.MAX_IDS,
         max_bytes=max_bytes or frames_module.MAX_BYTES,
@@ -93,6 +101,8 @@ def discover(
         collector.end_segment()
     deadline = time.monotonic() + time_budget_s
     framesets = collector.framesets()
+    # the known databases that fit join the reference: decoded, not rediscovered
+    ref, matched = with_matches(ref, framesets, matching, collector.frames, time_budget_s)
     found, left_out = analyse_frames(framesets, ref, deadline=deadline)
     report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
     if evidence:
@@ -100,6 +110,7 @@ def discover(
 
         report._evidence = collect_evidence(report, framesets, ref)
     report.captures = [p.name for p in checked]
+    matched.apply(report, notes)
     report.dropped = collector.report_dropped().to_dict()
     if left_out:
         report.dropped["ids_not_analysed"] = left_out

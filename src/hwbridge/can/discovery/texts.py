@@ -16,11 +16,13 @@ TOOLS = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "match_known_databases",
 )
 
 
 class Guidance(StrictTexts):
     discovery: str
+    matching: str  # added when match_known_databases is offered
 
 
 class DiscoveryTexts(ToolTexts):
