@@ -1,7 +1,7 @@
 """`discover`: captures in, a report (and a draft DBC) out.
 
     from hwbridge.can import discover
-    report = discover(["drive.blf"], reference="gnss.dbc")
+    report = discover(["drive.blf"], reference="gnss.dbc")   # or reference="obd"
     print(report.to_json())
     Path("draft.dbc").write_text(report.to_dbc())
 
@@ -12,17 +12,26 @@ format python-can reads through python-can), so memory stays bounded whatever th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.discovery._deps import require_numpy
 from hwbridge.can.discovery.reference import ReferenceSpec
 from hwbridge.can.discovery.report import DiscoveryReport, Note
 
+if TYPE_CHECKING:
+    from hwbridge.can.discovery.events import Mark
+    from hwbridge.can.discovery.obd_reference import ObdFrames
+    from hwbridge.can.discovery.reference import Reference
+    from hwbridge.can.discovery.survey import Found
+
 __all__ = ["TIME_BUDGET_S", "discover"]
 
 TIME_BUDGET_S = 300.0
 """Analysis stops after this long; ids not analysed by then are reported as dropped."""
+EVENTS_BUDGET_S = 60.0
+"""Ranking fields against marked events stops looking at more ids after this long."""
 
 
 def discover(
@@ -35,6 +44,8 @@ def discover(
     max_bytes: int | None = None,
     progress: Callable[[str, float], None] | None = None,
     evidence: bool = False,
+    events: str | Path | Iterable[Mark | tuple[float, str]] | None = None,
+    window_s: float | None = None,
 ) -> DiscoveryReport:
     """Find the signals of the frames in `captures` (any format python-can reads, and MF4).
 
@@ -45,12 +56,17 @@ def discover(
     captures are read. A truncated capture keeps the frames read before the break (a note
     says so). `evidence=True` also keeps, on `report.evidence`, what a person needs to check
     it (each bit's flip rate, each matched field drawn beside its reference signal; see
-    `hwbridge.can.discovery.html.render_html`). Raises FileNotFoundError / ValueError for a
-    capture that cannot be opened.
+    `hwbridge.can.discovery.html.render_html`). `reference="obd"` (alone or among others)
+    takes the OBD-II exchanges in the captures as the reference: their answers are decoded
+    into python-OBD's signals (`SPEED`, `RPM`, ...), their ids never rediscovered.
+    `events` (a `time_s,name` CSV path, or marks, or `(time_s, name)` pairs on the
+    captures' clock) ranks fields by how well they changed at the marked moments and not
+    elsewhere (`report.events`; `window_s` either side of a mark, 1 s by default). Raises
+    FileNotFoundError / ValueError for a capture that cannot be opened, `EventsError` (a
+    ValueError) for events that cannot be read.
     """
     require_numpy()
     from hwbridge.can.discovery import frames as frames_module
-    from hwbridge.can.discovery.reference import load_reference
     from hwbridge.can.discovery.survey import MIN_R, analyse_frames, build_report
     from hwbridge.captures.frames import CaptureError
     from hwbridge.captures.readers import check_capture, open_capture
@@ -59,7 +75,8 @@ def discover(
     if not paths:
         raise ValueError("discover needs at least one capture")
     checked = [check_capture(p) for p in paths]
-    ref = load_reference(reference)
+    marks = _marks(events)
+    ref, obd_frames = _references(reference)
     collector = frames_module.Collector(
         max_ids=max_ids or frames_module.MAX_IDS,
         max_bytes=max_bytes or frames_module.MAX_BYTES,
@@ -79,6 +96,14 @@ def discover(
                     chunk.length,
                     chunk.data,
                 )
+                if obd_frames is not None:
+                    obd_frames.add(
+                        chunk.timestamp_us / 1e6,
+                        chunk.arbitration_id,
+                        chunk.extended,
+                        chunk.length,
+                        chunk.data,
+                    )
                 if progress is not None:
                     progress(path.name, reader.progress)
         except CaptureError as exc:
@@ -93,8 +118,10 @@ def discover(
         collector.end_segment()
     deadline = time.monotonic() + time_budget_s
     framesets = collector.framesets()
+    ref = _with_obd(ref, obd_frames, notes)
     found, left_out = analyse_frames(framesets, ref, deadline=deadline)
     report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
+    _rank_marks(report, found, marks, window_s, notes)
     if evidence:
         from hwbridge.can.discovery.evidence import collect_evidence
 
@@ -115,6 +142,51 @@ def discover(
     _explain_dropped(report, notes)
     report.notes = notes + report.notes
     return report
+
+
+def _marks(events: str | Path | Iterable[Mark | tuple[float, str]] | None) -> list[Mark] | None:
+    """The marks `events` holds (checked before any capture is read)."""
+    from hwbridge.can.discovery.events import as_marks
+
+    return None if events is None else as_marks(events)
+
+
+def _references(reference: Any) -> tuple[Reference, ObdFrames | None]:
+    """The databases of `reference`, and where to keep the OBD-II frames when "obd" is in it."""
+    from hwbridge.can.discovery.obd_reference import ObdFrames, split_obd
+    from hwbridge.can.discovery.reference import load_reference
+
+    databases, obd = split_obd(reference)
+    return load_reference(databases), (ObdFrames() if obd else None)
+
+
+def _with_obd(ref: Reference, obd_frames: ObdFrames | None, notes: list[Note]) -> Reference:
+    """`ref` with the OBD-II exchanges read, when OBD-II is the reference."""
+    if obd_frames is None:
+        return ref
+    from hwbridge.can.discovery.obd_reference import ObdReference, obd_notes
+
+    exchanges = obd_frames.exchanges()
+    notes += obd_notes(exchanges)
+    return ObdReference(ref.databases, exchanges)
+
+
+def _rank_marks(
+    report: DiscoveryReport,
+    found: list[Found],
+    marks: list[Mark] | None,
+    window_s: float | None,
+    notes: list[Note],
+) -> None:
+    """`report.events`: the fields ranked against the marks, if any."""
+    if not marks:
+        return
+    from hwbridge.can.discovery.events import WINDOW_S, rank_found
+
+    report.events, marked = rank_found(
+        marks, found, window_s=window_s or WINDOW_S, deadline=time.monotonic() + EVENTS_BUDGET_S
+    )
+    notes += marked
 
 
 def _explain_dropped(report: DiscoveryReport, notes: list[Note]) -> None:

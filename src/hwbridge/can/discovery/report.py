@@ -23,6 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = [
     "DiscoveryReport",
+    "EventCandidate",
+    "EventReport",
     "FieldReport",
     "Kind",
     "MessageReport",
@@ -110,6 +112,31 @@ class MessageReport(_Model):
     signals: list[FieldReport]
 
 
+class EventCandidate(_Model):
+    """Bits that may be a marked event's signal: where they are (`start_bit` as cantools
+    writes it for `byte_order`), how well they changed at the marks and not elsewhere
+    (`score`, 0 to 1), the field's name in the report (None: a single bit no field
+    holds alone), the event's marks with a change near them, and its changes elsewhere."""
+
+    id: int
+    extended: bool
+    start_bit: int
+    length: int
+    score: float
+    byte_order: ByteOrderName = "little_endian"
+    field: str | None = None
+    marks_hit: int = 0
+    changes_elsewhere: int = 0
+
+
+class EventReport(_Model):
+    """One marked event (the marks of one name) and its candidates, best first."""
+
+    name: str
+    marks: int
+    candidates: list[EventCandidate] = Field(default_factory=list)
+
+
 class Note(_Model):
     """Something the data could not tell, or did not say, in a sentence."""
 
@@ -127,6 +154,7 @@ class DiscoveryReport(_Model):
     reference_messages: list[str] = Field(default_factory=list)
     dropped: dict[str, int] = Field(default_factory=dict)
     notes: list[Note] = Field(default_factory=list)
+    events: list[EventReport] = Field(default_factory=list)
     _comments: dict[tuple[str, str | None], str] = PrivateAttr(default_factory=dict)
     _evidence: Any = PrivateAttr(default=None)
 

@@ -16,11 +16,14 @@ TOOLS = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "mark_event",
+    "rank_events",
 )
 
 
 class Guidance(StrictTexts):
     discovery: str
+    obd: str
 
 
 class DiscoveryTexts(ToolTexts):
