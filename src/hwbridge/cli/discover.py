@@ -194,6 +194,23 @@ def _field_line(f: FieldReport) -> Text:
     return line
 
 
+def _show_events(console: Console, report: DiscoveryReport, shown: int = 3) -> None:
+    """Per marked event, its best candidates (all of them are in --json)."""
+    for event in report.events:
+        console.print(f"event {event.name!r}, {event.marks} mark(s):", soft_wrap=True)
+        if not event.candidates:
+            console.print("  no field changed at its marks", soft_wrap=True)
+        for c in event.candidates[:shown]:
+            ident = f"0x{c.id:08X}" if c.extended else f"0x{c.id:03X}"
+            order = "intel" if c.byte_order == "little_endian" else "motorola"
+            console.print(
+                f"  {ident} {c.start_bit}|{c.length}@{order}  {c.field or 'bits':<22}"
+                f" score {c.score:.3f} ({c.marks_hit} mark(s) hit, {c.changes_elsewhere}"
+                " change(s) elsewhere)",
+                soft_wrap=True,
+            )
+
+
 def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None = None) -> None:
     """Per id: rate, length, frames, then one line per field; notes and a summary."""
     from rich.text import Text
@@ -237,6 +254,7 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
             ),
             soft_wrap=True,
         )
+    _show_events(console, report)
     for note in report.notes:
         if note in wider:
             continue

@@ -11,11 +11,16 @@ SIGTERM ends the recording early; what was recorded is discovered.
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
+
+if TYPE_CHECKING:
+    import can
 
 __all__ = ["record_live"]
 
@@ -33,7 +38,7 @@ def record_live(bus: str, duration_s: float, folder: Path, *, obd: bool) -> tupl
     check_bus(bus)
     path = folder / "live.blf"
     stop = threading.Event()
-    recorder = Recorder(can.Logger(str(path)), ended=stop)  # type: ignore[arg-type]
+    recorder = Recorder(_OneChannel(can.Logger(str(path))), ended=stop)
     try:
         adapter = open_adapter(bus, [recorder.on_message])
     except BaseException:
@@ -63,3 +68,24 @@ def record_live(bus: str, duration_s: float, folder: Path, *, obd: bool) -> tupl
     if recorder.error is not None:
         raise CliError(f"cannot write {path}: {one_line(str(recorder.error))}", EXIT_RUNTIME)
     return path, recorder.frames
+
+
+class _OneChannel:
+    """A BLF writer fed frames without their channel: discovery reads one bus, and BLF keeps
+    a channel as a small number (python-can reads one from a name's trailing digits, and a
+    virtual channel `bus-35774992` has too many)."""
+
+    def __init__(self, writer: Any) -> None:
+        self._writer = writer
+
+    def on_message_received(self, msg: can.Message) -> None:
+        if msg.channel is not None:
+            msg = copy.copy(msg)
+            msg.channel = None
+        self._writer.on_message_received(msg)
+
+    def file_size(self) -> int:
+        return int(self._writer.file_size())
+
+    def stop(self) -> None:
+        self._writer.stop()

@@ -91,6 +91,8 @@ DISCOVERY = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "mark_event",
+    "rank_events",
 )
 
 

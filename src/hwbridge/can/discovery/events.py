@@ -13,7 +13,9 @@ the share of the candidate's changes that a mark explains, one change per mark o
 (a brake switch changes at "pressed" and at "released" alike, and nowhere else). A brake
 switch scores 1; a brake pressure that moves throughout the stop scores its few changes at
 the marks over its many; a counter, a noisy value or a blinking lamp scores near 0. Ties go
-to the field that changed mostly at this event's own marks, then to a field discovery found
+to the field that took the same value at each of the event's marks (a switch pressed is on
+every time; a bit of a counter that happened to flip there is not), then to the one that
+changed mostly at this event's own marks, then to a field discovery found
 over a bit of it, then to values and flags over counters and checksums (a checksum over a
 frame where only the switch moved changes with it).
 
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.can.discovery.bits import bit_matrix
+from hwbridge.can.discovery.bits import bit_matrix, values
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 from hwbridge.can.discovery.report import EventCandidate, EventReport, Note, field_name
 
@@ -258,6 +260,7 @@ class _Scored:
     candidate: Candidate
     score: float
     own: float  # share of its changes at this event's own marks
+    same: float  # share of the marks hit after which it took its most common value
     hits: int
     elsewhere: int
 
@@ -323,6 +326,87 @@ def _candidates(
     return out
 
 
+@dataclass(frozen=True)
+class _Marks:
+    """The marks, per event and all together, with the windows around them."""
+
+    order: list[str]  # event names, by their first mark
+    times: dict[str, F64]  # per event, its marks
+    every: F64  # all marks
+    window_s: float
+    windows: tuple[F64, F64]  # the union of every mark's window
+    own: dict[str, tuple[F64, F64]]  # per event, the union of its marks' windows
+
+    @classmethod
+    def of(cls, marks: Sequence[Mark], window_s: float) -> _Marks:
+        order: list[str] = []
+        by_name: dict[str, list[float]] = {}
+        for m in sorted(marks, key=lambda m: m.t):
+            if m.name not in by_name:
+                order.append(m.name)
+            by_name.setdefault(m.name, []).append(m.t)
+        every = np.array(sorted(m.t for m in marks))
+        return cls(
+            order,
+            {n: np.array(ts) for n, ts in by_name.items()},
+            every,
+            window_s,
+            _intervals(every, window_s),
+            {n: _intervals(np.array(ts), window_s) for n, ts in by_name.items()},
+        )
+
+    def hit(self, times: F64, at: F64) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+        """Per mark `at`, the first change of `times` in its window, and whether there is one."""
+        lo = np.searchsorted(times, at - self.window_s, side="left")
+        hi = np.searchsorted(times, at + self.window_s, side="right")
+        return lo, hi > lo
+
+
+def _score(
+    cand: Candidate, times: F64, after: npt.NDArray[np.int64], marks: _Marks
+) -> list[tuple[str, _Scored]]:
+    """The candidate scored for every event one of its changes is near (see the module's
+    docstring); `times` are its changes, `after` its value after each."""
+    total = len(times)
+    at_any = int(_inside(times, *marks.windows).sum())
+    if not at_any:
+        return []
+    # each mark explains one change: a field that changes over and over around the marks (a
+    # value moving with what the event set going) is not the switch
+    _, explained = marks.hit(times, marks.every)
+    precision = min(at_any, int(np.count_nonzero(explained))) / total
+    out = []
+    for name in marks.order:
+        first, hit = marks.hit(times, marks.times[name])
+        hits = int(np.count_nonzero(hit))
+        if not hits:
+            continue
+        recall = hits / len(hit)
+        own = int(_inside(times, *marks.own[name]).sum()) / total
+        _, counts = np.unique(after[first[hit]], return_counts=True)
+        same = int(counts.max()) / hits
+        out.append((name, _Scored(cand, recall * precision, own, same, hits, total - at_any)))
+    return out
+
+
+def _ranked(scored: list[_Scored], limit: int) -> list[EventCandidate]:
+    best = sorted(
+        (s for s in scored if s.score >= MIN_SCORE),
+        key=lambda s: (
+            -round(s.score, 6),
+            -round(s.same, 6),
+            -round(s.own, 6),
+            _KIND_ORDER.get(s.candidate.kind, 2),
+            s.candidate.name is None,
+            len(s.candidate.bits),
+            s.candidate.key[1],
+            s.candidate.key[0],
+            s.candidate.start_bit,
+        ),
+    )
+    return [_entry(s) for s in best[:limit]]
+
+
 def rank_events(
     marks: Sequence[Mark],
     framesets: Mapping[FrameKey, FrameSet],
@@ -338,19 +422,10 @@ def rank_events(
     objects with `bits`, `byte_order`, `kind`, `start_bit`); `skip` ids are left out (the
     ones a reference decodes). Stops looking at more ids after `deadline`
     (time.monotonic())."""
-    order: list[str] = []
-    by_name: dict[str, list[float]] = {}
-    for m in sorted(marks, key=lambda m: m.t):
-        if m.name not in by_name:
-            order.append(m.name)
-        by_name.setdefault(m.name, []).append(m.t)
-    if not order:
+    if not marks:
         return []
-    every = np.array(sorted(m.t for m in marks))
-    all_starts, all_ends = _intervals(every, window_s)
-    own_windows = {n: _intervals(np.array(ts), window_s) for n, ts in by_name.items()}
-    mark_times = {n: np.array(ts) for n, ts in by_name.items()}
-    scored: dict[str, list[_Scored]] = {n: [] for n in order}
+    known = _Marks.of(marks, window_s)
+    scored: dict[str, list[_Scored]] = {n: [] for n in known.order}
     skipped = set(skip)
     for key in sorted(framesets, key=lambda k: (k[1], k[0])):
         if deadline is not None and time.monotonic() > deadline:
@@ -361,59 +436,20 @@ def rank_events(
         bits = bit_matrix(fs.data)
         flips = (bits[1:] != bits[:-1]) & fs.cont[1:, None]
         moved = flips.any(axis=0)
-        if not moved.any():
-            continue
-        t1 = fs.t[1:]
         seen: set[bytes] = set()
-        for cand in _candidates(fs, (fields or {}).get(key, ()), moved):
+        for cand in _candidates(fs, (fields or {}).get(key, ()), moved) if moved.any() else []:
             changed = flips[:, list(cand.bits)].any(axis=1)
-            times = t1[changed]
-            total = len(times)
             pattern = np.packbits(changed).tobytes()
-            if not total or pattern in seen:
+            if pattern in seen or not changed.any():
                 continue  # bits that changed exactly when others did: one candidate of them
             seen.add(pattern)
-            at_any = int(_inside(times, all_starts, all_ends).sum())
-            if not at_any:
-                continue
-            # each mark explains one change: a field that changes over and over around the
-            # marks (a value moving with what the event set going) is not the switch
-            lo = np.searchsorted(times, every - window_s, side="left")
-            hi = np.searchsorted(times, every + window_s, side="right")
-            precision = min(at_any, int(np.count_nonzero(hi > lo))) / total
-            for name in order:
-                ts = mark_times[name]
-                lo = np.searchsorted(times, ts - window_s, side="left")
-                hi = np.searchsorted(times, ts + window_s, side="right")
-                hits = int(np.count_nonzero(hi > lo))
-                if not hits:
-                    continue
-                recall = hits / len(ts)
-                own = int(_inside(times, *own_windows[name]).sum()) / total
-                scored[name].append(_Scored(cand, recall * precision, own, hits, total - at_any))
-    out: list[EventReport] = []
-    for name in order:
-        ranked = sorted(
-            (s for s in scored[name] if s.score >= MIN_SCORE),
-            key=lambda s: (
-                -round(s.score, 6),
-                -round(s.own, 6),
-                _KIND_ORDER.get(s.candidate.kind, 2),
-                s.candidate.name is None,
-                len(s.candidate.bits),
-                s.candidate.key[1],
-                s.candidate.key[0],
-                s.candidate.start_bit,
-            ),
-        )
-        out.append(
-            EventReport(
-                name=name,
-                marks=len(mark_times[name]),
-                candidates=[_entry(s) for s in ranked[:limit]],
-            )
-        )
-    return out
+            after = values(bits[1:][changed], list(cand.bits))
+            for name, result in _score(cand, fs.t[1:][changed], after, known):
+                scored[name].append(result)
+    return [
+        EventReport(name=n, marks=len(known.times[n]), candidates=_ranked(scored[n], limit))
+        for n in known.order
+    ]
 
 
 def _entry(s: _Scored) -> EventCandidate:

@@ -10,8 +10,9 @@ answers are not read here: they are on the bus, and discovery decodes them from 
 recorded (`obd_reference`), on the bus's own clock.
 
 Every request spends one frame of the policy's CAN budget (`SendPolicy.take_frame`, shared
-with every other send on the bus) and waits for it when it is spent, so polling slows down
-and never exceeds it; it also keeps to `max_rate_hz`. A dry-run policy sends nothing. What
+with every other send on the bus; the first, before the vehicle answered, three: the
+adapter probes both addressings first) and waits for it when it is spent, so polling slows
+down and never exceeds it; it also keeps to `max_rate_hz`. A dry-run policy sends nothing. What
 an ECU answers is only ever decoded as a number.
 """
 
@@ -43,6 +44,7 @@ MAX_RATE_HZ = 10.0
 """Requests per second at most, whatever the policy allows."""
 _BITMAPS = (0x00, 0x20, 0x40, 0x60, 0x80, 0xA0, 0xC0)
 _RETRY_S = 2.0  # after a failed request, or when no ECU answered the support request
+_UNCONNECTED_FRAMES = 3  # an 11-bit probe, a 29-bit probe, the request
 
 
 def reference_pids() -> list[Pid]:
@@ -194,7 +196,10 @@ class ObdPoller(Closing):
         for base in _BITMAPS:
             if base and base not in found:  # the last bitmap said no more follow
                 break
-            if not self._spend():
+            # before the vehicle first answered, the adapter probes (01 00) with 11-bit ids,
+            # then 29-bit ones, before the request itself: up to three frames
+            frames = _UNCONNECTED_FRAMES if self.obd.extended is None else 1
+            if not all(self._spend() for _ in range(frames)):
                 return False
             answers = self._request(bytes([0x01, base]), None)
             if answers is None:

@@ -173,6 +173,7 @@ class _Stream:
     valid: int = 0
     answers: int = 0  # complete payloads whose first byte is a diagnostic answer
     requests: int = 0  # complete payloads whose first byte is a diagnostic request
+    flow_controls: int = 0  # the other side's flow control (a tester's, on a request id)
     samples: dict[int, tuple[list[float], list[float]]] = field(default_factory=dict)
 
 
@@ -311,7 +312,7 @@ class ObdFrames:
                     if answered_by is None
                     else answered_by in obd_responses
                 )
-                if paired and stream.requests:
+                if paired and (stream.requests or stream.flow_controls):
                     out.ids[key] = key_name(key)
         return out
 
@@ -360,6 +361,7 @@ def _read(
                 buf = None
         elif pci == 3 and low <= 2:  # flow control (the other side's)
             stream.valid += 1
+            stream.flow_controls += 1
         else:
             buf = None
     return stream

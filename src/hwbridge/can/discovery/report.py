@@ -11,7 +11,9 @@ The JSON document (`DiscoveryReport.to_json()`) is the issue's contract:
 `start_bit` and `byte_order` are as cantools writes them, and the names are the names in the
 draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`frames`,
 `captures`), which messages the reference decoded instead (`reference_messages`), what was
-dropped to stay within bounds (`dropped`) and what could not be told (`notes`).
+dropped to stay within bounds (`dropped`) and what could not be told (`notes`); with marked
+moments, per event the fields that changed at its marks, best first (`events`: [{"name",
+"marks", "candidates": [{"id", "extended", "start_bit", "length", "score", ...}]}]).
 """
 
 from __future__ import annotations
