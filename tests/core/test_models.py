@@ -29,10 +29,18 @@ def test_meta_is_frozen() -> None:
         meta.name = "Y"  # type: ignore[misc]
 
 
-@pytest.mark.parametrize("name", ["read signals", "a" * 65, "", "räd", "read.signals"])
-def test_tool_names_every_provider_accepts(name: str) -> None:
+@pytest.mark.parametrize(
+    "name", ["read signals", "a" * 65, "", "räd", ".read", "read.", "bench1/read", "a.b\n"]
+)
+def test_tool_names_are_refused_unless_a_provider_or_mcp_accepts_them(name: str) -> None:
     with pytest.raises(ValidationError):
         Tool(name=name, title="t")
+
+
+@pytest.mark.parametrize("name", ["read_signals", "bench1.read_signals", "a.b.c", "a" * 64])
+def test_dots_inside_a_name_are_allowed(name: str) -> None:
+    # an orchestrator's labelled names; native definitions carry a dot-free alias
+    assert Tool(name=name, title="t").name == name
 
 
 def test_tool_needs_title_or_description_and_unique_parameters() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from hwbridge import ProviderError, Runner
+from hwbridge import Orchestrator, ProviderError, Runner
 from hwbridge.llm import AnthropicClient
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
@@ -131,3 +131,24 @@ def test_async(fake_anthropic: FakeProvider) -> None:
     assert result.answer == "Warm enough." and driver.executed == [
         ("get_temperature", {"room": "kitchen"})
     ]
+
+
+def test_a_farm_s_dotted_tools_go_out_and_come_back_under_their_alias(
+    fake_anthropic: FakeProvider,
+) -> None:
+    use = ("toolu_01Bench2", "bench2__get_temperature", {"room": "kitchen"})
+    fake_anthropic.script(
+        sse(P.anthropic_stream(["Checking."], [use])),
+        sse(P.anthropic_stream(["21.5 degC on bench 2."])),
+    )
+    one, two = Thermostat(), Thermostat()
+    farm = Orchestrator({"bench1": one, "bench2": two}, names="dotted")
+    result = Runner(farm, client(fake_anthropic)).run("bench 2 kitchen?")
+    assert result.ok and two.executed == [("get_temperature", {"room": "kitchen"})]
+    sent = {t["name"] for t in fake_anthropic.requests[0]["tools"]}
+    assert "bench2__get_temperature" in sent and not any("." in name for name in sent)
+    assistant, results = fake_anthropic.requests[1]["messages"][1:3]
+    assert [b.get("name") for b in assistant["content"] if b["type"] == "tool_use"] == [
+        "bench2__get_temperature"
+    ]
+    assert results["content"][0]["tool_use_id"] == "toolu_01Bench2"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hwbridge import ProviderError, Runner
+from hwbridge import Orchestrator, ProviderError, Runner
 from hwbridge.llm import OpenAIClient
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
@@ -211,3 +211,27 @@ def test_async_run_is_the_same_run(fake_openai: FakeProvider) -> None:
         ("get_temperature", {"room": "kitchen"})
     ]
     assert [c.tool for c in result.steps[0].calls] == ["get_temperature"]
+
+
+def test_a_farm_s_dotted_tools_go_out_and_come_back_under_their_alias(
+    fake_openai: FakeProvider,
+) -> None:
+    # OpenAI refuses dots in function names: bench2.get_temperature travels as an alias
+    call = ("call_7bT2", "bench2__get_temperature", {"room": "kitchen"})
+    fake_openai.script(
+        sse(P.openai_stream([], [call])),
+        sse(P.openai_stream(["The kitchen of bench 2 is at 21.5 degC."])),
+    )
+    one, two = Thermostat(), Thermostat()
+    farm = Orchestrator({"bench1": one, "bench2": two}, names="dotted")
+    announced: list[str] = []
+    result = Runner(farm, client(fake_openai), on_call=lambda c: announced.append(c.tool)).run(
+        "How warm is bench 2's kitchen?"
+    )
+    assert result.ok and result.steps[0].calls[0].ok
+    assert two.executed == [("get_temperature", {"room": "kitchen"})] and one.executed == []
+    sent = [t["function"]["name"] for t in fake_openai.requests[0]["tools"]]
+    assert "bench2__get_temperature" in sent and not any("." in name for name in sent)
+    history = fake_openai.requests[1]["messages"]
+    assert history[2]["tool_calls"][0]["function"]["name"] == "bench2__get_temperature"
+    assert history[3]["tool_call_id"] == "call_7bT2"

@@ -52,6 +52,21 @@ def test_http_config_names_the_token_variable_never_the_token(run: Run) -> None:
     }
 
 
+def test_a_farm_s_config_names_its_benches_and_no_local_bus(run: Run) -> None:
+    printed = run(
+        "mcp", "--remote", "http://10.0.0.11:8000/mcp", "--remote", "hil2=http://10.0.0.12:8000/mcp",
+        "--remote-read-only", "read_*", "--print-config",
+    )  # fmt: skip
+    assert printed.code == 0, printed.err
+    args = json.loads(printed.out)["mcpServers"]["hwbridge"]["args"]
+    assert args == [
+        "mcp", "--remote", "http://10.0.0.11:8000/mcp", "--remote", "hil2=http://10.0.0.12:8000/mcp",
+        "--remote-read-only", "read_*",
+    ]  # fmt: skip
+    assert "bundled demo vehicle" not in printed.err
+    assert build_parser().parse_args(args).remote_read_only == ["read_*"]
+
+
 def test_stdout_holds_only_the_protocol() -> None:
     """A client that connects and leaves at once: nothing but protocol on stdout, however
     chatty the start (the bundled-database notice goes to stderr)."""

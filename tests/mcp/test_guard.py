@@ -1,5 +1,5 @@
-"""The HTTP guard's helpers: TCP keep-alive on a proven connection, and uvicorn's warnings
-about requests let through at most once a minute."""
+"""The HTTP guard's helpers: TCP keep-alive on a proven connection, Nagle's algorithm off on
+every connection, and uvicorn's warnings about requests let through at most once a minute."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import logging
 import socket
 
-from hwbridge.mcp.guard import KEEPALIVE, Hushed, keep_alive
+from hwbridge.mcp.guard import KEEPALIVE, Hushed, keep_alive, no_delay
 
 
 def test_keep_alive_probes_are_switched_on() -> None:
@@ -35,6 +35,35 @@ def test_keep_alive_probes_are_switched_on() -> None:
         assert seen
 
     asyncio.run(accepted())
+
+
+def test_nagle_is_off_on_a_socket_bound_by_hand() -> None:
+    # run_http binds its own socket; one made without IPPROTO_TCP named keeps Nagle's
+    # algorithm on in asyncio, and every response body then waited 40 ms for an ACK
+    async def accepted() -> list[int]:
+        flags: list[int] = []
+        done = asyncio.Event()
+        listening = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listening.bind(("127.0.0.1", 0))
+
+        async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            sock = writer.transport.get_extra_info("socket")
+            flags.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            no_delay(writer.transport)
+            flags.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+            done.set()
+
+        server = await asyncio.start_server(on_client, sock=listening)
+        _, writer = await asyncio.open_connection("127.0.0.1", listening.getsockname()[1])
+        await asyncio.wait_for(done.wait(), 5)
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return flags
+
+    before, after = asyncio.run(accepted())
+    assert before == 0 and after != 0
 
 
 def record(level: int, message: str) -> logging.LogRecord:

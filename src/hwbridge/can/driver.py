@@ -65,7 +65,9 @@ def _check_limits_exist(policy: SendPolicy, networks: Sequence[Network]) -> None
         )
 
 
-def _discovery_tools(tool_driver: CanToolDriver) -> DiscoveryTools:
+def _discovery_tools(
+    tool_driver: CanToolDriver, known: Sequence[str | Path] = ()
+) -> DiscoveryTools:
     """The discovery tools over a tool driver's one network; defining a signal swaps that
     network for one reading the grown database (`CanToolDriver.replace_network`)."""
     from hwbridge.can.discovery.session import DiscoverySession
@@ -79,7 +81,15 @@ def _discovery_tools(tool_driver: CanToolDriver) -> DiscoveryTools:
         tool_driver.replace_network(tool_driver.networks[name].with_database(db))
 
     session = DiscoverySession(tool_driver.networks[name].db, on_grow=grow)
-    return DiscoveryTools(lambda: tool_driver.networks[name], session)
+    return DiscoveryTools(lambda: tool_driver.networks[name], session, known=known)
+
+
+def _existing(paths: Sequence[str | Path]) -> tuple[str | Path, ...]:
+    """`paths`, each checked to exist (FileNotFoundError names the one that does not)."""
+    for path in paths:
+        if not Path(path).exists():
+            raise FileNotFoundError(f"no such database file or folder: {path}")
+    return tuple(paths)
 
 
 class CanDriver(HybridDriver, Closing):
@@ -102,6 +112,7 @@ class CanDriver(HybridDriver, Closing):
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
         discovery: bool = False,
+        known_databases: Sequence[str | Path] = (),
     ) -> None:
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         self.policy = policy or SendPolicy()
@@ -113,7 +124,7 @@ class CanDriver(HybridDriver, Closing):
                 self._networks, self.policy, exposure=exposure, fits=self._fits
             )
             if discovery:
-                self.discovery = _discovery_tools(self.tool_driver)
+                self.discovery = _discovery_tools(self.tool_driver, _existing(known_databases))
         except BaseException:
             for network in self._networks:
                 network.close()
@@ -135,6 +146,7 @@ class CanDriver(HybridDriver, Closing):
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
         discovery: bool = False,
+        known_databases: Sequence[str | Path] = (),
     ) -> CanDriver:
         """A driver for one database on one bus (None: offline, catalog and decoding only).
 
@@ -142,7 +154,8 @@ class CanDriver(HybridDriver, Closing):
         `socketcan:CH`, `INTERFACE:CH`), python-can keyword arguments, an open `can.BusABC`
         or a CanAdapter. `discovery=True` adds the discovery tools (see `from_bus`) for the
         part of the bus the database does not cover; the bits it explains are never offered
-        again as new fields.
+        again as new fields. `known_databases` (files or folders) are matched by the
+        `match_known_databases` tool beside opendbc's.
         """
         policy = policy or SendPolicy()
         if discovery:
@@ -157,6 +170,7 @@ class CanDriver(HybridDriver, Closing):
             prompt_strategy=prompt_strategy,
             prompt_overrides=prompt_overrides,
             discovery=discovery,
+            known_databases=known_databases,
         )
 
     @classmethod
@@ -172,6 +186,7 @@ class CanDriver(HybridDriver, Closing):
         exposure: Exposure = "auto",
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
+        known_databases: Sequence[str | Path] = (),
     ) -> CanDriver:
         """A driver for a bus with no database, or one that covers only part of it
         (`reference`, e.g. a GNSS module's DBC).
@@ -179,7 +194,9 @@ class CanDriver(HybridDriver, Closing):
         Beside the reading tools it offers the discovery tools, which only listen:
         `survey_bus`, `snapshot_bus`, `diff_snapshots`, `correlate_signal`,
         `define_signal` (read_signals, wait_for_signal and capture read a defined signal at
-        once), `draft_dbc`, `mark_event` and `rank_events`. `reference="obd"` takes OBD-II
+        once), `draft_dbc`, `mark_event` and `rank_events`; and `match_known_databases`,
+        which ranks opendbc's databases (with the opendbc extra) and those of
+        `known_databases` (files or folders) against the bus. `reference="obd"` takes OBD-II
         as the reference: while a tool records, the vehicle's mode 01 PIDs are polled over
         the same bus (read-only requests, within `policy`'s frame budget) and its answers
         are known signals under python-OBD's names (`correlate_signal(signal="SPEED")`).
@@ -202,6 +219,7 @@ class CanDriver(HybridDriver, Closing):
             prompt_strategy=prompt_strategy,
             prompt_overrides=prompt_overrides,
             discovery=True,
+            known_databases=known_databases,
         )
         if obd:
             from hwbridge.can.discovery.obd_poll import attach_obd

@@ -1,6 +1,7 @@
 """Several bridges at once, for the commands that put a whole setup in front of an LLM
-(`hwbridge chat`, `hwbridge mcp`): a CAN bus (--dbc/--bus), a serial device (--spec/--port),
-OBD-II diagnostics (--obd) and SAE J1939 (--j1939), under ONE SendPolicy.
+(`hwbridge chat`, `hwbridge mcp`): a CAN bus (--dbc/--bus; --discover adds the discovery
+tools), a serial device (--spec/--port), OBD-II diagnostics (--obd) and SAE J1939 (--j1939),
+under ONE SendPolicy.
 
 `--allow NAME` goes to the bridge that knows the name: a CAN message of the database, a
 serial command that changes the device's state, or a diagnostic service (`obd_clear_dtcs`,
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
-from hwbridge.cli.options import database_path, load_database, open_driver, resolve_allow
+from hwbridge.cli.options import driver_database, open_driver, resolve_allow
 from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, resolve_spec
 
 if TYPE_CHECKING:
@@ -78,6 +79,14 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
         help="also SAE J1939 (trucks, buses, machines: DM1/DM2 faults, requests, nodes) on a "
         "CAN bus (any --bus form, replay: included; the value of --bus shares its "
         "connection; --dbc decodes its parameter groups)",
+    )
+    parser.add_argument(
+        "--discover",
+        action="store_true",
+        help="also the discovery tools on the CAN bus of --bus (survey_bus, snapshot_bus, "
+        "diff_snapshots, correlate_signal, define_signal, draft_dbc, match_known_databases): "
+        "they find the signals its database does not describe, and only listen; without "
+        "--dbc the bus has no database",
     )
     parser.add_argument(
         "--allow-service",
@@ -152,7 +161,7 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
     diagnostics. Checked before anything opens, so a typo costs no connection."""
     can = serves_can(args, offline=offline)
     serial = serves_serial(args)
-    db = load_database(database_path(args), debug=bool(args.debug)) if can else None
+    db = driver_database(args) if can else None
     changing: list[str] = []
     if serial and args.spec is not None:
         from hwbridge.serial import SpecError, load_spec

@@ -3,9 +3,10 @@
 The CAN driver (and, once they exist, the serial and OBD drivers) behind one `Runner` with a
 chat client from `hwbridge.llm`. Each tool call and its result are shown as they happen; the
 model's words stream in, never a call's JSON. `--consent` asks y/n on the terminal before
-anything that is not read-only runs (a `ConsentGate`). Ctrl-C stops the answer being given
-(a wait ends at once; a send in flight is finished and shown), a second Ctrl-C or end of
-input (Ctrl-D) leaves.
+anything that is not read-only runs (a `ConsentGate`). `--remote URL` adds remote benches
+(`hwbridge.cli.remotes`), whose tools are asked consent for unless known to be read-only.
+Ctrl-C stops the answer being given (a wait ends at once; a send in flight is finished and
+shown), a second Ctrl-C or end of input (Ctrl-D) leaves.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from hwbridge.cli.bridges import add_bridge_options, open_bridges
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.options import add_bitrate_option, add_driver_options
+from hwbridge.cli.remotes import add_remote_options, local_named, open_remotes
 
 if TYPE_CHECKING:
     from hwbridge.core.contract import MCSToolDriver
@@ -37,8 +39,11 @@ examples:
       --allow ClimateCommand --consent
   hwbridge chat --provider ollama --model llama3.1:8b --bus virtual:demo
   hwbridge chat --provider ollama --model llama3.1:8b --dbc car.dbc   offline: the catalog
+  hwbridge chat --provider openai --model gpt-4o-mini --bus socketcan:can0 --discover
   hwbridge chat --provider openai-compatible --base-url http://127.0.0.1:8080/v1 --model local \\
       --mode text --bus socketcand://127.0.0.1:29536/vcan0
+  HWBRIDGE_REMOTE_TOKEN=secret hwbridge chat --provider openai --model gpt-4o-mini \\
+      --remote http://bench1:8000/mcp --remote http://bench2:8000/mcp --trust-remote
 
 keys: OPENAI_API_KEY, ANTHROPIC_API_KEY (a local server needs none); OLLAMA_HOST for ollama
 """
@@ -87,6 +92,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="ask y/n on the terminal before anything that is not read-only runs",
     )
+    add_remote_options(parser)
     parser.add_argument(
         "--max-rounds",
         type=int,
@@ -107,11 +113,14 @@ def run(args: argparse.Namespace) -> int:
     client = make_client(args)
     console = make_console()
     with contextlib.ExitStack() as stack:
-        parts = open_bridges(args, stack, offline=True)
-        driver = drivers(parts)
+        remotes = open_remotes(args, stack)
+        parts = open_bridges(args, stack, offline=True) if local_named(args) or not remotes else {}
+        driver = drivers(parts, remotes)
         _check(client)
-        chat = Chat(driver, client, console, max_rounds=args.max_rounds, consent=args.consent)
-        chat.banner(bus=_setup_text(args), policy=_policy_text(parts))
+        # a remote tool not known to be read-only is asked for, --consent or not
+        consent = args.consent or bool(remotes)
+        chat = Chat(driver, client, console, max_rounds=args.max_rounds, consent=consent)
+        chat.banner(bus=_setup_text(args, remotes), policy=_policy_text(parts))
         return chat.loop()
 
 
@@ -163,11 +172,19 @@ def _check(client: ChatClient) -> None:
         raise CliError(str(exc), code) from exc
 
 
-def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
-    """One driver for the Runner: the one bridge alone, or an Orchestrator over several."""
+def drivers(
+    parts: dict[str, MCSToolDriver], remotes: dict[str, MCSToolDriver] | None = None
+) -> HybridDriver:
+    """One driver for the Runner: the one bridge alone, or an Orchestrator over several;
+    with remote benches, every tool is labelled (`bench1.read_signals`, `can.read_signals`)."""
     from hwbridge.core.hybrid import HybridDriver
     from hwbridge.core.orchestrator import Orchestrator
 
+    if remotes:
+        try:
+            return Orchestrator({**parts, **remotes}, names="dotted")
+        except ValueError as exc:  # a label taken twice, a name too long
+            raise CliError(f"--remote: {one_line(str(exc))}") from exc
     if len(parts) == 1:
         only = next(iter(parts.values()))
         if isinstance(only, HybridDriver):
@@ -175,11 +192,17 @@ def drivers(parts: dict[str, MCSToolDriver]) -> HybridDriver:
     return Orchestrator(parts)
 
 
-def _setup_text(args: argparse.Namespace) -> str:
+def _setup_text(args: argparse.Namespace, remotes: dict[str, MCSToolDriver] | None = None) -> str:
     online = args.bus or args.port or args.obd or args.j1939
-    parts = [] if online else ["no bus (offline: catalog and decoding)"]
+    parts = (
+        []
+        if online or (remotes and not local_named(args))
+        else ["no bus (offline: catalog and decoding)"]
+    )
+    if remotes:
+        parts.append(f"remote {', '.join(remotes)}")
     if args.bus is not None:
-        parts.append(str(args.bus))
+        parts.append(str(args.bus) + (" (discovery)" if args.discover else ""))
     if args.port is not None or args.spec is not None:
         parts.append(f"{args.spec or 'port'} on {args.port or 'no port'}")
     if args.obd is not None:

@@ -251,7 +251,7 @@ class Chat:
     def on_call(self, call: ToolCall) -> None:
         self._end_line()
         self._answering = False
-        line = Text.assemble(("  → ", "cyan"), (call.tool, "bold cyan"))
+        line = Text.assemble(("  → ", "cyan"), (self.driver.tool_name(call.tool), "bold cyan"))
         if call.arguments:
             line.append(" " + _short(json.dumps(call.arguments, ensure_ascii=False)), "green")
         self.console.print(line, soft_wrap=True)
@@ -264,13 +264,18 @@ class Chat:
             if outcome.ok:
                 result = json.dumps(outcome.result, ensure_ascii=False, default=str)
                 line = Text.assemble(
-                    ("  ✓ ", "green"), (outcome.tool, "bold"), " " + _short(result)
+                    ("  ✓ ", "green"),
+                    (self.driver.tool_name(outcome.tool), "bold"),
+                    " " + _short(result),
                 )
             else:
                 said = step.response.call_detail if single else None
                 said = said or outcome.code or "failed"
                 line = Text.assemble(
-                    ("  ✗ ", "red"), (outcome.tool, "bold"), " ", (_short(said), "red")
+                    ("  ✗ ", "red"),
+                    (self.driver.tool_name(outcome.tool), "bold"),
+                    " ",
+                    (_short(said), "red"),
                 )
             self.console.print(line, soft_wrap=True)
 

@@ -5,15 +5,18 @@
     hwbridge discover drive.blf --reference gnss.dbc --html report.html
     hwbridge discover drive.blf --reference obd --events events.csv
     hwbridge discover --bus socketcan:can0 --duration 60 --reference obd
+    hwbridge discover drive.blf --match-known --dbc my_dbcs/
 
 Prints, per frame id, its rate, length and the fields found (kind, bits, order, sign, and
 what a reference says they mean); `--json` prints the report instead; `--out` writes the
 draft DBC; `--html` writes the evidence (bit grids, flip rates, each matched field drawn
-over its reference) as one self-contained page. `--reference obd` takes the OBD-II answers on
-the bus as the reference; `--events` ranks fields against marked moments; `--bus` records a
-live bus for `--duration` seconds first. Exit 0, or 1 when a capture could not be read to its
-end (the frames before the break are used) or the bus could not be recorded; 2 for bad
-options, a capture that cannot be opened, a bad reference or events file.
+over its reference) as one self-contained page; `--match-known` ranks known databases
+(opendbc's, and those of `--dbc`) by how much of the capture each explains and decodes with
+the best that fits. `--reference obd` takes the OBD-II answers on the bus as the reference;
+`--events` ranks fields against marked moments; `--bus` records a live bus for `--duration`
+seconds first. Exit 0, or 1 when a capture could not be read to its end (the frames before
+the break are used) or the bus could not be recorded; 2 for bad options, a capture that
+cannot be opened, a bad reference or events file.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ if TYPE_CHECKING:
 
     from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
 
-__all__ = ["register", "run", "show_report"]
+__all__ = ["register", "run", "show_matches", "show_report"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,6 +79,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="S",
         help="seconds to record with --bus (default 30, at most 3600)",
     )
+    parser.add_argument(
+        "--match-known",
+        action="store_true",
+        help="rank known databases (opendbc's, with the opendbc extra, and those of --dbc) by "
+        "how much of the capture each explains (ids of the right length and rate, counters "
+        "that count, checksums that check, values in range), and decode with the best that "
+        "fits instead of rediscovering what it explains",
+    )
+    parser.add_argument(
+        "--dbc",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --match-known: a database file, or a folder of them, to match too; repeatable",
+    )
     parser.add_argument("--out", metavar="DBC", help="write the draft DBC here")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument(
@@ -103,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
     if not 0.0 < args.min_r <= 1.0:
         raise CliError("--min-r must be above 0 and at most 1", EXIT_USAGE)
+    if args.dbc and not args.match_known:
+        raise CliError("--dbc names databases to match: add --match-known", EXIT_USAGE)
     if bool(args.captures) == bool(args.bus):
         raise CliError("give captures, or --bus to record a live bus (not both)", EXIT_USAGE)
     if not 0.0 < args.duration <= 3600.0:
@@ -136,6 +156,8 @@ def _discover(discover: Any, captures: list[Any], args: argparse.Namespace) -> D
             min_r=args.min_r,
             evidence=bool(args.html),
             events=args.events,
+            match_known=args.match_known,
+            known=args.dbc,
         )
     except ImportError as exc:
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
@@ -240,6 +262,8 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
         f" {matched} matched to a reference signal",
         soft_wrap=True,
     )
+    if report.matches:
+        show_matches(console, report)
     if report.reference_messages:
         shown = ", ".join(report.reference_messages[:10])
         console.print(f"decoded with the reference, not rediscovered: {shown}", soft_wrap=True)
@@ -262,3 +286,27 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
         console.print(Text(f"note: {where}: {note.text}", style="yellow"), soft_wrap=True)
     if wrote:
         console.print(f"draft DBC written to {wrote}", soft_wrap=True)
+
+
+def show_matches(console: Console, report: DiscoveryReport, shown: int = 5) -> None:
+    """The best known databases, one line each, and the ones decoded with."""
+    from rich.text import Text
+
+    console.print("known databases, best first:")
+    for m in report.matches[:shown]:
+        checks = ", ".join(
+            f"{name} {value:.0%}"
+            for name, value in m.checks.model_dump().items()
+            if value is not None
+        )
+        line = Text(
+            f"  {m.database:<36} {m.ids:>4} ids ({m.ids_explained:.0%}, {m.frames_explained:.0%}"
+            f" of frames)  score {m.score:.2f}  {checks}"
+        )
+        if m.tied_with:
+            line.append(f"  same as {', '.join(m.tied_with[:3])}", style="yellow")
+        console.print(line, soft_wrap=True)
+    if report.decoded_with:
+        console.print(
+            Text(f"decoded with {', '.join(report.decoded_with)}", style="green"), soft_wrap=True
+        )

@@ -8,6 +8,8 @@ stderr). `--http HOST:PORT` serves streamable HTTP at /mcp instead, on loopback 
 another host is named, with `--token-env VAR` requiring `Authorization: Bearer <$VAR>`
 and `--read-timeout SECONDS` bounding how long a request may take to arrive.
 `--print-config` prints the client configuration for the same arguments and exits.
+`--remote URL` (again for each bench) serves remote MCP servers too, behind this one
+endpoint: an aggregating server whose tools are `bench1.read_signals`, ...
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from hwbridge.cli.bridges import (
 )
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.options import add_bitrate_option, add_driver_options
+from hwbridge.cli.remotes import add_remote_options, local_named, open_remotes, remote_words
 from hwbridge.cli.serial_cli import resolve_spec
 
 if TYPE_CHECKING:
@@ -52,9 +55,12 @@ examples:
   hwbridge mcp --spec bench_psu --port /dev/ttyUSB1 --allow set_voltage
   hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
   hwbridge mcp --j1939 socketcan:can0 --allow j1939_dm11   a truck's J1939 network
+  hwbridge mcp --bus socketcan:can0 --discover     a bus with no database: the discovery tools
   hwbridge mcp --dataset truck_dataset             the capture tools of a decoded dataset
   hwbridge mcp --dataset truck_dataset --bus socketcan:can0   recorded and live together
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
+  HWBRIDGE_REMOTE_TOKEN=secret hwbridge mcp --remote http://bench1:8000/mcp \\
+      --remote http://bench2:8000/mcp --trust-remote      two benches behind one server
 """
 
 
@@ -107,6 +113,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "idle the longest, for a client with the token. Connections that have sent nothing "
         "yet wait apart (at most 512; one is safe from newer ones for its first 0.1 s)",
     )
+    add_remote_options(parser)
     parser.add_argument(
         "--name",
         default="hwbridge",
@@ -138,8 +145,9 @@ def run(args: argparse.Namespace) -> int:
     from hwbridge.cli.chat import drivers
 
     with ExitStack() as stack:
-        parts = _open_parts(args, stack)
-        driver = drivers(parts)
+        remotes = open_remotes(args, stack)
+        parts = _open_parts(args, stack) if local_named(args) or not remotes else {}
+        driver = drivers(parts, remotes)
         offline = "can" in parts and args.bus is None
         offered = _offered(driver, parts, offline=offline)
         try:
@@ -184,6 +192,12 @@ def _offered(
     (the other drivers' tools all are)."""
     if not offline:
         return None
+    if getattr(driver, "names", None) == "dotted":  # beside remote benches: can.NAME
+        return [
+            t.name
+            for t in driver.list_tools()
+            if not t.name.startswith("can.") or t.name[len("can.") :] in OFFLINE_TOOLS
+        ]
     others = {t.name for label, part in parts.items() if label != "can" for t in part.list_tools()}
     return [t.name for t in driver.list_tools() if t.name in OFFLINE_TOOLS or t.name in others]
 
@@ -256,6 +270,8 @@ def _print_config(args: argparse.Namespace, address: tuple[str, int] | None) -> 
 def _server_arguments(args: argparse.Namespace) -> list[str]:
     """The arguments of this server, checked as the server will check them (a typo must
     not wait for the client to start it), paths made absolute for a client's cwd."""
+    if args.remote and not local_named(args):  # the benches alone: no local bridge to check
+        return (["--name", args.name] if args.name != "hwbridge" else []) + remote_words(args)
     words: list[str] = []
     dbc_given = args.dbc is not None  # before allowances() fills in the bundled one
     given = allowances(args, offline=True)
@@ -267,6 +283,8 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
             words += ["--dbc", str(Path(args.dbc).resolve())]
         if args.bus:
             words += ["--bus", _absolute_bus(args.bus)]
+        if args.discover:
+            words.append("--discover")
     if serves_serial(args):
         if args.spec is not None:
             spec = resolve_spec(args.spec)
@@ -290,7 +308,7 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
         words += ["--pack", str(pack.resolve()) if pack.suffix == ".toml" else args.pack]
     if args.name != "hwbridge":
         words += ["--name", args.name]
-    return words
+    return words + remote_words(args)
 
 
 def _check_dataset(folder: str) -> None:

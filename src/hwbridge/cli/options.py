@@ -23,6 +23,7 @@ __all__ = [
     "add_bitrate_option",
     "add_driver_options",
     "database_path",
+    "driver_database",
     "load_database",
     "open_driver",
     "resolve_allow",
@@ -146,6 +147,20 @@ def load_database(path: str, *, debug: bool = False) -> CanDatabase:
     return db
 
 
+def driver_database(args: argparse.Namespace) -> CanDatabase:
+    """The CAN driver's database: --dbc (or the bundled demo vehicle's); with --discover and
+    no --dbc, none (an empty database: the bus is to be discovered, nothing is assumed).
+    --discover without --bus is a usage error: the discovery tools record a live bus."""
+    if getattr(args, "discover", False):
+        if args.bus is None:
+            raise CliError("--discover needs --bus: the discovery tools record a live bus")
+        if args.dbc is None:
+            from hwbridge.can import CanDatabase
+
+            return CanDatabase.empty()
+    return load_database(database_path(args), debug=bool(args.debug))
+
+
 def resolve_allow(db: CanDatabase, patterns: list[str]) -> list[str]:
     """Check --allow against the database: a typo would otherwise allow nothing, silently.
 
@@ -183,7 +198,8 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
     rate: float | None = getattr(args, "bitrate", None)
     if rate is not None and bus is None:
         raise CliError("--bitrate needs --bus: there is no bus to measure the load of")
-    db = load_database(database_path(args), debug=bool(args.debug))
+    db = driver_database(args)
+    discovery = bool(getattr(args, "discover", False))
     if policy is None:
         policy = SendPolicy(allow_messages=resolve_allow(db, list(args.allow)))
     try:
@@ -198,6 +214,7 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
             exposure=args.exposure,
             prompt_strategy=strategy,
             bitrate=rate,
+            discovery=discovery,
         )
     except ToolError as exc:
         raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc

@@ -14,19 +14,31 @@ Cancellation never leaves an outcome half-reported:
   carrying the DriverResponse, so the caller learns what went out.
 
 Worker threads are daemons: an application that exits after a cancelled read does not wait
-for the read's timeout.
+for the read's timeout. They run in a copy of the awaiting task's context, so what the caller
+set there (`PROGRESS`, a server's slot) reaches the driver, and a driver that can stop early
+(a remote call) learns of an abandoned read through `CURRENT_JOB`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-__all__ = ["WORKER_SLOT", "CallJob", "ExecutionCancelled", "WorkerSlot", "run_in_worker"]
+__all__ = [
+    "CURRENT_JOB",
+    "PROGRESS",
+    "WORKER_SLOT",
+    "CallJob",
+    "ExecutionCancelled",
+    "ProgressSink",
+    "WorkerSlot",
+    "run_in_worker",
+]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +59,13 @@ class CallJob:
     """Shared between the awaiting coroutine and the worker: whether work may start, and
     whether what runs changes state."""
 
-    __slots__ = ("_lock", "cancelled", "mutating")
+    __slots__ = ("_abandon", "_lock", "cancelled", "mutating")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.cancelled = False
         self.mutating: bool | None = None  # None: nothing has started
+        self._abandon: list[Callable[[], None]] = []
 
     def begin(self, mutating: bool) -> bool:
         """Called by the worker before any side effect; False: cancelled, do nothing."""
@@ -63,10 +76,36 @@ class CallJob:
             return True
 
     def cancel(self) -> bool | None:
-        """Called on cancellation; returns whether state-changing work has started."""
+        """Called on cancellation; returns whether state-changing work has started. Reads
+        that are abandoned hear of it through `on_abandon`."""
         with self._lock:
             self.cancelled = True
-            return self.mutating
+            mutating = self.mutating
+            callbacks = [] if mutating else self._abandon
+            self._abandon = []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:
+                log.exception("a callback for an abandoned call failed")
+        return mutating
+
+    def on_abandon(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` (once, from any thread) when the awaiting side abandons the
+        reads this job runs, so they can stop early; never for work that changes state.
+        Returns a function that withdraws it (call it once the read has ended)."""
+        with self._lock:
+            if not (self.cancelled and not self.mutating):
+                self._abandon.append(callback)
+
+                def withdraw() -> None:
+                    with self._lock:
+                        if callback in self._abandon:
+                            self._abandon.remove(callback)
+
+                return withdraw
+        callback()  # abandoned already
+        return lambda: None
 
 
 class WorkerSlot:
@@ -104,6 +143,24 @@ class WorkerSlot:
 
 WORKER_SLOT: ContextVar[WorkerSlot | None] = ContextVar("hwbridge_worker_slot", default=None)
 """The slot of the call being run in this context (set by a server that bounds its calls)."""
+
+CURRENT_JOB: ContextVar[CallJob | None] = ContextVar("hwbridge_current_job", default=None)
+"""The job of the awaited call this worker thread runs (None in a plain sync call)."""
+
+
+class ProgressSink(Protocol):
+    """Where a call reports how far it has come, from any thread."""
+
+    def claim(self) -> None:
+        """The call reports its own progress from now on (the waiter stops its clock)."""
+
+    def report(self, progress: float, total: float | None, message: str | None) -> None:
+        """How far the call has come (increasing; `total` when known)."""
+
+
+PROGRESS: ContextVar[ProgressSink | None] = ContextVar("hwbridge_progress", default=None)
+"""Where a driver that hears how far its call has come (a remote MCP server's progress
+notifications) reports it; set by whoever waits for the call (an MCP server's call handler)."""
 
 
 def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
@@ -143,7 +200,9 @@ async def run_in_worker(work: Callable[[CallJob], T], *, name: str = "hwbridge-c
 
     if slot is not None:
         slot.thread_started()
-    threading.Thread(target=target, name=name, daemon=True).start()
+    context = contextvars.copy_context()
+    context.run(CURRENT_JOB.set, job)
+    threading.Thread(target=context.run, args=(target,), name=name, daemon=True).start()
     try:
         return await asyncio.shield(future)
     except asyncio.CancelledError:

@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +57,8 @@ class ToolDriverDecorator(HybridDriver):
         self.inner = inner
         self._proceed = unchecked_execute(inner)
         self.meta = _meta_for(type(self), inner)
+        if isinstance(inner, HybridDriver):  # a remote's tools come and go: follow them
+            inner.on_tools_changed(self.tools_changed)
 
     # -- the one thing a decorator changes -------------------------------------------------
 
@@ -85,6 +87,11 @@ class ToolDriverDecorator(HybridDriver):
         if isinstance(self.inner, HybridDriver):
             return self.inner.driver_guidance(model_name)
         return ""
+
+    def concurrency_key(self, tool_name: str) -> Hashable | None:
+        if isinstance(self.inner, HybridDriver):
+            return self.inner.concurrency_key(tool_name)
+        return None
 
     def healthcheck(self) -> Health:
         """The wrapped driver's health (`unknown` when it has no health check)."""
@@ -136,6 +143,10 @@ class ConsentGate(ToolDriverDecorator):
                 f"The user did not approve {tool.name}; nothing was done.",
             )
         return proceed(tool.name, arguments)
+
+    def concurrency_key(self, tool_name: str) -> Hashable | None:
+        # reads run at once only where nothing is asked: one question at a time
+        return None if self.every_call else super().concurrency_key(tool_name)
 
     def _approved(self, tool_name: str, arguments: dict[str, Any]) -> bool:
         return ask_with_timeout(

@@ -28,6 +28,9 @@ _DECODER = json.JSONDecoder(strict=False)
 _RETRY_WORK = 4
 _RETRY_SLACK = 1 << 16
 _NO_ARGS: Any = object()
+# A tool's name where text names one: as `Tool.name` allows, dots inside but not at the end
+# (the full stop of a sentence is not part of the name).
+_NAME = r"[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?"
 TOO_DEEP = "arguments nest too deeply"
 _OBJECT_START = re.compile(r'\{\s*["}]')
 """`Found.error` of a call whose arguments nest deeper than a parser or a schema allows."""
@@ -63,13 +66,11 @@ class CallExtractor:
         tag = re.escape(rules.call_tag)
         self._tag_open = f"<{rules.call_tag}"
         # attributes never hold "<": a run of openings is scanned once, not once per opening
-        self._tag_name = re.compile(rf"<{tag}[^<>]*>\s*([A-Za-z0-9_-]{{1,64}})\b")
+        self._tag_name = re.compile(rf"<{tag}[^<>]*>\s*({_NAME})(?![A-Za-z0-9_-])")
         keys = "|".join(re.escape(k) for k in self._tool_keys)
         # `"tool": "name"`, `'tool': 'name'`, `tool=name`: where a call names its tool.
         q = "[\"'\u201c\u201d\u2018\u2019\u201e]"  # straight and typographic quotes
-        self._names_a_tool = re.compile(
-            rf"{q}?\b(?:{keys})\b{q}?\s*[:=]\s*{q}?([A-Za-z0-9_-]{{1,64}})"
-        )
+        self._names_a_tool = re.compile(rf"{q}?\b(?:{keys})\b{q}?\s*[:=]\s*{q}?({_NAME})")
 
     # -- entry point -----------------------------------------------------------------------
 

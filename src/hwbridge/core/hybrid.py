@@ -8,9 +8,14 @@ raises. The driver keeps no per-call state, so one instance serves any number of
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import inspect
 import logging
+import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, wraps
 from pathlib import Path
@@ -34,7 +39,7 @@ from hwbridge.core.models import (
     ToolError,
     trusted,
 )
-from hwbridge.core.native import Provider, native_tools
+from hwbridge.core.native import Provider, native_aliases, native_tools
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.core.validation import ArgumentValidator
 
@@ -74,24 +79,39 @@ _OPENERS = ("{", "```", "~~~")
 
 @dataclass(frozen=True)
 class _Catalog:
-    """The driver's tools, indexed once, each with its compiled argument validator."""
+    """The driver's tools, indexed once, each with its compiled argument validator.
+
+    A tool whose name a provider refuses (`bench1.read_signals`) is offered to native
+    function calling under an alias (`bench1__read_signals`): a call may name either, and
+    runs the tool under its own name."""
 
     tools: tuple[Tool, ...]
     by_name: dict[str, Tool]
-    validators: dict[str, ArgumentValidator]
+    validators: dict[str, ArgumentValidator]  # by name and by alias
     refused: dict[str, ToolError]
-    claimed: frozenset[str]  # every name this driver answers: its tools and refused ones
+    claimed: frozenset[str]  # every name this driver answers: its tools, aliases, refused ones
+    aliases: dict[str, str]  # name -> its native alias (only names a provider refuses)
+    real: dict[str, str]  # alias -> name
 
     @classmethod
     def of(cls, tools: list[Tool], refused: Mapping[str, ToolError]) -> _Catalog:
         by_name = {t.name: t for t in tools}
+        aliases = native_aliases(by_name)
+        validators = {t.name: ArgumentValidator(t) for t in tools}
+        validators.update({alias: validators[name] for name, alias in aliases.items()})
         return cls(
             tuple(tools),
             by_name,
-            {t.name: ArgumentValidator(t) for t in tools},
+            validators,
             {k: v for k, v in refused.items() if k not in by_name},
-            frozenset(by_name) | frozenset(refused),
+            frozenset(by_name) | frozenset(refused) | frozenset(aliases.values()),
+            aliases,
+            {alias: name for name, alias in aliases.items()},
         )
+
+    def tool(self, name: str) -> Tool | None:
+        """The tool a call names, by its name or by its native alias."""
+        return self.by_name.get(self.real.get(name, name))
 
 
 @cache
@@ -169,8 +189,39 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         return list(self._catalog().tools)
 
     def tools_changed(self) -> None:
-        """Re-read `list_tools()` on next use (for drivers whose tools really change)."""
+        """Re-read `list_tools()` on next use (for drivers whose tools really change), and
+        tell whoever listens (`on_tools_changed`: an orchestrator or a decorator holding
+        this driver)."""
         self.__dict__.pop("_hw_catalog", None)
+        refs: list[Callable[[], Callable[[], None] | None]] = self.__dict__.get("_hw_listeners", [])
+        for ref in list(refs):
+            listener = ref()
+            if listener is None:  # its owner is gone
+                with contextlib.suppress(ValueError):
+                    refs.remove(ref)
+                continue
+            try:
+                listener()
+            except Exception:
+                log.exception("a listener for the tools of %s failed", type(self).__name__)
+
+    def on_tools_changed(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call `listener()` (from any thread) whenever this driver's tools change; returns
+        the function that stops it. A bound method is held weakly: an orchestrator or a
+        decorator that is dropped stops listening."""
+        refs: list[Callable[[], Callable[[], None] | None]] = self.__dict__.setdefault(
+            "_hw_listeners", []
+        )
+        ref: Callable[[], Callable[[], None] | None] = (
+            weakref.WeakMethod(listener) if inspect.ismethod(listener) else lambda: listener
+        )
+        refs.append(ref)
+
+        def stop() -> None:
+            with contextlib.suppress(ValueError):
+                refs.remove(ref)
+
+        return stop
 
     # -- MCSDriver: expose -----------------------------------------------------------------
 
@@ -187,8 +238,16 @@ class HybridDriver(MCSDriver, MCSToolDriver):
     def get_native_tools(
         self, provider: Literal["openai", "openai_responses", "anthropic", "gemini"]
     ) -> list[dict[str, Any]]:
-        """Tool definitions for a provider's native function-calling API."""
-        return native_tools(list(self._catalog().tools), provider, self.prompt_strategy)
+        """Tool definitions for a provider's native function-calling API; a tool whose name
+        the providers refuse (a dot: `bench1.read_signals`) is defined under its alias
+        (`bench1__read_signals`), and a call by the alias runs the tool."""
+        catalog = self._catalog()
+        aliases = catalog.aliases
+        tools = [
+            t.model_copy(update={"name": aliases[t.name]}) if t.name in aliases else t
+            for t in catalog.tools
+        ]
+        return native_tools(tools, provider, self.prompt_strategy)
 
     def get_native_system_message(self, model_name: str | None = None) -> str:
         """The system prompt to send alongside `get_native_tools`."""
@@ -286,12 +345,23 @@ class HybridDriver(MCSDriver, MCSToolDriver):
     def changes_state(self, calls: Sequence[CallView]) -> bool:
         """True unless every call that could run is a read-only tool (cancellation, consent
         and a server's log treat the two apart)."""
-        by_name = self._catalog().by_name
+        catalog = self._catalog()
         for call in calls:
-            tool = by_name.get(call.tool)
+            tool = catalog.tool(call.tool)
             if tool is not None and call.error is None and not tool.read_only:
                 return True
         return False
+
+    def tool_name(self, name: str) -> str:
+        """The name of the tool a call names: itself, or the tool a native alias stands for
+        (`bench1__read_signals` -> `bench1.read_signals`), for showing a call to people."""
+        return self._catalog().real.get(name, name)
+
+    def concurrency_key(self, tool_name: str) -> Hashable | None:
+        """Calls of one output whose keys differ may run at once, when none of them changes
+        state (an orchestrator's benches); None (the default): this driver runs its calls
+        one after the other."""
+        return None
 
     def _fast_path(self, text: str) -> DriverResponse | None:
         """The reply the prompt asks for, one `{"tool": ..., "arguments": {...}}` object with
@@ -383,9 +453,51 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         if not calls:
             return _EMPTY
         limit = strategy.parsing.max_calls
-        outcomes = [self._run(call, catalog, strategy) for call in calls[:limit]]
+        outcomes = self._run_all(calls[:limit], catalog, strategy)
         outcomes += _not_run(calls[limit:], limit, strategy)
         return _respond(outcomes, strategy)
+
+    def _run_all(
+        self, calls: Sequence[CallView], catalog: _Catalog, strategy: PromptStrategy
+    ) -> list[Outcome]:
+        """The outcomes in the calls' order. Reads that `concurrency_key` puts apart (two
+        benches) run at once, each group in order in a thread of its own; anything that
+        changes state keeps the whole output in order."""
+        groups: dict[Hashable, list[int]] = {}
+        if len(calls) > 1 and not self.changes_state(calls):
+            for i, call in enumerate(calls):
+                key = self.concurrency_key(catalog.real.get(call.tool, call.tool))
+                groups.setdefault(key if key is not None else _SERIAL, []).append(i)
+        if len(groups) < 2 or _SERIAL in groups:
+            return [self._run(call, catalog, strategy) for call in calls]
+        outcomes: list[Outcome | None] = [None] * len(calls)
+        failures: list[BaseException] = []
+
+        def run(indexes: list[int]) -> None:
+            try:
+                for i in indexes:
+                    outcomes[i] = self._run(calls[i], catalog, strategy)
+            except BaseException as exc:  # handed to the caller below, never lost
+                failures.append(exc)
+
+        first, *rest = groups.values()
+        threads = [
+            threading.Thread(
+                target=contextvars.copy_context().run,
+                args=(run, indexes),
+                name=f"hwbridge-batch[{type(self).__name__}]",
+                daemon=True,
+            )
+            for indexes in rest
+        ]
+        for thread in threads:
+            thread.start()
+        run(first)
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        return [o for o in outcomes if o is not None]
 
     # -- ToolCallSignaling (spec section 14) -----------------------------------------------
 
@@ -470,8 +582,9 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         Returns (ok, result, result_json, retry, detail, error): a plain tuple, because this
         is the hot path.
         """
+        catalog = self._catalog()
         try:
-            result = self._hw_execute(name, arguments)
+            result = self._hw_execute(catalog.real.get(name, name), arguments)
         except ToolError as exc:
             return _tool_error(name, exc, strategy)
         except Exception:
@@ -490,6 +603,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
 
 
 _Ran = tuple[bool, Any, str, str | None, str | None, dict[str, Any] | None]
+_SERIAL = object()  # the group of calls that must run in order
 
 _ExecuteTool = Callable[[Any, str, dict[str, Any]], Any]
 
@@ -500,7 +614,7 @@ def _validating(execute: _ExecuteTool) -> _ExecuteTool:
     @wraps(execute)
     def execute_tool(self: HybridDriver, tool_name: str, arguments: dict[str, Any]) -> Any:
         self.check_call(tool_name, arguments)
-        return execute(self, tool_name, arguments)
+        return execute(self, self._catalog().real.get(tool_name, tool_name), arguments)
 
     execute_tool._hw_validating = True  # type: ignore[attr-defined]
     return execute_tool

@@ -37,9 +37,14 @@ _SEMVER = re.compile(
     r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$"
 )
+# What a tool may be called: letters, digits, _ and -, with dots inside (an orchestrator's
+# `bench1.read_signals`; MCP allows them). OpenAI and Anthropic refuse dots in function
+# names, so native tool definitions carry a dot-free alias (`hwbridge.core.native`).
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
 # The intersection of what OpenAI, Anthropic and Gemini accept as a function name.
-TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
-_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
+NATIVE_TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+_TOOL_NAME = re.compile(NATIVE_TOOL_NAME_PATTERN)
+_ANY_TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 
 Dialect = Literal[
     "text",
@@ -138,6 +143,12 @@ class Tool(_Frozen):
         default=False,
         description="True when the tool only reads: it changes nothing in the device or the "
         "world. Consent gates and MCP clients ask before any tool that is not read-only.",
+    )
+    destructive: bool | None = Field(
+        default=None,
+        description="MCP's destructiveHint for a tool that is not read-only: False when it "
+        "only adds (never overwrites or deletes); None: every tool that is not read-only "
+        "counts as destructive.",
     )
 
     @model_validator(mode="after")
@@ -278,3 +289,9 @@ def trusted(
 def is_valid_tool_name(name: str) -> bool:
     """True when every major provider accepts `name` as a function name."""
     return bool(_TOOL_NAME.fullmatch(name))
+
+
+def is_tool_name(name: str) -> bool:
+    """True when `name` may name a Tool: a provider-safe name, or one with dots inside
+    (`bench1.read_signals`), which native definitions carry under an alias."""
+    return bool(_ANY_TOOL_NAME.fullmatch(name))

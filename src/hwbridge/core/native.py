@@ -5,14 +5,16 @@ The caller names the wire format it talks; nothing here guesses from a model nam
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+from collections.abc import Iterable
 from typing import Any, Literal
 
-from hwbridge.core.models import Tool
+from hwbridge.core.models import Tool, is_valid_tool_name
 from hwbridge.core.prompts import PromptStrategy
 
-__all__ = ["native_tools"]
+__all__ = ["native_aliases", "native_tools"]
 
 Provider = Literal["openai", "openai_responses", "anthropic", "gemini"]
 
@@ -34,6 +36,28 @@ def native_tools(
     able to start a line of its own."""
     definitions: list[dict[str, Any]] = _no_breaks(_definitions(tools, provider, strategy))
     return definitions
+
+
+def native_aliases(names: Iterable[str]) -> dict[str, str]:
+    """A provider-safe alias for each name a provider would refuse (`bench1.read_signals`
+    -> `bench1__read_signals`), unique among all `names`: OpenAI and Anthropic refuse dots
+    in function names. Names every provider accepts are not in the mapping."""
+    names = list(names)
+    taken = set(names)
+    aliases: dict[str, str] = {}
+    for name in names:
+        if is_valid_tool_name(name):
+            continue
+        base = re.sub(r"[^A-Za-z0-9_-]", "_", name.replace(".", "__"))
+        if len(base) > 64:  # kept apart from its neighbours by a digest of the whole name
+            base = f"{base[:55]}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+        alias, n = base, 2
+        while alias in taken:
+            suffix = f"_{n}"
+            alias, n = base[: 64 - len(suffix)] + suffix, n + 1
+        taken.add(alias)
+        aliases[name] = alias
+    return aliases
 
 
 def _definitions(

@@ -6,15 +6,22 @@ call once, against the schema of the tool that will run, and hands it to that dr
 
 Tool names never change under a running conversation: a driver registered later gets a
 `label__` prefix only on the tools whose names are already taken (`namespace`), loses them
-(`priority`), or is refused (`reject`). A tool no driver has passes through as an empty
-DriverResponse, as the spec requires.
+(`priority`), or is refused (`reject`). With `names="dotted"` every tool is offered as
+`label.name` (`bench1.read_signals`: one label per bench of a farm), so no two drivers
+clash. A tool no driver has passes through as an empty DriverResponse, as the spec requires.
+
+Calls go to their driver without any lock of the orchestrator's: calls to two drivers (two
+remote benches) run at once, and reads of one LLM output addressed to different drivers run
+side by side (`concurrency_key`). A driver whose tools change (a remote server's) is followed:
+its new tools are offered, its old ones keep their names.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -23,14 +30,20 @@ from hwbridge.__about__ import __version__
 from hwbridge.core.contract import Capability, MCSToolDriver
 from hwbridge.core.health import Health, RawSpec, health_of, raw_spec_of
 from hwbridge.core.hybrid import HybridDriver, unchecked_execute
-from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_valid_tool_name
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
 
-__all__ = ["ConflictPolicy", "Orchestrator"]
+__all__ = ["ConflictPolicy", "Naming", "Orchestrator"]
+
+log = logging.getLogger(__name__)
 
 ConflictPolicy = Literal["namespace", "priority", "reject"]
+Naming = Literal["plain", "dotted"]
+"""plain: tools keep their own names (clashes settled by the conflict policy); dotted:
+every tool is offered as `label.name`."""
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,24}$")
 _SEPARATOR = "__"
+_DOT = "."
 # Flags an orchestrator honours when every driver it holds does (its own come from HybridDriver).
 _SHARED_FLAGS = (
     Capability.MULTI_CONNECTION.value,
@@ -78,7 +91,10 @@ class Orchestrator(HybridDriver):
 
     `conflict` decides what happens when two drivers offer a tool with the same name:
     `namespace` (default) exposes the later one as `label__name`, `priority` keeps the
-    first registered, `reject` refuses to register the later driver.
+    first registered, `reject` refuses to register the later driver. `names="dotted"`
+    offers every tool as `label.name` (a farm of benches: `bench1.read_signals`); a
+    driver registered without a label gets its own `label` attribute when it has one
+    (`McpToolDriver(url, label="bench1")`), else one made from its name.
     """
 
     meta = DriverMeta(
@@ -93,14 +109,19 @@ class Orchestrator(HybridDriver):
         drivers: Mapping[str, MCSToolDriver] | Iterable[MCSToolDriver] = (),
         *,
         conflict: ConflictPolicy = "namespace",
+        names: Naming = "plain",
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
     ) -> None:
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         if conflict not in ("namespace", "priority", "reject"):
             raise ValueError("conflict must be 'namespace', 'priority' or 'reject'")
+        if names not in ("plain", "dotted"):
+            raise ValueError("names must be 'plain' or 'dotted'")
         self.conflict: ConflictPolicy = conflict
-        self._lock = threading.Lock()
+        self.names: Naming = names
+        self._lock = threading.RLock()  # a driver may report new tools while we register it
+        self._stops: dict[str, Callable[[], None]] = {}
         self._snapshot = _Snapshot((), (), {}, {})
         self.meta = type(self).meta  # refined per instance as drivers come and go
         items = drivers.items() if isinstance(drivers, Mapping) else ((None, d) for d in drivers)
@@ -117,7 +138,12 @@ class Orchestrator(HybridDriver):
             raise ValueError("an orchestrator cannot hold itself")
         with self._lock:
             current = self._snapshot
-            label = label or _label_from(driver, {e.label for e in current.entries})
+            own = getattr(driver, "label", None)
+            label = (
+                label
+                or (own if isinstance(own, str) and own else None)
+                or _label_from(driver, {e.label for e in current.entries})
+            )
             if not _LABEL.match(label):
                 raise ValueError(f"label {label!r} must be 1-24 letters, digits, _ or -")
             if any(e.label == label for e in current.entries):
@@ -126,6 +152,8 @@ class Orchestrator(HybridDriver):
                 raise ValueError("this driver is already registered")
             entry = self._entry_for(label, driver, current)
             self._publish((*current.entries, entry))
+            if isinstance(driver, HybridDriver):
+                self._stops[label] = driver.on_tools_changed(self.refresh)
         return label
 
     def remove_driver(self, label: str) -> MCSToolDriver:
@@ -137,6 +165,9 @@ class Orchestrator(HybridDriver):
                 known = ", ".join(e.label for e in current.entries) or "none"
                 raise KeyError(f"no driver is registered as {label!r} (registered: {known})")
             removed = next(e for e in current.entries if e.label == label)
+            stop = self._stops.pop(label, None)
+            if stop is not None:
+                stop()
             self._publish(kept)
         return removed.driver
 
@@ -145,13 +176,18 @@ class Orchestrator(HybridDriver):
         return {e.label: e.driver for e in self._snapshot.entries}
 
     def refresh(self) -> None:
-        """Re-read the drivers' tool lists (after one of them changed its tools)."""
+        """Re-read the drivers' tool lists (after one of them changed its tools; a driver
+        that reports its changes, such as McpToolDriver, triggers this itself). Names
+        already offered stay; a new tool that cannot be offered (its name is taken under
+        `reject`, or too long) is left out and logged."""
         with self._lock:
             current = self._snapshot
             entries: list[_Entry] = []
             for e in current.entries:
                 partial = _Snapshot(tuple(entries), (), {}, {})
-                entries.append(self._entry_for(e.label, e.driver, partial, keep=e.names))
+                entries.append(
+                    self._entry_for(e.label, e.driver, partial, keep=e.names, lenient=True)
+                )
             self._publish(tuple(entries))
 
     def _entry_for(
@@ -160,31 +196,61 @@ class Orchestrator(HybridDriver):
         driver: MCSToolDriver,
         current: _Snapshot,
         keep: Mapping[str, str] | None = None,
+        lenient: bool = False,
     ) -> _Entry:
-        taken = {name: e for e in current.entries for name in e.names}
+        """The names under which `driver`'s tools are offered; a tool that cannot be offered
+        raises ValueError, or with `lenient` is left out (and logged)."""
+        taken = {name: e.label for e in current.entries for name in e.names}
         kept_by_own = {own: exposed for exposed, own in (keep or {}).items()}
         names: dict[str, str] = {}
         for tool in driver.list_tools():
-            exposed = kept_by_own.get(tool.name)
-            if exposed is None or exposed in taken:
-                exposed = tool.name
-            if exposed in taken or exposed in names:
-                other = taken[exposed].label if exposed in taken else label
-                if self.conflict == "reject":
-                    raise ValueError(
-                        f"tool {tool.name!r} of driver {label!r} has the same name as a tool "
-                        f"of driver {other!r} (conflict='reject')"
-                    )
-                if self.conflict == "priority":
-                    continue
-                exposed = f"{label}{_SEPARATOR}{tool.name}"
-                if not is_valid_tool_name(exposed) or exposed in taken:
-                    raise ValueError(
-                        f"tool {tool.name!r} of driver {label!r} clashes with driver "
-                        f"{other!r} and {exposed!r} is not a usable name; use a shorter label"
-                    )
-            names[exposed] = tool.name
+            try:
+                exposed = self._name_for(label, tool.name, kept_by_own.get(tool.name), taken, names)
+            except ValueError as exc:
+                if not lenient:
+                    raise
+                log.warning("%s; it is not offered", exc)
+                continue
+            if exposed is not None:
+                names[exposed] = tool.name
         return _Entry.of(label, driver, names)
+
+    def _name_for(
+        self,
+        label: str,
+        own: str,
+        kept: str | None,
+        taken: Mapping[str, str],
+        names: Mapping[str, str],
+    ) -> str | None:
+        """The name the tool `own` of driver `label` is offered under (`kept`: the one it
+        had before); None: not offered. `taken` maps other drivers' names to their labels,
+        `names` holds this driver's so far."""
+        exposed = kept
+        if exposed is None or exposed in taken:
+            exposed = f"{label}{_DOT}{own}" if self.names == "dotted" else own
+            if not is_tool_name(exposed):
+                raise ValueError(
+                    f"tool {own!r} of driver {label!r} would be offered as {exposed!r}, "
+                    "which is longer than 64 characters; use a shorter label"
+                )
+        if exposed not in taken and exposed not in names:
+            return exposed
+        other = taken.get(exposed, label)
+        if self.conflict == "reject":
+            raise ValueError(
+                f"tool {own!r} of driver {label!r} has the same name as a tool "
+                f"of driver {other!r} (conflict='reject')"
+            )
+        if self.conflict == "priority":
+            return None
+        exposed = f"{label}{_SEPARATOR}{own}"
+        if not is_tool_name(exposed) or exposed in taken:
+            raise ValueError(
+                f"tool {own!r} of driver {label!r} clashes with driver "
+                f"{other!r} and {exposed!r} is not a usable name; use a shorter label"
+            )
+        return exposed
 
     def _publish(self, entries: tuple[_Entry, ...]) -> None:
         """Build the snapshot every call will see, then drop the cached catalog (caller locks)."""
@@ -256,6 +322,11 @@ class Orchestrator(HybridDriver):
     def refused_tools(self) -> Mapping[str, ToolError]:
         return self._snapshot.refused
 
+    def concurrency_key(self, tool_name: str) -> Hashable | None:
+        """Reads of different drivers may run at once; a driver's own calls stay in order."""
+        route = self._snapshot.routes.get(tool_name)
+        return None if route is None else route.entry.label
+
     def essential_tools(self) -> list[Tool]:
         offered = set(self._snapshot.routes)
         keep: set[str] = set()
@@ -274,6 +345,10 @@ class Orchestrator(HybridDriver):
         """Each driver's health by label (`unknown` for a driver without a health check);
         the status is the worst of theirs."""
         return Health.combine({e.label: health_of(e.driver) for e in self._snapshot.entries})
+
+    def health(self) -> Health:
+        """`healthcheck()` by the name a farm asks it: each driver (each bench) by label."""
+        return self.healthcheck()
 
     def raw_spec(self) -> dict[str, RawSpec]:
         """The source specs of every driver that has them, as `label/name`."""

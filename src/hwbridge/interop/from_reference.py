@@ -27,7 +27,7 @@ from hwbridge.core.contract import Capability
 from hwbridge.core.health import Health
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import (
-    TOOL_NAME_PATTERN,
+    NATIVE_TOOL_NAME_PATTERN,
     DriverBinding,
     DriverMeta,
     Tool,
@@ -41,7 +41,7 @@ __all__ = ["FromReferenceDriver", "from_reference"]
 
 log = logging.getLogger(__name__)
 
-_NAME = re.compile(TOOL_NAME_PATTERN)
+_NAME = re.compile(NATIVE_TOOL_NAME_PATTERN)  # names every provider takes, as before
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_-]+")
 _SEMVER_LIKE = re.compile(r"^(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 _ID_NAMESPACE = uuid.UUID("5b0c6f1e-2d4a-4c7b-9e83-1f6a0d2c7e94")  # ids that are not UUIDs

@@ -4,7 +4,9 @@ The call is found in `{"tool": name, "arguments": ...}` by the driver's `detect_
 and run by `aexecute_tool_call`, exactly as `process_llm_response` would run it: the same
 validation, the same refusals, the same results. While it runs, a progress notification
 goes out every half second (when the client asked for progress), so a `wait_for_signal`, a
-`capture` or a slow serial command shows it is alive.
+`capture` or a slow serial command shows it is alive. A driver that hears how far its call
+has come (`McpToolDriver`, from the remote server's own progress) claims the reports
+(`hwbridge.core.aio.PROGRESS`): the half-second ones stop, and the server's own go on.
 
 Cancellation by the client (`notifications/cancelled`) follows `hwbridge.core.aio`: a call
 that has not started does not run; reads are abandoned at once (they end within their own
@@ -15,6 +17,7 @@ is logged, since the client will never read it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -23,7 +26,7 @@ from typing import Any
 from mcp import types
 from mcp.server import ServerRequestContext
 
-from hwbridge.core.aio import WORKER_SLOT, ExecutionCancelled, WorkerSlot
+from hwbridge.core.aio import PROGRESS, WORKER_SLOT, ExecutionCancelled, WorkerSlot
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverResponse, ToolCall, ToolError
 from hwbridge.mcp.tools import call_result, error_result
@@ -81,11 +84,12 @@ class CallHandler:
                 "may be cancelled reads waiting out their timeout); try again in a moment."
             )
         slot = WorkerSlot(self._release)
-        task = asyncio.ensure_future(self._execute(calls[:1], slot))
+        progress = _Progress(ctx, name)
+        task = asyncio.ensure_future(self._execute(calls[:1], slot, progress))
         task.add_done_callback(lambda _done: slot.call_ended())
         changes_state = self.driver.changes_state(calls[:1])
         try:
-            await self._wait(task, ctx, name, _expected_s(arguments))
+            await self._wait(task, progress, _expected_s(arguments))
         except asyncio.CancelledError:
             # Cancelled once, in its own task: never again and again by the server's cancel
             # scope, which would spin while a send finishes.
@@ -105,43 +109,35 @@ class CallHandler:
         with self._count:
             self._running -= 1
 
-    async def _execute(self, calls: list[ToolCall], slot: WorkerSlot) -> _Ran:
+    async def _execute(self, calls: list[ToolCall], slot: WorkerSlot, progress: _Progress) -> _Ran:
         """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
         raised, so its outcome (what went out) survives the cancellation. Its worker
         thread holds `slot` until it ends."""
         WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
+        PROGRESS.set(progress)
         try:
             return await self.driver.aexecute_tool_call(calls), None
         except ExecutionCancelled as exc:
             return None, exc
 
     async def _wait(
-        self,
-        task: asyncio.Future[_Ran],
-        ctx: ServerRequestContext[Any],
-        name: str,
-        total: float | None,
+        self, task: asyncio.Future[_Ran], progress: _Progress, total: float | None
     ) -> None:
         """Wait for the call, reporting progress while it runs (a no-op unless asked)."""
         started = time.monotonic()
-        reported = 0.0
         while True:
             done, _ = await asyncio.wait({task}, timeout=self.progress_interval_s)
             if done:
                 return
+            if progress.forwarded:  # the driver reports its own progress
+                continue
             elapsed = round(time.monotonic() - started, 1)
             if total is not None:
                 elapsed = min(elapsed, total)
-            if elapsed <= reported:  # progress must increase: past the total, stay quiet
-                continue
-            reported = elapsed
-            message = f"{name}: {elapsed:.1f} s" + (
+            message = f"{progress.name}: {elapsed:.1f} s" + (
                 f" of at most {total:g} s" if total is not None else ""
             )
-            try:
-                await ctx.session.report_progress(elapsed, total, message)
-            except Exception:  # a client that went away must not fail the call
-                log.debug("progress for %s could not be sent", name, exc_info=True)
+            await progress.send(elapsed, total, message)
 
     def _not_offered(self, name: str) -> types.CallToolResult:
         available = ", ".join(
@@ -159,6 +155,43 @@ class CallHandler:
         except ToolError as exc:
             return error_result(f"{exc.code}: {exc.message}")
         return error_result(f"UNKNOWN_TOOL: {name[:80]} is not a tool of this server.")
+
+
+class _Progress:
+    """The progress of one call as the client sees it: always increasing, from the handler's
+    own clock or, once the driver reports any, from the driver (from any thread)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any], name: str) -> None:
+        self.ctx = ctx
+        self.name = name
+        self.loop = asyncio.get_running_loop()
+        self.reported = 0.0
+        self.forwarded = False
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def send(self, progress: float, total: float | None, message: str | None) -> None:
+        if progress <= self.reported:  # progress must increase: past the total, stay quiet
+            return
+        self.reported = progress
+        try:
+            await self.ctx.session.report_progress(progress, total, message)
+        except Exception:  # a client that went away must not fail the call
+            log.debug("progress for %s could not be sent", self.name, exc_info=True)
+
+    # the driver's side (a `hwbridge.core.aio.ProgressSink`), from its own thread
+
+    def claim(self) -> None:
+        self.forwarded = True
+
+    def report(self, progress: float, total: float | None, message: str | None) -> None:
+        def schedule() -> None:
+            self.forwarded = True
+            task = self.loop.create_task(self.send(progress, total, message))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+        with contextlib.suppress(RuntimeError):  # the server's loop has closed: nobody listens
+            self.loop.call_soon_threadsafe(schedule)
 
 
 def _expected_s(arguments: dict[str, Any]) -> float | None:

@@ -17,6 +17,7 @@ provoke before any token is checked, are let through at most once a minute.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http
 import logging
 import math
@@ -33,7 +34,7 @@ from uvicorn.server import ServerState
 
 from hwbridge.mcp.admission import MAX_SILENT, SILENT_GRACE_S, Admission, check_caps
 
-__all__ = ["Gate", "HttpLimits", "guarded_protocol"]
+__all__ = ["Gate", "HttpLimits", "guarded_protocol", "keep_alive", "no_delay"]
 
 log = logging.getLogger("hwbridge.mcp.http")
 
@@ -162,6 +163,7 @@ class GuardedH11Protocol(H11Protocol):
         return None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        no_delay(transport)
         super().connection_made(transport)
         if not self.gate.admission.arrive(self):
             self.gate.note()
@@ -252,6 +254,17 @@ class GuardedH11Protocol(H11Protocol):
             % (status.value, body, len(body), body)
         )
         self.transport.close()
+
+
+def no_delay(transport: asyncio.BaseTransport) -> None:
+    """Nagle's algorithm off: a response's head and its body are two writes, and the body
+    must not wait for the client's delayed ACK (40 ms a call). asyncio turns it off only on
+    sockets made with IPPROTO_TCP named, which a socket bound by hand may not be."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):  # not TCP, or closed meanwhile
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 def keep_alive(transport: asyncio.BaseTransport) -> None:

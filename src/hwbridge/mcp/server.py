@@ -53,11 +53,12 @@ def build_server(
     close the driver."""
     hybrid = as_hybrid(driver)
     offered = _offered(hybrid, tools)
+    listing = _Listing(hybrid, offered)
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=mcp_tools(hybrid, offered))
+        return types.ListToolsResult(tools=listing.tools())
 
     resources = Resources(hybrid)
     return Server(
@@ -65,6 +66,7 @@ def build_server(
         version=__version__,
         title=hybrid.meta.name,
         instructions=hybrid.get_native_system_message(),
+        get_tool_input_schema=listing.input_schema,
         on_list_tools=list_tools,
         on_call_tool=CallHandler(
             hybrid,
@@ -75,6 +77,34 @@ def build_server(
         on_list_resources=resources.list,
         on_read_resource=resources.read,
     )
+
+
+class _Listing:
+    """The MCP tools of a driver, built once and again only when its tools change (a remote
+    bench's). The SDK looks a tool's input schema up before every call over streamable
+    HTTP: building the whole list each time cost more than the call itself."""
+
+    def __init__(self, driver: HybridDriver, offered: frozenset[str] | None) -> None:
+        self.driver = driver
+        self.offered = offered
+        self._tools: list[types.Tool] | None = None
+        self._schemas: dict[str, dict[str, Any]] = {}
+        driver.on_tools_changed(self.changed)
+
+    def changed(self) -> None:
+        self._tools = None
+
+    def tools(self) -> list[types.Tool]:
+        tools = self._tools
+        if tools is None:
+            tools = mcp_tools(self.driver, self.offered)
+            self._schemas = {t.name: t.input_schema for t in tools}
+            self._tools = tools
+        return tools
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        self.tools()
+        return self._schemas.get(name)
 
 
 def _offered(driver: HybridDriver, tools: Iterable[str] | None) -> frozenset[str] | None:

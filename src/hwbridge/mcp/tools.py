@@ -3,7 +3,9 @@
 A tool keeps its JSON Schema and its description as the driver's native function-calling
 definitions write them (line breaks inside escaped), and gets annotations that tell the
 truth: `readOnlyHint` from `Tool.read_only`, `destructiveHint` on every tool that is not
-read-only (sends, periodic starts, raw frames, commands). A success carries the result as
+read-only (sends, periodic starts, raw frames, commands) unless the tool says it only adds
+(`Tool.destructive` False, as a remote server may have said). MCP allows dots in names, so
+an orchestrator's `bench1.read_signals` keeps its name here. A success carries the result as
 structured content (an object; anything else under `result`) and as JSON text; a picture
 (`hwbridge.core.images`) as image content beside its summary; a failure
 is a tool error (`isError`) whose text starts with the hwbridge code.
@@ -19,6 +21,7 @@ from mcp import types
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.images import image_of
 from hwbridge.core.models import DriverResponse
+from hwbridge.core.native import native_tools
 
 __all__ = ["call_result", "error_result", "mcp_tools"]
 
@@ -26,9 +29,10 @@ __all__ = ["call_result", "error_result", "mcp_tools"]
 def mcp_tools(driver: HybridDriver, offered: frozenset[str] | None = None) -> list[types.Tool]:
     """The tools `driver` offers (those named in `offered`, when given) as MCP tools, in the
     driver's order."""
-    definitions = {d["name"]: d for d in driver.get_native_tools("anthropic")}
+    listed = driver.list_tools()
+    definitions = {d["name"]: d for d in native_tools(listed, "anthropic", driver.prompt_strategy)}
     tools = []
-    for tool in driver.list_tools():
+    for tool in listed:
         definition = definitions.get(tool.name)
         if definition is None or (offered is not None and tool.name not in offered):
             continue
@@ -41,7 +45,7 @@ def mcp_tools(driver: HybridDriver, offered: frozenset[str] | None = None) -> li
                 annotations=types.ToolAnnotations(
                     title=tool.title,
                     read_only_hint=tool.read_only,
-                    destructive_hint=not tool.read_only,
+                    destructive_hint=not tool.read_only and tool.destructive is not False,
                 ),
             )
         )

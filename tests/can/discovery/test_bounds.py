@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 import can
 from hwbridge import CanDriver
 from hwbridge.can.discovery.frames import Collector
+from hwbridge.can.discovery.known import opendbc_available
 
 HOSTILE_IDS = 100_000  # the benchmark runs the full million
 
@@ -93,6 +94,8 @@ DISCOVERY = (
     "draft_dbc",
     "mark_event",
     "rank_events",
+    # offered when there are databases to match: opendbc's (the dev extra has them)
+    *(("match_known_databases",) if opendbc_available() else ()),
 )
 
 

@@ -1,5 +1,6 @@
 """Signals found without a database: fields from how bits flip, counters, checksums,
-meaning from a reference, a draft DBC, and the live discovery tools.
+meaning from a reference, a draft DBC, the known database that fits a capture, and the live
+discovery tools.
 
     from hwbridge.can import discover
     report = discover(["drive.blf"], reference="gnss.dbc")
@@ -16,9 +17,12 @@ from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
     from hwbridge.can.discovery.api import discover
+    from hwbridge.can.discovery.match import match_databases
     from hwbridge.can.discovery.report import (
+        DatabaseMatch,
         DiscoveryReport,
         FieldReport,
+        MatchChecks,
         MessageReport,
         Note,
         ReferenceMatch,
@@ -26,6 +30,9 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "discover": "hwbridge.can.discovery.api",
+    "match_databases": "hwbridge.can.discovery.match",
+    "DatabaseMatch": "hwbridge.can.discovery.report",
+    "MatchChecks": "hwbridge.can.discovery.report",
     "DiscoveryReport": "hwbridge.can.discovery.report",
     "FieldReport": "hwbridge.can.discovery.report",
     "MessageReport": "hwbridge.can.discovery.report",
@@ -38,10 +45,13 @@ __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
 
 
 __all__ = [
+    "DatabaseMatch",
     "DiscoveryReport",
     "FieldReport",
+    "MatchChecks",
     "MessageReport",
     "Note",
     "ReferenceMatch",
     "discover",
+    "match_databases",
 ]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.discovery._deps import require_numpy
+from hwbridge.can.discovery.match import match_candidates, with_matches
 from hwbridge.can.discovery.reference import ReferenceSpec
 from hwbridge.can.discovery.report import DiscoveryReport, Note
 
@@ -46,6 +47,8 @@ def discover(
     evidence: bool = False,
     events: str | Path | Iterable[Mark | tuple[float, str]] | None = None,
     window_s: float | None = None,
+    match_known: bool = False,
+    known: Sequence[str | Path] = (),
 ) -> DiscoveryReport:
     """Find the signals of the frames in `captures` (any format python-can reads, and MF4).
 
@@ -56,11 +59,15 @@ def discover(
     captures are read. A truncated capture keeps the frames read before the break (a note
     says so). `evidence=True` also keeps, on `report.evidence`, what a person needs to check
     it (each bit's flip rate, each matched field drawn beside its reference signal; see
-    `hwbridge.can.discovery.html.render_html`). `reference="obd"` (alone or among others)
-    takes the OBD-II exchanges in the captures as the reference: their answers are decoded
-    into python-OBD's signals (`SPEED`, `RPM`, ...), their ids never rediscovered.
-    `events` (a `time_s,name` CSV path, or marks, or `(time_s, name)` pairs on the
-    captures' clock) ranks fields by how well they changed at the marked moments and not
+    `hwbridge.can.discovery.html.render_html`). `match_known=True` ranks known databases
+    (opendbc's when the `opendbc` extra is installed, and the files or folders of `known`)
+    by how much of the capture each explains (`report.matches`, best first) and decodes with
+    the best when it fits (`report.decoded_with`), as with a reference: its messages are
+    not rediscovered (see `hwbridge.can.discovery.match`). `reference="obd"` (alone or
+    among others) takes the OBD-II exchanges in the captures as the reference: their answers
+    are decoded into python-OBD's signals (`SPEED`, `RPM`, ...), their ids never
+    rediscovered. `events` (a `time_s,name` CSV path, or marks, or `(time_s, name)` pairs on
+    the captures' clock) ranks fields by how well they changed at the marked moments and not
     elsewhere (`report.events`; `window_s` either side of a mark, 1 s by default). Raises
     FileNotFoundError / ValueError for a capture that cannot be opened, `EventsError` (a
     ValueError) for events that cannot be read.
@@ -75,8 +82,8 @@ def discover(
     if not paths:
         raise ValueError("discover needs at least one capture")
     checked = [check_capture(p) for p in paths]
-    marks = _marks(events)
-    ref, obd_frames = _references(reference)
+    marks, ref, obd_frames = _inputs(events, reference)
+    matching = match_candidates(match_known, known)  # a wrong path costs no capture read
     collector = frames_module.Collector(
         max_ids=max_ids or frames_module.MAX_IDS,
         max_bytes=max_bytes or frames_module.MAX_BYTES,
@@ -118,6 +125,8 @@ def discover(
         collector.end_segment()
     deadline = time.monotonic() + time_budget_s
     framesets = collector.framesets()
+    # the known databases that fit join the reference: decoded, not rediscovered
+    ref, matched = with_matches(ref, framesets, matching, collector.frames, time_budget_s)
     ref = _with_obd(ref, obd_frames, notes)
     found, left_out = analyse_frames(framesets, ref, deadline=deadline)
     report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
@@ -127,6 +136,7 @@ def discover(
 
         report._evidence = collect_evidence(report, framesets, ref)
     report.captures = [p.name for p in checked]
+    matched.apply(report, notes)
     report.dropped = collector.report_dropped().to_dict()
     if left_out:
         report.dropped["ids_not_analysed"] = left_out
@@ -144,20 +154,18 @@ def discover(
     return report
 
 
-def _marks(events: str | Path | Iterable[Mark | tuple[float, str]] | None) -> list[Mark] | None:
-    """The marks `events` holds (checked before any capture is read)."""
+def _inputs(
+    events: str | Path | Iterable[Mark | tuple[float, str]] | None, reference: Any
+) -> tuple[list[Mark] | None, Reference, ObdFrames | None]:
+    """The marks `events` holds, the databases of `reference`, and where to keep the OBD-II
+    frames when "obd" is in it (all checked before any capture is read)."""
     from hwbridge.can.discovery.events import as_marks
-
-    return None if events is None else as_marks(events)
-
-
-def _references(reference: Any) -> tuple[Reference, ObdFrames | None]:
-    """The databases of `reference`, and where to keep the OBD-II frames when "obd" is in it."""
     from hwbridge.can.discovery.obd_reference import ObdFrames, split_obd
     from hwbridge.can.discovery.reference import load_reference
 
+    marks = None if events is None else as_marks(events)
     databases, obd = split_obd(reference)
-    return load_reference(databases), (ObdFrames() if obd else None)
+    return marks, load_reference(databases), (ObdFrames() if obd else None)
 
 
 def _with_obd(ref: Reference, obd_frames: ObdFrames | None, notes: list[Note]) -> Reference:

@@ -11,9 +11,11 @@ The JSON document (`DiscoveryReport.to_json()`) is the issue's contract:
 `start_bit` and `byte_order` are as cantools writes them, and the names are the names in the
 draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`frames`,
 `captures`), which messages the reference decoded instead (`reference_messages`), what was
-dropped to stay within bounds (`dropped`) and what could not be told (`notes`); with marked
-moments, per event the fields that changed at its marks, best first (`events`: [{"name",
-"marks", "candidates": [{"id", "extended", "start_bit", "length", "score", ...}]}]).
+dropped to stay within bounds (`dropped`) and what could not be told (`notes`). Matched
+against known databases (`discover(..., match_known=True)`), it also ranks them (`matches`,
+best first) and names those it decoded with (`decoded_with`); with marked moments, per event
+the fields that changed at its marks, best first (`events`: [{"name", "marks", "candidates":
+[{"id", "extended", "start_bit", "length", "score", ...}]}]).
 """
 
 from __future__ import annotations
@@ -24,11 +26,13 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 __all__ = [
+    "DatabaseMatch",
     "DiscoveryReport",
     "EventCandidate",
     "EventReport",
     "FieldReport",
     "Kind",
+    "MatchChecks",
     "MessageReport",
     "Note",
     "ReferenceMatch",
@@ -147,6 +151,49 @@ class Note(_Model):
     text: str
 
 
+class MatchChecks(_Model):
+    """How a known database's messages fit the capture's frames, each a share (null: nothing
+    to check). `length_ok`: of the capture's ids the database has a message for, those whose
+    frames have its length; `rate_ok`: of those with a cycle time in the database, those
+    sent within 0.7x to 1.5x of it; the rest only for the best few databases, checked in
+    depth (`DatabaseMatch.checked`): `bits_covered`, of the bits that moved in those frames,
+    the bits inside one of its signals; `counters_ok`, of its counters (signals named
+    COUNTER, CNT, ALIVE, ...), those stepping by one amount on at least 90% of consecutive
+    frames; `checksums_ok`, of its 4- or 8-bit checksums (CHECKSUM, CRC, CHKSUM, ...) that
+    moved, those one of the checksum families cars use computes; `values_in_range`, of its
+    signals with a range, those whose values stayed in it on at least 99% of frames."""
+
+    length_ok: float | None = None
+    rate_ok: float | None = None
+    bits_covered: float | None = None
+    counters_ok: float | None = None
+    checksums_ok: float | None = None
+    values_in_range: float | None = None
+
+
+class DatabaseMatch(_Model):
+    """One known database against the capture: `ids_explained`, the share of the capture's
+    ids it has a message of the right length for (`ids` of them); `frames_explained`, the
+    share of the frames those ids carry; `score`, the share of ids explained, each weighted
+    by the share of its checks that pass (what the ranking is by); `chance`, how likely a
+    database whose messages lie as densely around the capture's ids would explain and fit
+    as many by coincidence; `checked`, whether the checks beyond length and rate ran (for
+    the best few; the others' `score` is their `ids_explained`, an upper bound);
+    `tied_with`, the databases the capture cannot tell from this one (the same ids
+    explained, each fitting as well)."""
+
+    database: str
+    source: str
+    ids_explained: float
+    frames_explained: float
+    ids: int
+    score: float
+    chance: float
+    checked: bool
+    checks: MatchChecks
+    tied_with: list[str] = Field(default_factory=list)
+
+
 class DiscoveryReport(_Model):
     """The result of `discover` (and of the `survey_bus` tool)."""
 
@@ -154,6 +201,8 @@ class DiscoveryReport(_Model):
     frames: int = 0
     captures: list[str] = Field(default_factory=list)
     reference_messages: list[str] = Field(default_factory=list)
+    matches: list[DatabaseMatch] = Field(default_factory=list)
+    decoded_with: list[str] = Field(default_factory=list)
     dropped: dict[str, int] = Field(default_factory=dict)
     notes: list[Note] = Field(default_factory=list)
     events: list[EventReport] = Field(default_factory=list)

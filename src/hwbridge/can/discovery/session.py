@@ -168,6 +168,29 @@ class DiscoverySession:
                 self._on_grow(grown)
         return grown
 
+    def adopt(self, database: CanDatabase) -> list[str]:
+        """Add the messages of `database` (a matched one) for ids the session's database does
+        not describe and no signal was defined on, whose names it does not use; the names
+        added. Their frames are decoded from then on, never searched."""
+        with self._lock:
+            defined = {d.key for d in self._defined.values()}
+            names = set(self._db.message_names)
+            added = []
+            for m in database.messages:
+                key = _own_key(m)
+                if key in defined or m.name in names or self._db.message_for_frame(*key):
+                    continue
+                added.append(m)
+                names.add(m.name)
+            if not added:
+                return []
+            self.base = self.base.with_messages(added)
+            grown = self._grow(self._defined, 8, (-1, False)) if self._defined else self.base
+            self._db = grown
+            if self._on_grow is not None:
+                self._on_grow(grown)
+        return [str(m.name) for m in added]
+
     def _check_bits(self, signal: DefinedSignal, frame_length: int) -> tuple[int, ...]:
         where = f"{signal.start_bit}|{signal.length}@{signal.byte_order}"
         try:

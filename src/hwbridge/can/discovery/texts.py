@@ -18,12 +18,14 @@ TOOLS = (
     "draft_dbc",
     "mark_event",
     "rank_events",
+    "match_known_databases",
 )
 
 
 class Guidance(StrictTexts):
     discovery: str
     obd: str
+    matching: str  # added when match_known_databases is offered
 
 
 class DiscoveryTexts(ToolTexts):

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,7 +61,8 @@ _UNIT_CHARS = 32
 class DiscoveryTools(MCSToolDriver):
     """survey_bus, snapshot_bus, diff_snapshots, correlate_signal, define_signal, draft_dbc,
     mark_event and rank_events over one network, whose database grows as signals are defined
-    (`session`); `obd`, when attached, polls OBD-II PIDs as the reference while recording."""
+    (`session`), and match_known_databases when there are databases to match (opendbc's,
+    `known`); `obd`, when attached, polls OBD-II PIDs as the reference while recording."""
 
     meta = DriverMeta(
         id="5b2e8f41-7c3a-4d9e-b6a1-2f8c0d4e7a19",
@@ -76,10 +78,15 @@ class DiscoveryTools(MCSToolDriver):
         session: DiscoverySession,
         *,
         texts: DiscoveryTexts | None = None,
+        known: Sequence[str | Path] = (),
     ) -> None:
+        from hwbridge.can.discovery.known import opendbc_available
+
         self._network = network
         self.session = session
         self.texts = texts or discovery_texts()
+        self._known = tuple(known)
+        self._matching = bool(self._known) or opendbc_available()
         self.marks = EventMarks()
         self.obd: ObdPoller | None = None
         self._tools = tuple(self._definitions())
@@ -91,8 +98,11 @@ class DiscoveryTools(MCSToolDriver):
         self.obd = poller
 
     def guidance(self) -> str:
-        """What the system prompt says about these tools."""
+        """What the system prompt says about these tools (matching only when offered, OBD-II
+        only when it is the reference)."""
         text = self.texts.guidance.discovery.strip()
+        if self._matching:
+            text += " " + self.texts.guidance.matching.strip()
         if self.obd is not None:
             text += "\n" + self.texts.guidance.obd.strip()
         return text
@@ -210,6 +220,17 @@ class DiscoveryTools(MCSToolDriver):
                     "window_ms",
                     {"type": "integer", "minimum": 100, "maximum": 10000},
                 ),
+            ),
+            *(
+                [
+                    self._tool(
+                        "match_known_databases",
+                        p("match_known_databases", "duration_ms", duration, True),
+                        p("match_known_databases", "adopt", {"type": "boolean"}),
+                    )
+                ]
+                if self._matching
+                else []
             ),
         ]
 
@@ -531,6 +552,17 @@ class DiscoveryTools(MCSToolDriver):
         else:
             out["note"] = f"{frame_key_text(key)} has not been received yet"
         return out
+
+    def _tool_match_known_databases(self, args: Mapping[str, Any]) -> Any:
+        from hwbridge.can.discovery.match_tool import match_tool
+
+        framesets, frames, duration, _ = self._record(int(args["duration_ms"]))
+        if not framesets:
+            raise ToolError(
+                "NOT_RECEIVED", f"no frame was received in {duration} ms", retryable=True
+            )
+        adopt = bool(args.get("adopt", False))
+        return match_tool(framesets, frames, duration, self.session, self._known, adopt=adopt)
 
     def _tool_draft_dbc(self, args: Mapping[str, Any]) -> Any:
         defined = self.session.defined

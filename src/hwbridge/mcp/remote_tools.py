@@ -1,0 +1,334 @@
+"""A remote MCP server's tools and answers in hwbridge's terms, for `McpToolDriver`.
+
+- An MCP tool becomes a `Tool`: its name (dots allowed), title, description and input schema
+  split into parameters (local `$ref`s inlined, remote ones dropped: nothing is fetched).
+  What the server says is bounded: descriptions are cut, oversized schemas and names no
+  provider could carry leave the tool out (it is logged and listed in the health details).
+- Whether a tool counts as read-only *here* is decided by the caller (`McpToolDriver`'s
+  trust rules), not by the server: its annotations are kept beside (`RemoteAnnotations`).
+- A result becomes the JSON value hwbridge's own server sent (the text of its one JSON
+  block), else the structured content, else the text; a picture comes back as an image
+  result. A tool error (`isError`) and an MCP error become `ToolError`s with the server's
+  code: hwbridge's servers put it in `structuredContent.error.code`, others often start
+  the text with `CODE: `; otherwise `REMOTE_TOOL_ERROR`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import orjson
+from mcp import types
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    REQUEST_TIMEOUT,
+)
+
+from hwbridge.core.images import IMAGE_MIME_TYPES, image_of
+from hwbridge.core.jsonsafe import clean_text
+from hwbridge.core.models import Tool, ToolError, ToolParameter, is_tool_name
+from hwbridge.core.validation import ArgumentValidator
+
+__all__ = [
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_RESULT_CHARS",
+    "MAX_SCHEMA_BYTES",
+    "MAX_TOOLS",
+    "RETRYABLE_CODES",
+    "RemoteAnnotations",
+    "error_of",
+    "result_of",
+    "tool_of",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_TOOLS = 512
+"""Tools taken from one server; the rest are left out (and logged)."""
+MAX_DESCRIPTION_CHARS = 4000
+"""A remote tool's description is cut to this length: it goes into the model's prompt."""
+MAX_SCHEMA_BYTES = 64_000
+"""A tool whose input schema is larger than this (as JSON) is left out."""
+MAX_RESULT_CHARS = 1_000_000
+"""A result whose text is longer is cut (and says so): results stay bounded (invariant 4)."""
+RETRYABLE_CODES = frozenset(
+    {"BUSY", "RATE_LIMITED", "REMOTE_DOWN", "REMOTE_TIMEOUT", "TIMEOUT", "BUS_DOWN"}
+)
+"""Codes a remote error may be retried after when the server does not say."""
+
+_CODE = re.compile(r"^([A-Z][A-Z0-9_]{1,63}): ?(.*)", re.DOTALL)
+# how the SDK's MCPServer words a tool's own error: the tool's message after it
+_SDK_PREFIX = re.compile(r"^Error executing tool [^\s:]{1,128}: ")
+_MAX_REF_DEPTH = 8
+
+
+class RemoteAnnotations(NamedTuple):
+    """What the server said about a tool, kept as it said it (None: not said)."""
+
+    read_only: bool | None
+    destructive: bool | None
+    idempotent: bool | None
+    open_world: bool | None
+
+    @classmethod
+    def of(cls, tool: types.Tool) -> RemoteAnnotations:
+        hints = tool.annotations
+        if hints is None:
+            return cls(None, None, None, None)
+        return cls(
+            hints.read_only_hint,
+            hints.destructive_hint,
+            hints.idempotent_hint,
+            hints.open_world_hint,
+        )
+
+    def as_dict(self) -> dict[str, bool]:
+        """The hints that were given, under their MCP names."""
+        names = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+        return {name: value for name, value in zip(names, self, strict=True) if value is not None}
+
+
+def tool_of(remote: types.Tool, *, read_only: bool, trust_hints: bool) -> Tool | str:
+    """The Tool for a remote MCP tool, or the reason it cannot be offered.
+
+    `read_only`: whether this side treats it as read-only (decided by the caller).
+    `trust_hints`: whether the server's destructiveHint is kept (else: destructive).
+    """
+    name = remote.name
+    if not isinstance(name, str) or not is_tool_name(name):
+        return f"its name {str(name)[:80]!r} is not 1-64 letters, digits, _, - or inner dots"
+    schema = remote.input_schema if isinstance(remote.input_schema, dict) else {}
+    try:
+        size = len(orjson.dumps(schema))
+    except TypeError:
+        return "its input schema is not JSON"
+    if size > MAX_SCHEMA_BYTES:
+        return f"its input schema is {size} bytes (at most {MAX_SCHEMA_BYTES})"
+    parameters = _parameters(schema)
+    if isinstance(parameters, str):
+        return parameters
+    description = _text(remote.description, MAX_DESCRIPTION_CHARS)
+    title = _text(remote.title or (remote.annotations.title if remote.annotations else None), 200)
+    hints = RemoteAnnotations.of(remote)
+    destructive = hints.destructive if trust_hints and not read_only else None
+    try:
+        tool = Tool(
+            name=name,
+            title=title or (None if description else name),
+            description=description,
+            parameters=parameters,
+            read_only=read_only,
+            destructive=destructive,
+        )
+        ArgumentValidator(tool)  # a schema no validator takes would break every call
+    except (ValueError, TypeError) as exc:
+        return f"its description cannot be used: {str(exc).splitlines()[0][:200]}"
+    return tool
+
+
+def _parameters(schema: Mapping[str, Any]) -> list[ToolParameter] | str:
+    kind = schema.get("type", "object")
+    if kind != "object":
+        return f"its arguments are not an object (type {str(kind)[:40]})"
+    properties = schema.get("properties") or {}
+    if not isinstance(properties, dict):
+        return "its input schema's properties are not an object"
+    required = schema.get("required") or []
+    if not isinstance(required, list) or any(r not in properties for r in required):
+        return "its input schema requires arguments it does not describe"
+    definitions = {
+        **_mapping(schema.get("definitions")),
+        **_mapping(schema.get("$defs")),
+    }
+    out: list[ToolParameter] = []
+    for key, value in properties.items():
+        if not isinstance(key, str) or not 1 <= len(key) <= 64:
+            return f"its argument name {str(key)[:80]!r} is not 1-64 characters"
+        prop = _inline(value if isinstance(value, dict) else {}, definitions, 0)
+        text = prop.pop("description", None)
+        out.append(
+            ToolParameter(
+                name=key,
+                description=_text(text, 1000),
+                required=key in required,
+                schema=prop or None,
+            )
+        )
+    return out
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _inline(node: Any, definitions: Mapping[str, Any], depth: int) -> Any:
+    """`node` with its local `$ref`s replaced by what they name (to a bounded depth), and
+    any other `$ref` (a URL) dropped: a schema is never fetched from anywhere."""
+    if isinstance(node, list):
+        return [_inline(item, definitions, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        target: Any = None
+        for prefix in ("#/$defs/", "#/definitions/"):
+            if ref.startswith(prefix) and depth < _MAX_REF_DEPTH:
+                target = definitions.get(ref[len(prefix) :])
+        resolved = _inline(target, definitions, depth + 1) if isinstance(target, dict) else {}
+        return {**resolved, **_inline(rest, definitions, depth)}
+    return {
+        key: _inline(value, definitions, depth)
+        for key, value in node.items()
+        if key not in ("$schema", "$id", "$defs", "definitions")
+    }
+
+
+def _text(value: Any, limit: int) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = clean_text(value.strip())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+def result_of(result: types.CallToolResult) -> Any:
+    """The JSON-safe value of a successful call; a ToolError for a tool error."""
+    if result.is_error:
+        raise _tool_error(result)
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    images = [block for block in result.content if isinstance(block, types.ImageContent)]
+    if images:
+        picture = _picture(images[0], result.structured_content, texts)
+        if picture is not None:
+            return picture
+    if len(texts) == 1 and len(result.content) == 1:
+        parsed = _json(texts[0])
+        if parsed is not _NOT_JSON:
+            return parsed
+    if result.structured_content is not None:
+        return result.structured_content
+    others = [
+        {"type": getattr(block, "type", "unknown"), "note": "not carried over"}
+        for block in result.content
+        if not isinstance(block, types.TextContent)
+    ]
+    text = "\n".join(texts)
+    if len(text) > MAX_RESULT_CHARS:
+        return {"text": text[:MAX_RESULT_CHARS], "truncated_from_chars": len(text)}
+    if others:
+        return {"text": text, "content": others}
+    return text
+
+
+_NOT_JSON = object()
+
+
+def _json(text: str) -> Any:
+    if len(text) > MAX_RESULT_CHARS:
+        return _NOT_JSON
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return _NOT_JSON
+
+
+def _picture(image: types.ImageContent, structured: Any, texts: list[str]) -> Any:
+    """An image result (`hwbridge.core.images`) from image content, or None."""
+    summary = structured if isinstance(structured, dict) else None
+    if summary is None and len(texts) == 1:
+        parsed = _json(texts[0])
+        summary = parsed if isinstance(parsed, dict) else None
+    if summary is None:
+        summary = {"text": "\n".join(texts)[:2000]} if texts else {}
+    candidate = {
+        "type": "image",
+        "mime_type": image.mime_type,
+        "data": image.data,
+        "summary": summary,
+    }
+    if image.mime_type in IMAGE_MIME_TYPES and image_of(candidate) is not None:
+        return candidate
+    return {**summary, "image": f"{image.mime_type[:60]} (not carried over)"}
+
+
+def _tool_error(result: types.CallToolResult) -> ToolError:
+    text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent)).strip()
+    structured = result.structured_content
+    error = structured.get("error") if isinstance(structured, dict) else None
+    code: str | None = None
+    message = ""
+    retryable: bool | None = None
+    if isinstance(error, dict):
+        given = error.get("code")
+        if isinstance(given, str) and _CODE.match(f"{given}: "):
+            code = given
+        if isinstance(error.get("message"), str):
+            message = error["message"]
+        if isinstance(error.get("retryable"), bool):
+            retryable = error["retryable"]
+    if code is None:
+        found = _CODE.match(_SDK_PREFIX.sub("", text, count=1))
+        if found:
+            code, message = found.group(1), message or found.group(2)
+    if code is None:
+        code = "REMOTE_TOOL_ERROR"
+    message = message or text or "the remote tool failed without saying why"
+    if retryable is None:
+        retryable = code in RETRYABLE_CODES
+    return ToolError(code, message, retryable=retryable)
+
+
+def error_of(exc: MCPError, *, where: str, changes_state: bool) -> ToolError:
+    """The ToolError for an MCP (JSON-RPC) error of a call to `where`."""
+    code = exc.error.code if exc.error is not None else None
+    message = exc.error.message if exc.error is not None else str(exc)
+    if code == CONNECTION_CLOSED:
+        return down_while_calling(where, message, changes_state=changes_state)
+    if code == REQUEST_TIMEOUT:
+        return timed_out(where, None, changes_state=changes_state)
+    if code == INVALID_PARAMS:
+        return ToolError("INVALID_ARGUMENTS", f"{where} refused the arguments: {message}")
+    if code == METHOD_NOT_FOUND:
+        return ToolError("REMOTE_UNSUPPORTED", f"{where} does not support this: {message}")
+    if code == INTERNAL_ERROR:
+        return ToolError("REMOTE_ERROR", f"{where} failed: {message}", retryable=True)
+    return ToolError("REMOTE_ERROR", f"{where} answered with error {code}: {message}")
+
+
+def down_while_calling(where: str, reason: str, *, changes_state: bool) -> ToolError:
+    """REMOTE_DOWN for a call that had been sent: a read may be repeated; a call that changes
+    state may have run before the connection was lost, so it is not retryable."""
+    if changes_state:
+        return ToolError(
+            "REMOTE_DOWN",
+            f"the connection to {where} was lost during the call ({reason}); it may or may "
+            "not have run there: check before repeating it",
+        )
+    return ToolError(
+        "REMOTE_DOWN",
+        f"the connection to {where} was lost during the call ({reason}); it is reconnected "
+        "on the next call",
+        retryable=True,
+    )
+
+
+def timed_out(where: str, seconds: float | None, *, changes_state: bool) -> ToolError:
+    """REMOTE_TIMEOUT: no answer in time (the server was asked to cancel the call)."""
+    within = f" within {seconds:g} s" if seconds is not None else " in time"
+    if changes_state:
+        return ToolError(
+            "REMOTE_TIMEOUT",
+            f"{where} did not answer{within}; the call may have run there: check before "
+            "repeating it",
+        )
+    return ToolError("REMOTE_TIMEOUT", f"{where} did not answer{within}", retryable=True)

@@ -1,0 +1,291 @@
+"""An Orchestrator over benches: `label.name` tools that every provider can call (under a
+dot-free alias), reads of different drivers side by side, and tools that come and go."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hwbridge import (
+    ConsentGate,
+    DriverMeta,
+    HybridDriver,
+    Orchestrator,
+    Tool,
+    ToolError,
+    ToolParameter,
+)
+from hwbridge.core.aio import CallJob
+from hwbridge.core.models import is_tool_name, is_valid_tool_name
+from hwbridge.core.native import Provider, native_aliases
+from tests.core.drivers import Thermostat
+
+SECONDS = ToolParameter(name="seconds", required=True, schema={"type": "number", "minimum": 0})
+
+
+class Bench(HybridDriver):
+    """A bench whose reads take as long as asked and whose one send is recorded in order."""
+
+    meta = DriverMeta(id="2d6b0e4f-1a7c-4f3e-8b95-0c4e7a1d9f26", name="Bench", version="1.0.0")
+
+    def __init__(self, journal: list[str] | None = None, extra: tuple[str, ...] = ()) -> None:
+        super().__init__()
+        self.journal = journal if journal is not None else []
+        self.extra = extra
+
+    def list_tools(self) -> list[Tool]:
+        return [
+            Tool(name="read", description="Wait, then read.", parameters=[SECONDS], read_only=True),
+            Tool(name="press", description="Press the button.", parameters=[SECONDS]),
+            *(Tool(name=n, description=f"The tool {n}.", read_only=True) for n in self.extra),
+        ]
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        time.sleep(arguments.get("seconds", 0))
+        self.journal.append(f"{id(self)}:{tool_name}")
+        return {"tool": tool_name}
+
+    def grow(self, name: str) -> None:
+        """A new tool appears (as on a remote server that reports its list changed)."""
+        self.extra = (*self.extra, name)
+        self.tools_changed()
+
+
+def farm(*benches: HybridDriver, **options: Any) -> Orchestrator:
+    return Orchestrator(
+        {f"bench{i}": b for i, b in enumerate(benches, start=1)}, names="dotted", **options
+    )
+
+
+def openai_calls(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": f"call_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for i, (name, arguments) in enumerate(calls)
+        ],
+    }
+
+
+def test_every_tool_is_offered_under_its_bench_label() -> None:
+    one, two = Thermostat(), Thermostat()
+    orchestrator = farm(one, two)
+    names = [t.name for t in orchestrator.list_tools()]
+    assert names[:2] == ["bench1.get_temperature", "bench1.set_temperature"]
+    assert "bench2.get_temperature" in names and "get_temperature" not in names
+    response = orchestrator.process_llm_response(
+        json.dumps({"tool": "bench2.get_temperature", "arguments": {"room": "kitchen"}})
+    )
+    assert response.call_executed and one.executed == []
+    assert two.executed == [("get_temperature", {"room": "kitchen"})]
+
+
+def test_native_definitions_carry_a_dot_free_alias_and_a_call_by_it_runs_the_tool() -> None:
+    one, two = Thermostat(), Thermostat()
+    orchestrator = farm(one, two)
+    providers: tuple[Provider, ...] = ("openai", "anthropic", "openai_responses")
+    for provider in providers:
+        tools = orchestrator.get_native_tools(provider)
+        names = [t["function"]["name"] if "function" in t else t["name"] for t in tools]
+        assert all(is_valid_tool_name(n) for n in names)
+        assert "bench2__get_temperature" in names
+    response = orchestrator.process_llm_response(
+        openai_calls(("bench2__get_temperature", {"room": "kitchen"}))
+    )
+    assert response.call_executed and not response.call_failed
+    assert two.executed == [("get_temperature", {"room": "kitchen"})]
+    # the echo names the tool as the model did: a provider checks the history it is sent
+    echo = response.messages[0]["tool_calls"][0]["function"]["name"]  # type: ignore[index]
+    assert echo == "bench2__get_temperature"
+    anthropic = orchestrator.process_llm_response(
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "bench1__set_temperature",
+                    "input": {"room": "kitchen", "celsius": 20},
+                }
+            ],
+        }
+    )
+    assert anthropic.call_executed
+    assert one.executed == [("set_temperature", {"room": "kitchen", "celsius": 20})]
+
+
+def test_a_dotted_name_is_found_in_prose_and_in_a_broken_call() -> None:
+    bench = Thermostat()
+    orchestrator = farm(bench)
+    prose = 'Let me check. {"tool": "bench1.get_temperature", "arguments": {"room": "kitchen"}}.'
+    assert orchestrator.process_llm_response(prose).call_executed
+    # healed: the name is read whole, dots and all, where the JSON is broken or in a tag
+    broken = '{"tool": "bench1.get_temperature", "arguments": {"room": "kitchen"'
+    assert orchestrator.process_llm_response(broken).call_executed
+    tagged = '<tool_call>bench1.get_temperature {"room": "kitchen"}</tool_call>'
+    assert orchestrator.process_llm_response(tagged).call_executed
+    assert len(bench.executed) == 3
+    said = orchestrator.process_llm_response("I will call bench1.get_temperature next.")
+    assert said.is_final_answer
+
+
+def test_the_conflict_policies_still_hold_without_labels() -> None:
+    plain = Orchestrator({"a": Thermostat(), "b": Thermostat()})
+    assert "b__get_temperature" in [t.name for t in plain.list_tools()]
+    with pytest.raises(ValueError, match="conflict='reject'"):
+        Orchestrator({"a": Thermostat(), "b": Thermostat()}, conflict="reject")
+    with pytest.raises(ValueError, match="names must be"):
+        Orchestrator(names="flat")  # type: ignore[arg-type]
+
+
+def test_a_label_too_long_for_a_name_is_refused_with_the_reason() -> None:
+    class Long(Bench):
+        def list_tools(self) -> list[Tool]:
+            return [Tool(name="r" * 60, description="A long name.", read_only=True)]
+
+    with pytest.raises(ValueError, match="use a shorter label"):
+        Orchestrator({"bench_number_1": Long()}, names="dotted")
+
+
+def test_reads_of_different_benches_in_one_output_run_side_by_side() -> None:
+    orchestrator = farm(Bench(), Bench(), Bench())
+    calls: list[tuple[str, dict[str, Any]]] = [
+        (f"bench{i}__read", {"seconds": 0.4}) for i in (1, 2, 3)
+    ]
+    started = time.monotonic()
+    response = orchestrator.process_llm_response(openai_calls(*calls))
+    took = time.monotonic() - started
+    assert response.call_executed and not response.call_failed
+    assert took < 0.9, took  # one after the other would take 1.2 s
+    assert response.messages is not None
+    answered = [m["tool_call_id"] for m in response.messages[1:]]
+    assert answered == ["call_0", "call_1", "call_2"]
+
+
+def test_an_output_that_changes_state_runs_in_order() -> None:
+    journal: list[str] = []
+    one, two = Bench(journal), Bench(journal)
+    orchestrator = farm(one, two)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("bench1__press", {"seconds": 0.2}),
+        ("bench2__read", {"seconds": 0}),
+    ]
+    started = time.monotonic()
+    assert orchestrator.process_llm_response(openai_calls(*calls)).call_executed
+    assert time.monotonic() - started >= 0.2
+    assert journal == [f"{id(one)}:press", f"{id(two)}:read"]
+
+
+def test_calls_to_two_benches_from_two_threads_do_not_wait_for_each_other() -> None:
+    orchestrator = farm(Bench(), Bench())
+    took: dict[str, float] = {}
+
+    def slow() -> None:
+        started = time.monotonic()
+        orchestrator.execute_tool("bench1.read", {"seconds": 1.0})
+        took["slow"] = time.monotonic() - started
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    time.sleep(0.05)
+    started = time.monotonic()
+    orchestrator.execute_tool("bench2.read", {"seconds": 0})
+    took["fast"] = time.monotonic() - started
+    thread.join()
+    assert took["fast"] < 0.2 and took["slow"] >= 1.0
+
+
+def test_a_consent_gate_that_asks_every_call_asks_one_question_at_a_time() -> None:
+    asked: list[str] = []
+
+    def ask(tool: str, arguments: dict[str, Any]) -> bool:
+        asked.append(tool)
+        return True
+
+    gate = ConsentGate(farm(Bench(), Bench()), ask, every_call=True)
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("bench1__read", {"seconds": 0}),
+        ("bench2__read", {"seconds": 0}),
+    ]
+    assert gate.process_llm_response(openai_calls(*calls)).call_executed
+    assert asked == ["bench1.read", "bench2.read"]
+    assert gate.concurrency_key("bench1.read") is None
+
+
+def test_new_tools_of_a_bench_appear_and_the_old_names_stay() -> None:
+    one, two = Bench(), Bench()
+    orchestrator = farm(one, two)
+    gate = ConsentGate(orchestrator, lambda t, a: True)
+    before = [t.name for t in gate.list_tools()]
+    one.grow("status")
+    after = [t.name for t in gate.list_tools()]
+    assert after[: len(before)] == before or set(before) <= set(after)
+    assert "bench1.status" in after
+    assert gate.process_llm_response('{"tool": "bench1.status", "arguments": {}}').call_executed
+    orchestrator.remove_driver("bench1")
+    one.grow("later")  # no longer heard
+    assert not any(t.name.startswith("bench1.") for t in orchestrator.list_tools())
+
+
+def test_a_new_tool_that_cannot_be_offered_is_left_out_not_raised() -> None:
+    bench = Bench()
+    orchestrator = Orchestrator({"a": Thermostat(), "b": bench}, conflict="reject")
+    bench.grow("echo")  # clashes with a's echo under reject: left out, logged
+    names = [t.name for t in orchestrator.list_tools()]
+    assert names.count("echo") == 1 and "b__echo" not in names
+    assert "read" in names
+
+
+@given(
+    st.lists(
+        st.from_regex(r"[A-Za-z0-9_-]{1,20}(\.[A-Za-z0-9_-]{1,20}){0,2}", fullmatch=True),
+        unique=True,
+        max_size=12,
+    )
+)
+def test_aliases_are_unique_provider_safe_and_never_a_real_name(names: list[str]) -> None:
+    names = [n for n in names if is_tool_name(n)]
+    aliases = native_aliases(names)
+    assert set(aliases) == {n for n in names if not is_valid_tool_name(n)}
+    assert all(is_valid_tool_name(a) for a in aliases.values())
+    assert len(set(aliases.values())) == len(aliases)
+    assert not set(aliases.values()) & set(names)
+
+
+def test_an_alias_that_would_take_a_real_name_gets_another() -> None:
+    aliases = native_aliases(["bench1.read", "bench1__read"])
+    assert aliases == {"bench1.read": "bench1__read_2"}
+
+
+def test_an_abandoned_read_is_told_and_a_send_is_not() -> None:
+    read, send = CallJob(), CallJob()
+    heard: list[str] = []
+    assert read.begin(False) and send.begin(True)
+    read.on_abandon(lambda: heard.append("read"))
+    send.on_abandon(lambda: heard.append("send"))
+    withdrawn = CallJob()
+    withdrawn.begin(False)
+    withdrawn.on_abandon(lambda: heard.append("withdrawn"))()  # registered, then withdrawn
+    for job in (read, send, withdrawn):
+        job.cancel()
+    assert heard == ["read"]
+    read.on_abandon(lambda: heard.append("late"))  # abandoned already: told at once
+    assert heard == ["read", "late"]
+
+
+def test_a_tool_error_of_a_bench_keeps_its_code_through_the_labels() -> None:
+    orchestrator = farm(Thermostat())
+    with pytest.raises(ToolError) as caught:
+        orchestrator.execute_tool("bench1.fail", {"kind": "retryable"})
+    assert caught.value.code == "BUSY" and caught.value.retryable
