@@ -124,6 +124,7 @@ class Drive:
         default_factory=dict
     )  # signal -> reference unit per its unit
     reference_signal: str = "Speed"  # the reference's speed signal (speed_unit: its unit)
+    motion: dict[str, npt.NDArray[Any]] = field(default_factory=dict)  # t, speed_kmh, rpm
 
     def frames(self) -> Iterable[tuple[float, int, bool, bytes]]:
         for i in range(len(self.t)):
@@ -557,6 +558,7 @@ def generate(
         data=table,
         truth=truth,
         speed_unit=speed_units,
+        motion={"t": vehicle.t, "speed_kmh": vehicle.speed, "rpm": vehicle.rpm},
     )
 
 

@@ -669,4 +669,5 @@ def generate_heldout(
         reference_dbc=NAV_DBC,
         speed_unit=speeds,
         reference_signal="VehSpd",
+        motion={"t": route.t, "speed_kmh": route.speed, "rpm": route.rpm},
     )

@@ -194,20 +194,25 @@ class CanDriver(HybridDriver, Closing):
         Beside the reading tools it offers the discovery tools, which only listen:
         `survey_bus`, `snapshot_bus`, `diff_snapshots`, `correlate_signal`,
         `define_signal` (read_signals, wait_for_signal and capture read a defined signal at
-        once) and `draft_dbc`; and `match_known_databases`, which ranks opendbc's databases
-        (with the opendbc extra) and those of `known_databases` (files or folders) against
-        the bus. Needs numpy: pip install 'mcs-hwbridge[discovery]'.
+        once), `draft_dbc`, `mark_event` and `rank_events`; and `match_known_databases`,
+        which ranks opendbc's databases (with the opendbc extra) and those of
+        `known_databases` (files or folders) against the bus. `reference="obd"` takes OBD-II
+        as the reference: while a tool records, the vehicle's mode 01 PIDs are polled over
+        the same bus (read-only requests, within `policy`'s frame budget) and its answers
+        are known signals under python-OBD's names (`correlate_signal(signal="SPEED")`).
+        Needs numpy: pip install 'mcs-hwbridge[discovery]'.
         """
         require_numpy()
         policy = policy or SendPolicy()
-        if reference is None:
+        obd = isinstance(reference, str) and reference.strip().lower() == "obd"
+        if reference is None or obd:
             db = CanDatabase.empty()
         elif isinstance(reference, CanDatabase):
             db = reference
         else:
             db = CanDatabase.load(reference)
         net = Network.open(network, db, bus, policy, history_s=history_s, bitrate=bitrate)
-        return cls(
+        driver = cls(
             [net],
             policy,
             exposure=exposure,
@@ -216,6 +221,15 @@ class CanDriver(HybridDriver, Closing):
             discovery=True,
             known_databases=known_databases,
         )
+        if obd:
+            from hwbridge.can.discovery.obd_poll import attach_obd
+
+            try:
+                attach_obd(driver, net, policy)
+            except BaseException:
+                driver.close()
+                raise
+        return driver
 
     @classmethod
     def from_networks(
@@ -340,4 +354,6 @@ class CanDriver(HybridDriver, Closing):
 
     def close(self) -> None:
         """Stop periodic sends and release every bus; idempotent."""
+        if self.discovery is not None:
+            self.discovery.close()
         self.tool_driver.close()

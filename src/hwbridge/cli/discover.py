@@ -3,6 +3,8 @@
     hwbridge discover drive.blf --reference gnss.dbc --out draft.dbc
     hwbridge discover drive.blf --json > report.json
     hwbridge discover drive.blf --reference gnss.dbc --html report.html
+    hwbridge discover drive.blf --reference obd --events events.csv
+    hwbridge discover --bus socketcan:can0 --duration 60 --reference obd
     hwbridge discover drive.blf --match-known --dbc my_dbcs/
 
 Prints, per frame id, its rate, length and the fields found (kind, bits, order, sign, and
@@ -10,17 +12,20 @@ what a reference says they mean); `--json` prints the report instead; `--out` wr
 draft DBC; `--html` writes the evidence (bit grids, flip rates, each matched field drawn
 over its reference) as one self-contained page; `--match-known` ranks known databases
 (opendbc's, and those of `--dbc`) by how much of the capture each explains and decodes with
-the best that fits. Exit 0, or 1 when a capture could not be read to its end (the frames
-before the break are used); 2 for bad options, a capture that cannot be opened, a bad
-reference.
+the best that fits. `--reference obd` takes the OBD-II answers on the bus as the reference;
+`--events` ranks fields against marked moments; `--bus` records a live bus for `--duration`
+seconds first. Exit 0, or 1 when a capture could not be read to its end (the frames before
+the break are used) or the bus could not be recorded; 2 for bad options, a capture that
+cannot be opened, a bad reference or events file.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
@@ -44,14 +49,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "scale and offset by least squares), and write the result as a draft DBC.",
     )
     parser.add_argument(
-        "captures", nargs="+", metavar="CAPTURE", help="captures (.blf, .mf4, .asc, .log, ...)"
+        "captures", nargs="*", metavar="CAPTURE", help="captures (.blf, .mf4, .asc, .log, ...)"
     )
     parser.add_argument(
         "--reference",
         action="append",
         metavar="DB",
         help="a database of the known part of the bus (e.g. a GNSS module's DBC); its "
-        "messages are decoded, and every field is correlated with its signals; repeatable",
+        "messages are decoded, and every field is correlated with its signals; `obd`: the "
+        "OBD-II mode 01 answers on the bus (asked for while recording with --bus), as "
+        "python-OBD's SPEED, RPM, ...; repeatable",
+    )
+    parser.add_argument(
+        "--events",
+        metavar="CSV",
+        help="moments marked while recording, one `time_s,name` line each (time on the "
+        "capture's clock): the report ranks, per event, the fields that changed at its marks "
+        "and nowhere else",
+    )
+    parser.add_argument(
+        "--bus",
+        metavar="BUS",
+        help="record this live bus for --duration seconds instead of reading captures",
+    )
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds to record with --bus (default 30, at most 3600)",
     )
     parser.add_argument(
         "--match-known",
@@ -89,10 +115,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.text import Text
-
-    from hwbridge.can.database.loader import DatabaseError
-
     try:
         from hwbridge.can.discovery.api import discover
     except ImportError as exc:  # pragma: no cover - numpy missing
@@ -101,12 +123,39 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--min-r must be above 0 and at most 1", EXIT_USAGE)
     if args.dbc and not args.match_known:
         raise CliError("--dbc names databases to match: add --match-known", EXIT_USAGE)
+    if bool(args.captures) == bool(args.bus):
+        raise CliError("give captures, or --bus to record a live bus (not both)", EXIT_USAGE)
+    if not 0.0 < args.duration <= 3600.0:
+        raise CliError("--duration must be above 0 and at most 3600 seconds", EXIT_USAGE)
+    with tempfile.TemporaryDirectory(prefix="hwbridge-discover-") as folder:
+        captures = args.captures
+        if args.bus:
+            from hwbridge.cli.discover_live import record_live
+
+            obd = any(r.strip().lower() == "obd" for r in args.reference or [])
+            if obd:
+                make_console(sys.stderr).print(
+                    "asking the vehicle for its OBD-II PIDs (mode 01, read-only) while recording",
+                    soft_wrap=True,
+                )
+            capture, _ = record_live(args.bus, args.duration, Path(folder), obd=obd)
+            captures = [capture]
+        report = _discover(discover, captures, args)
+        if args.bus:
+            report.captures = [args.bus]
+    return _output(report, args)
+
+
+def _discover(discover: Any, captures: list[Any], args: argparse.Namespace) -> DiscoveryReport:
+    from hwbridge.can.database.loader import DatabaseError
+
     try:
-        report = discover(
-            args.captures,
+        return discover(  # type: ignore[no-any-return]
+            captures,
             reference=args.reference,
             min_r=args.min_r,
             evidence=bool(args.html),
+            events=args.events,
             match_known=args.match_known,
             known=args.dbc,
         )
@@ -116,6 +165,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
     except OSError as exc:
         raise CliError(os_text(exc), EXIT_USAGE) from exc
+
+
+def _output(report: DiscoveryReport, args: argparse.Namespace) -> int:
+    from rich.text import Text
+
     if args.out:
         out = Path(args.out)
         try:
@@ -166,6 +220,23 @@ def _field_line(f: FieldReport) -> Text:
     return line
 
 
+def _show_events(console: Console, report: DiscoveryReport, shown: int = 3) -> None:
+    """Per marked event, its best candidates (all of them are in --json)."""
+    for event in report.events:
+        console.print(f"event {event.name!r}, {event.marks} mark(s):", soft_wrap=True)
+        if not event.candidates:
+            console.print("  no field changed at its marks", soft_wrap=True)
+        for c in event.candidates[:shown]:
+            ident = f"0x{c.id:08X}" if c.extended else f"0x{c.id:03X}"
+            order = "intel" if c.byte_order == "little_endian" else "motorola"
+            console.print(
+                f"  {ident} {c.start_bit}|{c.length}@{order}  {c.field or 'bits':<22}"
+                f" score {c.score:.3f} ({c.marks_hit} mark(s) hit, {c.changes_elsewhere}"
+                " change(s) elsewhere)",
+                soft_wrap=True,
+            )
+
+
 def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None = None) -> None:
     """Per id: rate, length, frames, then one line per field; notes and a summary."""
     from rich.text import Text
@@ -211,6 +282,7 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
             ),
             soft_wrap=True,
         )
+    _show_events(console, report)
     for note in report.notes:
         if note in wider:
             continue

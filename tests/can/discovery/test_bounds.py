@@ -92,6 +92,8 @@ DISCOVERY = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "mark_event",
+    "rank_events",
     # offered when there are databases to match: opendbc's (the dev extra has them)
     *(("match_known_databases",) if opendbc_available() else ()),
 )

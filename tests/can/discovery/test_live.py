@@ -102,6 +102,8 @@ def test_the_discovery_tools_send_nothing(channel: str) -> None:
                 ("correlate_signal", {"signal": "Nope", "duration_ms": 100}),
                 ("define_signal", {"name": "X", "id": 5, "start_bit": 0, "length": 4, "byte_order": "little_endian"}),
                 ("draft_dbc", {}),
+                ("mark_event", {"name": "brake pressed"}),
+                ("rank_events", {"window_ms": 100}),
             ]:  # fmt: skip
                 driver.process_llm_response(json.dumps({"tool": tool, "arguments": args}))
         assert listener.recv(0.2) is None

@@ -1,7 +1,7 @@
 """`discover`: captures in, a report (and a draft DBC) out.
 
     from hwbridge.can import discover
-    report = discover(["drive.blf"], reference="gnss.dbc")
+    report = discover(["drive.blf"], reference="gnss.dbc")   # or reference="obd"
     print(report.to_json())
     Path("draft.dbc").write_text(report.to_dbc())
 
@@ -12,18 +12,27 @@ format python-can reads through python-can), so memory stays bounded whatever th
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.discovery._deps import require_numpy
 from hwbridge.can.discovery.match import match_candidates, with_matches
 from hwbridge.can.discovery.reference import ReferenceSpec
 from hwbridge.can.discovery.report import DiscoveryReport, Note
 
+if TYPE_CHECKING:
+    from hwbridge.can.discovery.events import Mark
+    from hwbridge.can.discovery.obd_reference import ObdFrames
+    from hwbridge.can.discovery.reference import Reference
+    from hwbridge.can.discovery.survey import Found
+
 __all__ = ["TIME_BUDGET_S", "discover"]
 
 TIME_BUDGET_S = 300.0
 """Analysis stops after this long; ids not analysed by then are reported as dropped."""
+EVENTS_BUDGET_S = 60.0
+"""Ranking fields against marked events stops looking at more ids after this long."""
 
 
 def discover(
@@ -36,6 +45,8 @@ def discover(
     max_bytes: int | None = None,
     progress: Callable[[str, float], None] | None = None,
     evidence: bool = False,
+    events: str | Path | Iterable[Mark | tuple[float, str]] | None = None,
+    window_s: float | None = None,
     match_known: bool = False,
     known: Sequence[str | Path] = (),
 ) -> DiscoveryReport:
@@ -52,12 +63,17 @@ def discover(
     (opendbc's when the `opendbc` extra is installed, and the files or folders of `known`)
     by how much of the capture each explains (`report.matches`, best first) and decodes with
     the best when it fits (`report.decoded_with`), as with a reference: its messages are
-    not rediscovered (see `hwbridge.can.discovery.match`). Raises FileNotFoundError /
-    ValueError for a capture that cannot be opened.
+    not rediscovered (see `hwbridge.can.discovery.match`). `reference="obd"` (alone or
+    among others) takes the OBD-II exchanges in the captures as the reference: their answers
+    are decoded into python-OBD's signals (`SPEED`, `RPM`, ...), their ids never
+    rediscovered. `events` (a `time_s,name` CSV path, or marks, or `(time_s, name)` pairs on
+    the captures' clock) ranks fields by how well they changed at the marked moments and not
+    elsewhere (`report.events`; `window_s` either side of a mark, 1 s by default). Raises
+    FileNotFoundError / ValueError for a capture that cannot be opened, `EventsError` (a
+    ValueError) for events that cannot be read.
     """
     require_numpy()
     from hwbridge.can.discovery import frames as frames_module
-    from hwbridge.can.discovery.reference import load_reference
     from hwbridge.can.discovery.survey import MIN_R, analyse_frames, build_report
     from hwbridge.captures.frames import CaptureError
     from hwbridge.captures.readers import check_capture, open_capture
@@ -66,7 +82,7 @@ def discover(
     if not paths:
         raise ValueError("discover needs at least one capture")
     checked = [check_capture(p) for p in paths]
-    ref = load_reference(reference)
+    marks, ref, obd_frames = _inputs(events, reference)
     matching = match_candidates(match_known, known)  # a wrong path costs no capture read
     collector = frames_module.Collector(
         max_ids=max_ids or frames_module.MAX_IDS,
@@ -87,6 +103,14 @@ def discover(
                     chunk.length,
                     chunk.data,
                 )
+                if obd_frames is not None:
+                    obd_frames.add(
+                        chunk.timestamp_us / 1e6,
+                        chunk.arbitration_id,
+                        chunk.extended,
+                        chunk.length,
+                        chunk.data,
+                    )
                 if progress is not None:
                     progress(path.name, reader.progress)
         except CaptureError as exc:
@@ -103,8 +127,10 @@ def discover(
     framesets = collector.framesets()
     # the known databases that fit join the reference: decoded, not rediscovered
     ref, matched = with_matches(ref, framesets, matching, collector.frames, time_budget_s)
+    ref = _with_obd(ref, obd_frames, notes)
     found, left_out = analyse_frames(framesets, ref, deadline=deadline)
     report = build_report(found, ref, frames=collector.frames, min_r=min_r or MIN_R)
+    _rank_marks(report, found, marks, window_s, notes)
     if evidence:
         from hwbridge.can.discovery.evidence import collect_evidence
 
@@ -126,6 +152,49 @@ def discover(
     _explain_dropped(report, notes)
     report.notes = notes + report.notes
     return report
+
+
+def _inputs(
+    events: str | Path | Iterable[Mark | tuple[float, str]] | None, reference: Any
+) -> tuple[list[Mark] | None, Reference, ObdFrames | None]:
+    """The marks `events` holds, the databases of `reference`, and where to keep the OBD-II
+    frames when "obd" is in it (all checked before any capture is read)."""
+    from hwbridge.can.discovery.events import as_marks
+    from hwbridge.can.discovery.obd_reference import ObdFrames, split_obd
+    from hwbridge.can.discovery.reference import load_reference
+
+    marks = None if events is None else as_marks(events)
+    databases, obd = split_obd(reference)
+    return marks, load_reference(databases), (ObdFrames() if obd else None)
+
+
+def _with_obd(ref: Reference, obd_frames: ObdFrames | None, notes: list[Note]) -> Reference:
+    """`ref` with the OBD-II exchanges read, when OBD-II is the reference."""
+    if obd_frames is None:
+        return ref
+    from hwbridge.can.discovery.obd_reference import ObdReference, obd_notes
+
+    exchanges = obd_frames.exchanges()
+    notes += obd_notes(exchanges)
+    return ObdReference(ref.databases, exchanges)
+
+
+def _rank_marks(
+    report: DiscoveryReport,
+    found: list[Found],
+    marks: list[Mark] | None,
+    window_s: float | None,
+    notes: list[Note],
+) -> None:
+    """`report.events`: the fields ranked against the marks, if any."""
+    if not marks:
+        return
+    from hwbridge.can.discovery.events import WINDOW_S, rank_found
+
+    report.events, marked = rank_found(
+        marks, found, window_s=window_s or WINDOW_S, deadline=time.monotonic() + EVENTS_BUDGET_S
+    )
+    notes += marked
 
 
 def _explain_dropped(report: DiscoveryReport, notes: list[Note]) -> None:

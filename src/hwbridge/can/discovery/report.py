@@ -21,7 +21,9 @@ draft DBC (`to_dbc()`). Beside `messages` the document says what it covered (`fr
 `captures`), which messages the reference decoded instead (`reference_messages`), what was
 dropped to stay within bounds (`dropped`) and what could not be told (`notes`). Matched
 against known databases (`discover(..., match_known=True)`), it also ranks them (`matches`,
-best first) and names those it decoded with (`decoded_with`).
+best first) and names those it decoded with (`decoded_with`); with marked moments, per event
+the fields that changed at its marks, best first (`events`: [{"name", "marks", "candidates":
+[{"id", "extended", "start_bit", "length", "score", ...}]}]).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 __all__ = [
     "DatabaseMatch",
     "DiscoveryReport",
+    "EventCandidate",
+    "EventReport",
     "FieldReport",
     "Kind",
     "MatchChecks",
@@ -125,6 +129,31 @@ class MessageReport(_Model):
     signals: list[FieldReport]
 
 
+class EventCandidate(_Model):
+    """Bits that may be a marked event's signal: where they are (`start_bit` as cantools
+    writes it for `byte_order`), how well they changed at the marks and not elsewhere
+    (`score`, 0 to 1), the field's name in the report (None: a single bit no field
+    holds alone), the event's marks with a change near them, and its changes elsewhere."""
+
+    id: int
+    extended: bool
+    start_bit: int
+    length: int
+    score: float
+    byte_order: ByteOrderName = "little_endian"
+    field: str | None = None
+    marks_hit: int = 0
+    changes_elsewhere: int = 0
+
+
+class EventReport(_Model):
+    """One marked event (the marks of one name) and its candidates, best first."""
+
+    name: str
+    marks: int
+    candidates: list[EventCandidate] = Field(default_factory=list)
+
+
 class Note(_Model):
     """Something the data could not tell, or did not say, in a sentence."""
 
@@ -187,6 +216,7 @@ class DiscoveryReport(_Model):
     decoded_with: list[str] = Field(default_factory=list)
     dropped: dict[str, int] = Field(default_factory=dict)
     notes: list[Note] = Field(default_factory=list)
+    events: list[EventReport] = Field(default_factory=list)
     _comments: dict[tuple[str, str | None], str] = PrivateAttr(default_factory=dict)
     _evidence: Any = PrivateAttr(default=None)
 

@@ -16,12 +16,15 @@ TOOLS = (
     "correlate_signal",
     "define_signal",
     "draft_dbc",
+    "mark_event",
+    "rank_events",
     "match_known_databases",
 )
 
 
 class Guidance(StrictTexts):
     discovery: str
+    obd: str
     matching: str  # added when match_known_databases is offered
 
 

@@ -1,12 +1,16 @@
-"""The discovery tools an LLM calls on a live bus: survey, snapshots, correlation, define.
+"""The discovery tools an LLM calls on a live bus: survey, snapshots, correlation, define,
+marked events.
 
 All of them listen only (`Tool.read_only`): they record the bus through the monitor that
-already feeds the read tools and send nothing. Every result is bounded: the busiest ids
+already feeds the read tools and send nothing, except that with OBD-II as the reference
+(`attach_obd`) a recording asks the vehicle for its mode 01 PIDs meanwhile (read-only
+requests, within the send policy: `obd_poll`). Every result is bounded: the busiest ids
 first, at most a few dozen, constant fields counted rather than listed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,6 +21,7 @@ import numpy as np
 from hwbridge.__about__ import __version__
 from hwbridge.can.discovery.bits import bit_matrix, values
 from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, correlate, scale_fit
+from hwbridge.can.discovery.events import MAX_NAME_CHARS, WINDOW_S, EventMarks, rank_events
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.multiplex import field_rows
 from hwbridge.can.discovery.reference import Reference
@@ -37,6 +42,7 @@ from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
 
 if TYPE_CHECKING:
+    from hwbridge.can.discovery.obd_poll import ObdPoller
     from hwbridge.can.network import Network
 
 __all__ = ["DiscoveryTools"]
@@ -54,9 +60,10 @@ _UNIT_CHARS = 32
 
 
 class DiscoveryTools(MCSToolDriver):
-    """survey_bus, snapshot_bus, diff_snapshots, correlate_signal, define_signal, draft_dbc
-    over one network, whose database grows as signals are defined (`session`), and
-    match_known_databases when there are databases to match (opendbc's, `known`)."""
+    """survey_bus, snapshot_bus, diff_snapshots, correlate_signal, define_signal, draft_dbc,
+    mark_event and rank_events over one network, whose database grows as signals are defined
+    (`session`), and match_known_databases when there are databases to match (opendbc's,
+    `known`); `obd`, when attached, polls OBD-II PIDs as the reference while recording."""
 
     meta = DriverMeta(
         id="5b2e8f41-7c3a-4d9e-b6a1-2f8c0d4e7a19",
@@ -81,15 +88,30 @@ class DiscoveryTools(MCSToolDriver):
         self.texts = texts or discovery_texts()
         self._known = tuple(known)
         self._matching = bool(self._known) or opendbc_available()
+        self.marks = EventMarks()
+        self.obd: ObdPoller | None = None
         self._tools = tuple(self._definitions())
         self._names = frozenset(t.name for t in self._tools)
 
+    def attach_obd(self, poller: ObdPoller) -> None:
+        """Take OBD-II as the reference: `poller` asks for PIDs while the tools record, and
+        its answers are reference signals (`correlate_signal(signal="SPEED")`)."""
+        self.obd = poller
+
     def guidance(self) -> str:
-        """What the system prompt says about these tools (matching only when offered)."""
+        """What the system prompt says about these tools (matching only when offered, OBD-II
+        only when it is the reference)."""
         text = self.texts.guidance.discovery.strip()
         if self._matching:
             text += " " + self.texts.guidance.matching.strip()
+        if self.obd is not None:
+            text += "\n" + self.texts.guidance.obd.strip()
         return text
+
+    def close(self) -> None:
+        """Stop OBD-II polling, if any (the bus is the driver's)."""
+        if self.obd is not None:
+            self.obd.close()
 
     # -- MCSToolDriver ---------------------------------------------------------------------
 
@@ -184,6 +206,23 @@ class DiscoveryTools(MCSToolDriver):
                 ),
             ),
             self._tool("draft_dbc"),
+            self._tool(
+                "mark_event",
+                p(
+                    "mark_event",
+                    "name",
+                    {"type": "string", "minLength": 1, "maxLength": MAX_NAME_CHARS},
+                    True,
+                ),
+            ),
+            self._tool(
+                "rank_events",
+                p(
+                    "rank_events",
+                    "window_ms",
+                    {"type": "integer", "minimum": 100, "maximum": 10000},
+                ),
+            ),
             *(
                 [
                     self._tool(
@@ -199,8 +238,11 @@ class DiscoveryTools(MCSToolDriver):
 
     # -- recording -------------------------------------------------------------------------
 
-    def _record(self, duration_ms: int) -> tuple[dict[FrameKey, FrameSet], int, int, Collector]:
-        """Listen for `duration_ms`; the frames of every id seen, frames, real duration."""
+    def _record(
+        self, duration_ms: int, *, obd: Any = None
+    ) -> tuple[dict[FrameKey, FrameSet], int, int, Collector]:
+        """Listen for `duration_ms` (asking for OBD-II PIDs `obd` meanwhile, all when None,
+        when OBD-II is the reference); the frames of every id seen, frames, real duration."""
         net = self._network()
         monitor = net.reader.require_bus()
         duration_s = min(max(duration_ms, MIN_RECORD_MS), MAX_RECORD_MS) / 1000.0
@@ -209,9 +251,11 @@ class DiscoveryTools(MCSToolDriver):
                 "INVALID_VALUE",
                 f"the monitor keeps {monitor.history_s:g} s of history; record at most that",
             )
-        start = monitor.now()
-        lost = watch_bus(net.adapter, duration_s)
-        end = monitor.now()
+        polling = self.obd.polling(obd) if self.obd is not None else contextlib.nullcontext()
+        with polling:
+            start = monitor.now()
+            lost = watch_bus(net.adapter, duration_s)
+            end = monitor.now()
         records = monitor.history(start=start, end=end)
         if lost is not None and not records:
             raise ToolError(
@@ -228,9 +272,16 @@ class DiscoveryTools(MCSToolDriver):
         )
         return collector.framesets(), len(records), round((end - start) * 1000), collector
 
-    def _reference(self) -> Reference:
-        """The database the driver was given: its messages are decoded, never searched."""
-        return Reference((self.session.base,))
+    def _reference(self, framesets: Mapping[FrameKey, FrameSet] | None = None) -> Reference:
+        """The database the driver was given: its messages are decoded, never searched; with
+        OBD-II as the reference, also the OBD exchanges among `framesets`."""
+        if self.obd is None:
+            return Reference((self.session.base,))
+        from hwbridge.can.discovery.obd_reference import ObdFrames, ObdReference
+
+        frames = ObdFrames()
+        frames.add_framesets(framesets or {})
+        return ObdReference((self.session.base,), frames.exchanges())
 
     # -- tools -----------------------------------------------------------------------------
 
@@ -240,7 +291,7 @@ class DiscoveryTools(MCSToolDriver):
             raise ToolError(
                 "NOT_RECEIVED", f"no frame was received in {duration} ms", retryable=True
             )
-        reference = self._reference()
+        reference = self._reference(framesets)
         found, left_out = analyse_frames(
             framesets,
             reference,
@@ -248,6 +299,7 @@ class DiscoveryTools(MCSToolDriver):
             extra_explained=self.session.defined_bits(),
         )
         report = build_report(found, reference, frames=frames)
+        marked = self._marked_in(framesets, found, reference)
         messages = sorted(report.messages, key=lambda m: -m.frames)
         out: dict[str, Any] = {"messages": []}
         constants = 0
@@ -284,6 +336,8 @@ class DiscoveryTools(MCSToolDriver):
             omitted["ids_past_bound"] = dropped["ids"]
         if omitted:
             out["omitted"] = omitted
+        if marked:
+            out["events"] = marked
         return out
 
     def _tool_snapshot_bus(self, args: Mapping[str, Any]) -> Any:
@@ -302,7 +356,7 @@ class DiscoveryTools(MCSToolDriver):
 
     def _tool_diff_snapshots(self, args: Mapping[str, Any]) -> Any:
         a, b = self.session.snapshot(str(args["a"])), self.session.snapshot(str(args["b"]))
-        reference = self._reference()
+        reference = self._reference({**a.framesets, **b.framesets})
         changes: list[dict[str, Any]] = []
         common = set(a.framesets) & set(b.framesets)
         # the busiest ids first, within the same budget as a survey: a flood of ids cannot
@@ -340,37 +394,19 @@ class DiscoveryTools(MCSToolDriver):
         return out
 
     def _tool_correlate_signal(self, args: Mapping[str, Any]) -> Any:
-        db = self.session.database
-        spec = db.resolve_signal(str(args["signal"]))
-        message = db.message(spec.message)
-        framesets, _, duration, _ = self._record(int(args["duration_ms"]))
-        reference = Reference((db,))
-        target: list[Series] = []
-        name = str(message.name)
-        for key, fs in framesets.items():
-            if reference.message(key) is message:
-                target += [
-                    r.series
-                    for r in reference.signals(fs)
-                    if r.signal == spec.name and r.message == name
-                ]
-        if not target:
-            raise ToolError(
-                "NOT_RECEIVED",
-                f"{spec.qualified} was not received in {duration} ms",
-                retryable=True,
-            )
-        series = max(target, key=lambda s: len(s.t))
+        framesets, duration, series, qualified, unit = self._target(
+            str(args["signal"]), int(args["duration_ms"])
+        )
         if not len(series.v) or float(np.nanmax(series.v)) == float(np.nanmin(series.v)):
             raise ToolError(
                 "NO_VARIATION",
-                f"{spec.qualified} did not change during the {duration} ms recorded; make it"
+                f"{qualified} did not change during the {duration} ms recorded; make it"
                 " change (drive, press, turn) and try again",
                 retryable=True,
             )
         found, _ = analyse_frames(
             framesets,
-            self._reference(),
+            self._reference(framesets),
             deadline=time.monotonic() + ANALYSIS_BUDGET_S,
             extra_explained=self.session.defined_bits(),
         )
@@ -417,17 +453,74 @@ class DiscoveryTools(MCSToolDriver):
             if f.multiplexer_ids is not None:
                 candidates[-1]["multiplexer_ids"] = list(f.multiplexer_ids)
         out: dict[str, Any] = {
-            "signal": spec.qualified,
+            "signal": qualified,
             "candidates": candidates,
             "total": len(fields),  # fields compared; the best `returned` are given
             "returned": len(candidates),
             "truncated": len(candidates) < len(fields),
         }
-        if spec.unit:
-            out["unit"] = spec.unit
+        if unit:
+            out["unit"] = unit
         if candidates and abs(candidates[0]["r"]) < MIN_R:
-            out["note"] = f"no field moved with {spec.qualified} closely (|r| >= {MIN_R})"
+            out["note"] = f"no field moved with {qualified} closely (|r| >= {MIN_R})"
         return out
+
+    def _target(
+        self, signal: str, duration_ms: int
+    ) -> tuple[dict[FrameKey, FrameSet], int, Series, str, str | None]:
+        """Record for `duration_ms`; the frames, the real duration, and the values of the
+        known `signal` meanwhile (its name as given back, its unit): a signal of the
+        database, or with OBD-II as the reference a PID (`SPEED`, `OBD_7E8.SPEED`)."""
+        db = self.session.database
+        try:
+            spec = db.resolve_signal(signal)
+        except ToolError:
+            pid = None
+            if self.obd is not None:
+                from hwbridge.can.discovery.obd_reference import obd_pid
+
+                pid = obd_pid(signal)
+            if pid is None:
+                raise
+            return self._obd_target(signal, pid, duration_ms)
+        message = db.message(spec.message)
+        framesets, _, duration, _ = self._record(duration_ms)
+        reference = Reference((db,))
+        target: list[Series] = []
+        name = str(message.name)
+        for key, fs in framesets.items():
+            if reference.message(key) is message:
+                target += [
+                    r.series
+                    for r in reference.signals(fs)
+                    if r.signal == spec.name and r.message == name
+                ]
+        if not target:
+            raise ToolError(
+                "NOT_RECEIVED",
+                f"{spec.qualified} was not received in {duration} ms",
+                retryable=True,
+            )
+        return framesets, duration, max(target, key=lambda s: len(s.t)), spec.qualified, spec.unit
+
+    def _obd_target(
+        self, signal: str, pid: Any, duration_ms: int
+    ) -> tuple[dict[FrameKey, FrameSet], int, Series, str, str | None]:
+        """`_target` for an OBD-II PID: only that PID is asked for while recording."""
+        framesets, _, duration, _ = self._record(duration_ms, obd=[pid])
+        reference = self._reference(framesets)
+        exchanges = getattr(reference, "exchanges", None)
+        found = None if exchanges is None else exchanges.named(signal)
+        if found is None or len(found.series.t) < 2:
+            problem = "" if self.obd is None else self.obd.describe().get("last_error", "")
+            raise ToolError(
+                "NOT_RECEIVED",
+                f"no OBD-II answer for {signal} came in {duration} ms"
+                + (f" ({problem})" if problem else "")
+                + "; is the ignition on, and does the vehicle support that PID?",
+                retryable=True,
+            )
+        return framesets, duration, found.series, f"{found.message}.{found.signal}", found.unit
 
     def _tool_define_signal(self, args: Mapping[str, Any]) -> Any:
         aid, extended = parse_frame_id(args["id"])
@@ -484,6 +577,102 @@ class DiscoveryTools(MCSToolDriver):
         if not defined:
             return {"signals": 0, "dbc": "", "note": "no signal defined yet (define_signal)"}
         return {"signals": len(defined), "dbc": self.session.draft()}
+
+    # -- marked events ---------------------------------------------------------------------
+
+    def _tool_mark_event(self, args: Mapping[str, Any]) -> Any:
+        monitor = self._network().reader.require_bus()
+        try:
+            mark = self.marks.add(str(args["name"]), monitor.now())
+        except ValueError as exc:
+            raise ToolError(
+                "INVALID_VALUE", f"{exc}; name the moment, e.g. 'brake pressed'"
+            ) from None
+        marks = self.marks.all()
+        return {
+            "event": mark.name,
+            "marks": sum(1 for m in marks if m.name == mark.name),
+            "events": len({m.name for m in marks}),
+            "history_s": monitor.history_s,
+        }
+
+    def _tool_rank_events(self, args: Mapping[str, Any]) -> Any:
+        window_s = int(args.get("window_ms", WINDOW_S * 1000)) / 1000.0
+        monitor = self._network().reader.require_bus()
+        marks = self.marks.all()
+        if not marks:
+            raise ToolError("NOT_RECEIVED", "no moment has been marked yet: call mark_event first")
+        oldest = monitor.now() - monitor.history_s
+        usable = [m for m in marks if m.t - window_s >= oldest]
+        if not usable:
+            raise ToolError(
+                "NOT_RECEIVED",
+                f"every mark is older than the {monitor.history_s:g} s of bus history kept;"
+                " mark the moments again and call rank_events within that time",
+                retryable=True,
+            )
+        wait = usable[-1].t + window_s - monitor.now()
+        if wait > 0:  # the window after the last mark must have been heard
+            time.sleep(min(wait, window_s))
+        end = monitor.now()
+        collector = Collector()
+        collector.add_frames(
+            (r.timestamp, r.arbitration_id, r.is_extended_id, r.data)
+            for r in monitor.history(start=max(oldest, end - monitor.history_s), end=end)
+            if not (r.is_error_frame or r.is_remote_frame)
+        )
+        framesets = collector.framesets()
+        if not framesets:
+            raise ToolError("NOT_RECEIVED", "no frame is in the bus history", retryable=True)
+        reference = self._reference(framesets)
+        found, left_out = analyse_frames(
+            framesets,
+            reference,
+            deadline=time.monotonic() + ANALYSIS_BUDGET_S,
+            extra_explained=self.session.defined_bits(),
+        )
+        out: dict[str, Any] = {
+            "events": self._rank(usable, framesets, found, reference, window_s),
+            "marks": len(usable),
+            "window_ms": round(window_s * 1000),
+            "history_ms": round((end - min(fs.t[0] for fs in framesets.values())) * 1000),
+        }
+        if len(usable) < len(marks):
+            out["marks_too_old"] = len(marks) - len(usable)
+        if left_out:
+            out["ids_not_analysed"] = left_out
+        return out
+
+    def _marked_in(
+        self, framesets: Mapping[FrameKey, FrameSet], found: list[Any], reference: Reference
+    ) -> list[dict[str, Any]]:
+        """The events marked during a recording, ranked over it (none: [])."""
+        if not framesets:
+            return []
+        t0 = min(float(fs.t[0]) for fs in framesets.values())
+        t1 = max(float(fs.t[-1]) for fs in framesets.values())
+        inside = [m for m in self.marks.all() if t0 <= m.t <= t1]
+        return self._rank(inside, framesets, found, reference, WINDOW_S) if inside else []
+
+    @staticmethod
+    def _rank(
+        marks: list[Any],
+        framesets: Mapping[FrameKey, FrameSet],
+        found: list[Any],
+        reference: Reference,
+        window_s: float,
+    ) -> list[dict[str, Any]]:
+        fields = {item.frames.key: item.fields for item in found if not item.described}
+        skip = [key for key in framesets if reference.message(key) is not None]
+        ranked = rank_events(
+            marks,
+            framesets,
+            fields,
+            window_s=window_s,
+            skip=skip,
+            deadline=time.monotonic() + ANALYSIS_BUDGET_S,
+        )
+        return [e.model_dump(mode="json") for e in ranked]
 
 
 _LAYOUT_DEFAULTS = {"is_float": False, "is_multiplexer": False, "multiplexer_ids": None}
