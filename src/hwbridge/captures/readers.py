@@ -61,8 +61,8 @@ def check_capture(path: str | Path) -> Path:
 
 
 def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
-    """A reader for `path`: BLF, MF4 and candump .log as arrays (when `fast`), anything else
-    via python-can."""
+    """A reader for `path`: BLF, MF4, candump .log and ASC as arrays (when `fast`), anything
+    else via python-can."""
     p = check_capture(path)
     suffix = reader_suffix(p)
     compressed = p.suffix.lower() == ".gz"
@@ -74,6 +74,10 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
         from hwbridge.captures.reader_canutils import CanutilsReader
 
         return CanutilsReader(p)
+    if fast and suffix == ".asc":
+        from hwbridge.captures.reader_asc import AscReader
+
+        return AscReader(p)
     if fast and suffix == ".mf4" and not compressed:
         from hwbridge.captures.reader_mf4 import Mf4Reader
 
