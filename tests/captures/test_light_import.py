@@ -105,9 +105,10 @@ runpy.run_module('hwbridge', run_name='__main__')
 """
 
 
-@pytest.mark.parametrize("suffix", [".blf", ".log", ".asc"])
+@pytest.mark.parametrize("suffix", [".blf", ".log", ".asc", ".mf4"])
 def test_hwbridge_decode_loads_neither_pandas_nor_asammdf(tmp_path: Path, suffix: str) -> None:
-    """`hwbridge decode` of anything but MF4 never needs them: pyarrow asks pandas about every
+    """`hwbridge decode` of these never needs them (nor of a sorted MF4 file, as python-can
+    writes them): pyarrow asks pandas about every
     pyarrow.array() argument (so columns are built from their buffers), and python-can's MF4
     support waits for an MF4 file. Together 70 MB and half a second of every decode."""
     from .conftest import FLEET_DBC, drive, write_capture

@@ -79,9 +79,14 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
 
         return AscReader(p)
     if fast and suffix == ".mf4" and not compressed:
-        from hwbridge.captures.reader_mf4 import Mf4Reader
+        from hwbridge.captures.reader_mdf import MdfReader, Unsupported
 
-        return Mf4Reader(p)
+        try:
+            return MdfReader(p)  # sorted, finalized files: no asammdf needed
+        except Unsupported:
+            from hwbridge.captures.reader_mf4 import Mf4Reader
+
+            return Mf4Reader(p)
     if suffix == ".mf4":
         from hwbridge._deferred import require_asammdf
 
