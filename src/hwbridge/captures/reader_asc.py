@@ -38,6 +38,7 @@ from hwbridge.captures.text_blocks import (
     HEX,
     I64,
     LEFT,
+    MAX_DATA,
     MAX_SECONDS,
     U8,
     Bools,
@@ -47,6 +48,7 @@ from hwbridge.captures.text_blocks import (
     microseconds,
     next_line,
     number_right,
+    unfit,
     window,
 )
 
@@ -65,8 +67,6 @@ _MESSAGE = re.compile(
 )
 
 _DLC2LEN = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64, 64], np.int64)
-MAX_DATA = 64
-"""Data bytes a frame may carry (CAN FD's most); a line giving more is malformed."""
 F64 = npt.NDArray[np.float64]
 
 
@@ -402,17 +402,6 @@ class AscReader(TextCaptureReader):
                 notes.append((number, reason))
                 return []
         return messages
-
-
-def unfit(message: Any) -> str | None:
-    """Why a python-can message has no place in the frame columns (None: it has one)."""
-    if not abs(message.timestamp) < MAX_SECONDS:
-        return f"timestamp {message.timestamp} out of range"
-    if not 0 <= message.arbitration_id < 2**32:
-        return f"id {message.arbitration_id} out of range"
-    if len(message.data) > MAX_DATA:
-        return f"{len(message.data)} data bytes (at most {MAX_DATA})"
-    return None
 
 
 def _trimmed(data: U8, length: I64) -> U8:

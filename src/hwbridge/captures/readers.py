@@ -61,8 +61,8 @@ def check_capture(path: str | Path) -> Path:
 
 
 def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
-    """A reader for `path`: BLF, MF4, candump .log and ASC as arrays (when `fast`), anything
-    else via python-can."""
+    """A reader for `path`: BLF, MF4, candump .log, ASC and CSV as arrays (when `fast`),
+    anything else via python-can."""
     p = check_capture(path)
     suffix = reader_suffix(p)
     compressed = p.suffix.lower() == ".gz"
@@ -78,6 +78,10 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
         from hwbridge.captures.reader_asc import AscReader
 
         return AscReader(p)
+    if fast and suffix == ".csv":
+        from hwbridge.captures.reader_csv import CsvReader
+
+        return CsvReader(p)
     if fast and suffix == ".mf4" and not compressed:
         from hwbridge.captures.reader_mdf import MdfReader, Unsupported
 

@@ -12,14 +12,22 @@ import gzip
 import locale
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
 
 from hwbridge.captures.frames import FrameChunk, ReaderCounts
 
-__all__ = ["BLOCK_BYTES", "MAX_LINE_BYTES", "MAX_SECONDS", "Text", "TextCaptureReader"]
+__all__ = [
+    "BLOCK_BYTES",
+    "MAX_DATA",
+    "MAX_LINE_BYTES",
+    "MAX_SECONDS",
+    "Text",
+    "TextCaptureReader",
+    "unfit",
+]
 
 BLOCK_BYTES = 1024 * 1024
 """Bytes of text parsed at once (about 21,000 candump lines, 16,000 ASC lines): the arrays
@@ -29,6 +37,8 @@ MAX_LINE_BYTES = 1024 * 1024
 MAX_SECONDS = 1e12
 """Timestamps beyond this many seconds from 1970 (31,700 years) are malformed: microseconds
 since 1970 would not fit the 64-bit column."""
+MAX_DATA = 64
+"""Data bytes a frame may carry (CAN FD's most); a line giving more is malformed."""
 
 LEFT = 16  # zero bytes before the text: windows ending near its start stay inside
 RIGHT = 192  # and after it: a window of 128 hex digits starting near its end
@@ -161,6 +171,18 @@ class Text:
         word = ~((body == 32) | (body == 9) | (body == 10) | (body == 13))
         edge = np.diff(word.view(np.int8), prepend=np.int8(0), append=np.int8(0))
         return np.flatnonzero(edge == 1) + LEFT, np.flatnonzero(edge == -1) + LEFT
+
+
+def unfit(message: Any) -> str | None:
+    """Why a python-can message read from a line has no place in the frame columns (None:
+    it has one); such a line is malformed."""
+    if not abs(message.timestamp) < MAX_SECONDS:
+        return f"timestamp {message.timestamp} out of range"
+    if not 0 <= message.arbitration_id < 2**32:
+        return f"id {message.arbitration_id} out of range"
+    if len(message.data) > MAX_DATA:
+        return f"{len(message.data)} data bytes (at most {MAX_DATA})"
+    return None
 
 
 def microseconds(seconds: npt.NDArray[np.float64]) -> I64:
