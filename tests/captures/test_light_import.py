@@ -105,7 +105,7 @@ runpy.run_module('hwbridge', run_name='__main__')
 """
 
 
-@pytest.mark.parametrize("suffix", [".blf", ".log", ".asc", ".mf4"])
+@pytest.mark.parametrize("suffix", [".blf", ".log", ".asc", ".csv", ".mf4"])
 def test_hwbridge_decode_loads_neither_pandas_nor_asammdf(tmp_path: Path, suffix: str) -> None:
     """`hwbridge decode` of these never needs them (nor of a sorted MF4 file, as python-can
     writes them): pyarrow asks pandas about every
