@@ -157,11 +157,11 @@ _ASAMMDF_RUN = (
 )
 
 
-def _process(args: list[str]) -> Callable[[int], object]:
-    """A run of `python <args>` in its own process (its start-up included)."""
+def _process(args: Callable[[int], list[str]]) -> Callable[[int], object]:
+    """A run of `python <args(run)>` in its own process (its start-up included)."""
 
-    def run(_: int) -> object:
-        return subprocess.run([sys.executable, *args], check=True, capture_output=True)
+    def run(number: int) -> object:
+        return subprocess.run([sys.executable, *args(number)], check=True, capture_output=True)
 
     return run
 
@@ -235,8 +235,11 @@ def _speed(root: Path, dbc: Path, captures: dict[str, Path]) -> None:
 def _whole_mf4(root: Path, dbc: Path, mf4: Path) -> None:
     medians = _in_turn(
         {
-            "ours": _process(["-m", "hwbridge", *_decode_args(mf4, dbc, root / "whole")]),
-            "asammdf": _process(["-c", _ASAMMDF_RUN, str(mf4), str(dbc)]),
+            # each run into a new folder: nothing of an earlier run to remove first
+            "ours": _process(
+                lambda run: ["-m", "hwbridge", *_decode_args(mf4, dbc, root / f"whole{run}")]
+            ),
+            "asammdf": _process(lambda run: ["-c", _ASAMMDF_RUN, str(mf4), str(dbc)]),
         }
     )
     ours, asam = medians["ours"], medians["asammdf"]

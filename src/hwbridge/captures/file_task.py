@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
-from hwbridge.captures.frames import CaptureError, FrameChunk, concat_chunks
+from hwbridge.captures.frames import CaptureError, FrameChunk, coalesced, concat_chunks
 from hwbridge.captures.isotp import IsoTpAssembler
 from hwbridge.captures.j1939_dm import DmTable, dm_mask
 from hwbridge.captures.j1939_tp import CHUNK_BYTES, J1939TpAssembler
@@ -141,7 +141,7 @@ def run_task(
     clear_source(out, task.source)
     writer = DatasetWriter(out, task.source)
     try:
-        for chunk in prefetch(reader.chunks()):
+        for chunk in prefetch(coalesced(reader.chunks())):
             counts["read"] += len(chunk)
             plain, transfers = assembler.feed(chunk)
             for part in (plain, transfers):

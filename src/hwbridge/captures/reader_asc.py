@@ -49,7 +49,6 @@ from hwbridge.captures.text_blocks import (
     next_line,
     number_right,
     unfit,
-    window,
 )
 
 __all__ = ["AscReader", "Block", "parse_block"]
@@ -83,13 +82,59 @@ class Block(NamedTuple):
     slow: list[tuple[int, bytes]]  # lines python-can reads: (line index, bytes)
 
 
+class _ByteTokens(NamedTuple):
+    """Every token of a block read as a data byte (2 hex or 3 decimal digits at most)."""
+
+    value: U8
+    bad_before: npt.NDArray[np.int32]  # tokens before each that are no byte (a prefix sum)
+
+
+def _token_bytes(t: Text, start: I64, length: I64, base: int) -> tuple[U8, Bools]:
+    """Tokens of 1-2 hex digits (or 1-3 decimal ones, at most 255) as bytes; small integer
+    arithmetic, as a block holds hundreds of thousands of tokens."""
+    digits = [HEX.take(t.at(start + i)) for i in range(2 if base == 16 else 3)]
+    one, two = length == 1, length == 2
+    high = digits[0].astype(np.uint16)
+    good = (digits[0] < base) & (one | ((digits[1] < base) & (length >= 2)))
+    if base == 16:
+        good &= one | two
+        value = np.where(two, (high << 4) | digits[1], high)
+    else:
+        three = length == 3
+        good &= one | two | (three & (digits[2] < 10))
+        tens = high * 10 + digits[1]
+        value = np.where(one, high, np.where(two, tens, tens * 10 + digits[2]))
+        good &= value < 256
+    return value.astype(np.uint8), good
+
+
 class _Tokens:
     """The tokens of the candidate lines: token `j` of each is `self.of(j)`."""
 
-    def __init__(self, t: Text, first: I64, count: I64, starts: I64, ends: I64) -> None:
+    def __init__(
+        self,
+        t: Text,
+        first: I64,
+        count: I64,
+        starts: I64,
+        ends: I64,
+        *,
+        as_bytes: dict[int, _ByteTokens] | None = None,
+    ) -> None:
         self.t, self.first, self.count = t, first, count
         self.starts, self.ends = starts, ends
         self.last = max(len(starts) - 1, 0)
+        self._as_bytes = {} if as_bytes is None else as_bytes  # by base, shared by subsets
+
+    def subset(self, rows: I64) -> _Tokens:
+        return _Tokens(
+            self.t,
+            self.first[rows],
+            self.count[rows],
+            self.starts,
+            self.ends,
+            as_bytes=self._as_bytes,
+        )
 
     def of(self, j: I64 | int) -> tuple[I64, I64]:
         k = np.minimum(self.first + j, self.last)
@@ -107,46 +152,31 @@ class _Tokens:
         s, e = self.of(j)
         return number_right(self.t.a, e, e - s, width, base)
 
+    def _bytes(self, base: int) -> _ByteTokens:
+        """All tokens as data bytes at once: the data of a line is a run of them."""
+        found = self._as_bytes.get(base)
+        if found is None:
+            s = self.starts
+            value, good = _token_bytes(self.t, s, self.ends - s, base)
+            bad = np.zeros(len(s) + 1, np.int32)
+            np.cumsum(~good, out=bad[1:])
+            found = self._as_bytes[base] = _ByteTokens(value.astype(np.uint8), bad)
+        return found
+
     def data(self, j: I64, count: I64, base: int) -> tuple[U8, Bools]:
         """`count` bytes from token `j` on, each a number of the base below 256."""
+        tokens = self._bytes(base)
+        k = self.first + j
+        count = np.maximum(count, 0)
+        good = (
+            tokens.bad_before[np.minimum(k + count, self.last + 1)]
+            == tokens.bad_before[np.minimum(k, self.last + 1)]
+        )
         width = max(1, int(count.max(initial=0)))
         data = np.zeros((len(count), width), np.uint8)
-        good = np.zeros(len(count), np.bool_)
-        if base == 16:  # the usual spelling first: two hex digits each, one space between
-            pairs, good = self._hex_pairs(j, count, width)
-            data[good] = pairs[good]
-        rest = np.flatnonzero(~good)
-        if len(rest):
-            sub = _Tokens(self.t, self.first[rest], self.count[rest], self.starts, self.ends)
-            data[rest], good[rest] = sub._numbers(j[rest], count[rest], base, width)
+        for i in range(width):
+            data[:, i] = np.where(i < count, tokens.value.take(np.minimum(k + i, self.last)), 0)
         return data, good
-
-    def _hex_pairs(self, j: I64, count: I64, width: int) -> tuple[U8, Bools]:
-        """Bytes written `01 A2 FF`: a window of three bytes per data byte, read at once."""
-        a = self.t.a
-        start, _ = self.of(j)
-        win = window(a, start, 3 * width).reshape(len(start), width, 3)
-        high, low, gap = HEX[win[:, :, 0]], HEX[win[:, :, 1]], win[:, :, 2]
-        used = np.arange(width) < count[:, None]
-        inner = np.arange(width) < (count - 1)[:, None]
-        space = gap == 32
-        last_gap = np.take_along_axis(gap, np.clip(count - 1, 0, width - 1)[:, None], axis=1)[:, 0]
-        good = all_of(
-            np.all(((high < 16) & (low < 16)) | ~used, axis=1),
-            np.all(space | ~inner, axis=1),
-            (count == 0) | (last_gap == 32) | (last_gap == 9) | (last_gap == 10) | (last_gap == 13),
-        )
-        pairs: U8 = (((high << 4) | low) * used).astype(np.uint8)
-        return pairs, good
-
-    def _numbers(self, j: I64, count: I64, base: int, width: int) -> tuple[U8, Bools]:
-        """`count` bytes from token `j` on, each a token of at most 2 hex or 3 decimal digits."""
-        k = np.minimum((self.first + j)[:, None] + np.arange(width), self.last)
-        s, e = self.starts[k], self.ends[k]
-        value, good = number_right(self.t.a, e, e - s, 2 if base == 16 else 3, base)
-        used = np.arange(width) < count[:, None]
-        good = np.all((good & (value < 256)) | ~used, axis=1)
-        return np.where(used, value, 0).astype(np.uint8), good
 
 
 class _Frames(NamedTuple):
@@ -241,7 +271,7 @@ def parse_block(text: bytes, base: int) -> Block:
     parts = []
     for kind, which in ((_fd, fd), (_classic, ~fd)):
         picked = np.flatnonzero(which)
-        sub = _Tokens(t, tok.first[picked], tok.count[picked], tok_starts, tok_ends)
+        sub = tok.subset(picked)
         frames, good = kind(sub, rows[picked], base)
         good &= good_time[picked]
         parts.append((frames, good, picked))
