@@ -245,9 +245,9 @@ def test_the_summary_reports_malformed_lines(tmp_path: Path, fleet_dbc: Path) ->
 
 
 def test_a_line_too_long_is_one_malformed_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    from hwbridge.captures import reader_canutils
+    from hwbridge.captures import text_blocks
 
-    monkeypatch.setattr(reader_canutils, "MAX_LINE_BYTES", 100)
+    monkeypatch.setattr(text_blocks, "MAX_LINE_BYTES", 100)
     good = "(1.000000) can0 123#00\n"
     path = tmp_path / "long.log"
     path.write_text(good + "(2.0) can0 123#" + "00" * 500 + "\n" + good)

@@ -105,3 +105,31 @@ def test_unknown_format_is_refused(tmp_path: Path) -> None:
     odd.write_bytes(b"")
     with pytest.raises(ValueError, match="unknown capture format"):
         open_capture(odd)
+
+
+def test_small_chunks_are_joined_and_frames_before_an_error_come_first() -> None:
+    from collections.abc import Iterator
+
+    from hwbridge.captures.frames import coalesced
+
+    def chunk(n: int, first: int) -> FrameChunk:
+        return FrameChunk(
+            np.arange(first, first + n, dtype=np.int64),
+            np.full(n, 0x100, np.uint32),
+            np.zeros(n, np.bool_),
+            np.full(n, 8, np.uint8),
+            np.zeros((n, 8), np.uint8),
+        )
+
+    def reader() -> Iterator[FrameChunk]:
+        yield chunk(30, 0)
+        yield chunk(30, 30)
+        yield chunk(30, 60)
+        yield chunk(5, 90)
+        raise CaptureError("x.blf", "byte 9", "truncated")
+
+    out: list[FrameChunk] = []
+    with pytest.raises(CaptureError):
+        out.extend(coalesced(reader(), 50))
+    assert [len(c) for c in out] == [60, 35]
+    assert concat_chunks(out).timestamp_us.tolist() == list(range(95))

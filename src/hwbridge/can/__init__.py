@@ -1,19 +1,29 @@
-"""The CAN bridge: python-can transports, cantools databases, tools an LLM can call."""
+"""The CAN bridge: python-can transports, cantools databases, tools an LLM can call.
 
-from typing import TYPE_CHECKING, Any
+Names are imported on first use: decoding a capture needs the databases, not the driver,
+its tools or python-can's buses.
+"""
 
-from hwbridge.can.database import (
-    CanDatabase,
-    DatabaseError,
-    DatabaseImportWarning,
-    DatabaseRepairWarning,
-)
-from hwbridge.can.driver import CanDriver
-from hwbridge.can.tools import CanToolDriver, FrameHook, counter_and_checksum, xor_checksum
-from hwbridge.policy import SendPolicy, SendRequest
+from typing import TYPE_CHECKING
+
+from hwbridge._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from hwbridge.can.database import (
+        CanDatabase,
+        DatabaseError,
+        DatabaseImportWarning,
+        DatabaseRepairWarning,
+    )
     from hwbridge.can.discovery.api import discover
+    from hwbridge.can.driver import CanDriver
+    from hwbridge.can.tools import (
+        CanToolDriver,
+        FrameHook,
+        counter_and_checksum,
+        xor_checksum,
+    )
+    from hwbridge.policy import SendPolicy, SendRequest
 
 __all__ = [
     "CanDatabase",
@@ -30,11 +40,19 @@ __all__ = [
     "xor_checksum",
 ]
 
+_LAZY = {
+    "CanDatabase": "hwbridge.can.database",
+    "DatabaseError": "hwbridge.can.database",
+    "DatabaseImportWarning": "hwbridge.can.database",
+    "DatabaseRepairWarning": "hwbridge.can.database",
+    "CanDriver": "hwbridge.can.driver",
+    "CanToolDriver": "hwbridge.can.tools",
+    "FrameHook": "hwbridge.can.tools",
+    "counter_and_checksum": "hwbridge.can.tools",
+    "xor_checksum": "hwbridge.can.tools",
+    "SendPolicy": "hwbridge.policy",
+    "SendRequest": "hwbridge.policy",
+    "discover": "hwbridge.can.discovery.api",  # needs numpy (the `discovery` extra)
+}
 
-def __getattr__(name: str) -> Any:
-    # discover needs numpy (the `discovery` extra): imported on first use only
-    if name == "discover":
-        from hwbridge.can.discovery.api import discover
-
-        return discover
-    raise AttributeError(f"module 'hwbridge.can' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())

@@ -11,19 +11,20 @@ shared file system or object store mount) for the captures, the databases and `o
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import queue
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.captures.bridge import DatabaseError, DatabaseRepairWarning
 from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
 from hwbridge.captures.readers import check_capture
 from hwbridge.captures.summary import DecodeSummary, FileSummary
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["DecodeProgress", "decode_captures", "source_names"]
 
@@ -187,6 +188,9 @@ def _task_in_process(task: DecodeTask, updates: Any) -> FileSummary:
 def _in_processes(
     workers: int, tasks: dict[int, DecodeTask], progress: DecodeProgress
 ) -> dict[int, FileSummary]:
+    import multiprocessing  # here: a decode of one capture never starts a process
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
     results: dict[int, FileSummary] = {}
     with context.Manager() as manager:

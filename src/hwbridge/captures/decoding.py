@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from hwbridge.captures.arrow_columns import column, strings
 from hwbridge.captures.bridge import SignalSpec
 from hwbridge.captures.names import ColumnNames
 
@@ -104,7 +105,7 @@ class SignalPlan:
         float_bits = length if spec.is_float and length in (16, 32, 64) else 0
         conversion = _conversion(signal)
         keys = np.array(sorted(spec.choices), np.int64)
-        values = pa.array([spec.choices[int(k)] for k in keys], pa.string())
+        values = strings([str(spec.choices[int(k)]) for k in keys])
         return cls(
             name=spec.name,
             column=column,
@@ -217,7 +218,7 @@ class SignalPlan:
     def label_array(self, raw: npt.NDArray[Any], present: npt.NDArray[np.bool_] | None) -> pa.Array:
         index, hit = self._label_index(raw)
         valid = hit if present is None else hit & present
-        indices = pa.array(index, pa.int32(), mask=~valid)
+        indices = column(index, pa.int32(), mask=~valid)
         return pa.DictionaryArray.from_arrays(indices, self.label_values)
 
     # -- schema --------------------------------------------------------------------------
@@ -382,9 +383,9 @@ class MessagePlan:
                     number = np.where(labelled, raw.astype(np.float64), number)
                 mux_numbers[plan.name] = number
             mask = None if ok is None else ~ok
-            columns[plan.column] = pa.array(value, plan.out_type, mask=mask)
+            columns[plan.column] = column(value, plan.out_type, mask=mask)
             if plan.label_column is not None:
                 columns[plan.label_column] = plan.label_array(raw, ok)
-        arrays = [pa.array(timestamp_us, pa.timestamp("us", tz="UTC"))]
+        arrays = [column(timestamp_us, pa.timestamp("us", tz="UTC"))]
         arrays += [columns[f.name] for f in list(self.schema)[1:]]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -25,10 +25,8 @@ from typing import Any
 import numpy as np
 
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
-from hwbridge.captures.frames import CaptureError, FrameChunk, concat_chunks
+from hwbridge.captures.frames import CaptureError, FrameChunk, coalesced, concat_chunks
 from hwbridge.captures.isotp import IsoTpAssembler
-from hwbridge.captures.j1939_dm import DmTable, dm_mask
-from hwbridge.captures.j1939_tp import CHUNK_BYTES, J1939TpAssembler
 from hwbridge.captures.readers import open_capture
 from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
 from hwbridge.captures.tables import MessageTables, key_text
@@ -141,7 +139,7 @@ def run_task(
     clear_source(out, task.source)
     writer = DatasetWriter(out, task.source)
     try:
-        for chunk in prefetch(reader.chunks()):
+        for chunk in prefetch(coalesced(reader.chunks())):
             counts["read"] += len(chunk)
             plain, transfers = assembler.feed(chunk)
             for part in (plain, transfers):
@@ -211,12 +209,19 @@ class _J1939:
     that describe their PGN; DM1 and DM2 (single-frame and multi-packet) into `j1939_dm`."""
 
     def __init__(self, tables: MessageTables) -> None:
+        # imported here: only captures a J1939 database describes need them
+        from hwbridge.captures.j1939_dm import DmTable
+        from hwbridge.captures.j1939_tp import J1939TpAssembler
+
         self.tables = tables
         self.tp = J1939TpAssembler()
         self.dm = DmTable(tables.spn_names)
         self.dm_messages = 0
 
     def feed(self, chunk: FrameChunk, writer: DatasetWriter) -> None:
+        from hwbridge.captures.j1939_dm import dm_mask
+        from hwbridge.captures.j1939_tp import CHUNK_BYTES
+
         messages = self.tp.feed(chunk)
         frames = messages.frames() if len(messages) else []
         for part in frames:  # the reassembled messages a database describes

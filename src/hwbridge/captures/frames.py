@@ -7,7 +7,7 @@ by message with numpy instead of frame by frame.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,14 @@ import numpy.typing as npt
 
 from hwbridge.captures.summary import MAX_MALFORMED
 
-__all__ = ["CaptureError", "FrameChunk", "ReaderCounts", "concat_chunks", "empty_chunk"]
+__all__ = [
+    "CaptureError",
+    "FrameChunk",
+    "ReaderCounts",
+    "coalesced",
+    "concat_chunks",
+    "empty_chunk",
+]
 
 CHUNK_FRAMES = 262_144
 """Frames per chunk: enough for numpy to amortise its per-call cost, small enough that a
@@ -95,6 +102,35 @@ def concat_chunks(chunks: Sequence[FrameChunk]) -> FrameChunk:
         data,
         np.concatenate([c.channel for c in chunks]),
     )
+
+
+DECODE_FRAMES = 65_536
+"""Frames decoded at once: each chunk costs every message's table a fixed share of work,
+so readers' small blocks are joined up to this many first."""
+
+
+def coalesced(chunks: Iterable[FrameChunk], frames: int = DECODE_FRAMES) -> Iterator[FrameChunk]:
+    """`chunks` joined into chunks of at least `frames` frames (the last may be smaller); the
+    frames read before a reader's error come out before the error is raised."""
+    pending: list[FrameChunk] = []
+    count = 0
+    source = iter(chunks)
+    while True:
+        try:
+            chunk = next(source)
+        except StopIteration:
+            break
+        except BaseException:
+            if pending:
+                yield concat_chunks(pending)
+            raise
+        pending.append(chunk)
+        count += len(chunk)
+        if count >= frames:
+            yield concat_chunks(pending)
+            pending, count = [], 0
+    if pending:
+        yield concat_chunks(pending)
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from hwbridge.captures.arrow_columns import column, strings
 from hwbridge.captures.frames import FrameChunk
 from hwbridge.captures.texts import capture_texts
 from hwbridge.j1939.database.dm import LAMPS, MAX_DTCS
@@ -51,9 +52,7 @@ def dm_mask(chunk: FrameChunk) -> npt.NDArray[np.bool_]:
 
 def _dictionary(indices: npt.NDArray[Any], values: list[str], valid: Any = None) -> pa.Array:
     mask = None if valid is None else ~np.asarray(valid, np.bool_)
-    return pa.DictionaryArray.from_arrays(
-        pa.array(indices.astype(np.int32), pa.int32(), mask=mask), pa.array(values, pa.string())
-    )
+    return pa.DictionaryArray.from_arrays(column(indices, pa.int32(), mask=mask), strings(values))
 
 
 class DmTable:
@@ -132,8 +131,8 @@ class DmTable:
         ids = messages.arbitration_id[row_message].astype(np.int64)
         pgn = (ids >> 8) & 0x3FFFF
         arrays: list[pa.Array] = [
-            pa.array(messages.timestamp_us[row_message], pa.timestamp("us", tz="UTC")),
-            pa.array(ids & 0xFF, pa.int64()),
+            column(messages.timestamp_us[row_message], pa.timestamp("us", tz="UTC")),
+            column(ids & 0xFF, pa.int64()),
             _dictionary((pgn == DM2_PGN).astype(np.int32), ["DM1", "DM2"]),
         ]
         state_byte = payload[row_message, 0].astype(np.int64)
@@ -146,10 +145,10 @@ class DmTable:
             flash = (flash_byte >> (6 - 2 * i)) & 3
             arrays.append(_dictionary(flash, list(_FLASHES), (flash < 2) & (states[i] == 1)))
         arrays += [
-            pa.array(row_spn, pa.int64(), mask=~has),
-            pa.array(row_fmi, pa.int64(), mask=~has),
-            pa.array(row_count, pa.int64(), mask=~has | (row_count == 0x7F)),
-            pa.array(row_method, pa.int64(), mask=~has),
+            column(row_spn, pa.int64(), mask=~has),
+            column(row_fmi, pa.int64(), mask=~has),
+            column(row_count, pa.int64(), mask=~has | (row_count == 0x7F)),
+            column(row_method, pa.int64(), mask=~has),
             self._names(row_spn, has),
             self._fmi_texts(row_fmi, has),
         ]

@@ -42,8 +42,8 @@ _REMOTE = 0x80
 _SIGNATURE = np.frombuffer(b"LOBJ", np.uint8)
 _DLC2LEN = np.array([0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 48, 64], np.uint8)
 
-BUFFER_BYTES = 8 * 1024 * 1024
-"""Inflated bytes parsed at once (about 170,000 classic CAN objects)."""
+BUFFER_BYTES = 2 * 1024 * 1024
+"""Inflated bytes parsed at once (about 43,000 classic CAN objects)."""
 _PAD = 256
 
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from hwbridge.captures.frames import CaptureError, FrameChunk, ReaderCounts
 
-__all__ = ["Mf4Reader"]
+__all__ = ["FIELDS", "Mf4Reader", "data_frames"]
 
 _FLAG_CG_BUS_EVENT = 0x02
 _SOURCE_BUS = 0x02
@@ -118,50 +118,64 @@ class Mf4Reader:
             key = f"CAN_DataFrame.{name}"
             return np.asarray(samples[key]) if key in names else None
 
-        raw_id = field("ID")
-        if raw_id is None:
+        fields = {name: field(name) for name in FIELDS}
+        if fields["ID"] is None:
             raise CaptureError(self.path, self._where, "no CAN_DataFrame.ID channel")
-        raw_id = raw_id.astype(np.uint32)
-        ide = field("IDE")
-        if ide is not None:
-            extended = ide.astype(bool)
-        else:  # no IDE channel: the id's flag bit, else its size, tells
-            extended = ((raw_id & np.uint32(0x80000000)) != 0) | (
-                (raw_id & np.uint32(0x1FFFFFFF)) > 0x7FF
-            )
-        data_length = field("DataLength")
-        if data_length is None:
-            dlc = field("DLC")
-            data_length = _DLC2LEN[np.minimum(dlc, 15)] if dlc is not None else None
-        payload = field("DataBytes")
-        if payload is None:
-            payload = np.zeros((n, 8), np.uint8)
-        elif payload.dtype == object:  # variable-length bytes: rare, so a loop is fine
-            rows = [bytes(p) for p in payload]
-            width = max(8, max((len(r) for r in rows), default=0))
-            buf = np.zeros((n, width), np.uint8)
-            for i, r in enumerate(rows):
-                buf[i, : len(r)] = np.frombuffer(r, np.uint8)
-            payload = buf
-        payload = payload.reshape(n, -1).astype(np.uint8, copy=False)
-        if data_length is None:
-            data_length = np.full(n, payload.shape[1], np.uint8)
-        length = np.minimum(data_length.astype(np.int64), payload.shape[1]).astype(np.uint8)
-        # FD-capable loggers store 64 bytes a record: keep the bytes the frames carry
-        width = max(1, int(length.max(initial=0)))
-        data = payload[:, :width]
-        if bool(np.any(length < width)):  # bytes past a frame's length are not its data
-            cols = np.arange(width, dtype=np.int64)
-            data = np.where(cols[None, :] < length[:, None], data, 0).astype(np.uint8)
-        else:
-            data = np.ascontiguousarray(data)
-        channel = field("BusChannel")
         stamps = np.rint(np.asarray(signal.timestamps, np.float64) * 1e6).astype(np.int64)
-        return FrameChunk(
-            stamps + self._start_us,
-            raw_id & np.uint32(0x1FFFFFFF),
-            extended,
-            length,
-            data,
-            channel.astype(np.int16) if channel is not None else np.full(n, -1, np.int16),
+        return data_frames(n, fields, stamps + self._start_us)
+
+
+FIELDS = ("ID", "IDE", "DataLength", "DLC", "DataBytes", "BusChannel")
+"""The members of a CAN_DataFrame record that make a frame (ID is required)."""
+
+
+def data_frames(
+    n: int, fields: dict[str, npt.NDArray[Any] | None], stamps_us: npt.NDArray[np.int64]
+) -> FrameChunk:
+    """`n` CAN_DataFrame records (their members by name, as python-can's MF4Reader reads
+    them) as a chunk."""
+    raw_id = fields["ID"]
+    assert raw_id is not None
+    raw_id = raw_id.astype(np.uint32)
+    ide = fields["IDE"]
+    if ide is not None:
+        extended = ide.astype(bool)
+    else:  # no IDE channel: the id's flag bit, else its size, tells
+        extended = ((raw_id & np.uint32(0x80000000)) != 0) | (
+            (raw_id & np.uint32(0x1FFFFFFF)) > 0x7FF
         )
+    data_length = fields["DataLength"]
+    if data_length is None:
+        dlc = fields["DLC"]
+        data_length = _DLC2LEN[np.minimum(dlc, 15)] if dlc is not None else None
+    payload = fields["DataBytes"]
+    if payload is None:
+        payload = np.zeros((n, 8), np.uint8)
+    elif payload.dtype == object:  # variable-length bytes: rare, so a loop is fine
+        rows = [bytes(p) for p in payload]
+        width = max(8, max((len(r) for r in rows), default=0))
+        buf = np.zeros((n, width), np.uint8)
+        for i, r in enumerate(rows):
+            buf[i, : len(r)] = np.frombuffer(r, np.uint8)
+        payload = buf
+    payload = payload.reshape(n, -1).astype(np.uint8, copy=False)
+    if data_length is None:
+        data_length = np.full(n, payload.shape[1], np.uint8)
+    length = np.minimum(data_length.astype(np.int64), payload.shape[1]).astype(np.uint8)
+    # FD-capable loggers store 64 bytes a record: keep the bytes the frames carry
+    width = max(1, int(length.max(initial=0)))
+    data = payload[:, :width]
+    if bool(np.any(length < width)):  # bytes past a frame's length are not its data
+        cols = np.arange(width, dtype=np.int64)
+        data = np.where(cols[None, :] < length[:, None], data, 0).astype(np.uint8)
+    else:
+        data = np.ascontiguousarray(data)
+    channel = fields["BusChannel"]
+    return FrameChunk(
+        stamps_us,
+        raw_id & np.uint32(0x1FFFFFFF),
+        extended,
+        length,
+        data,
+        channel.astype(np.int16) if channel is not None else np.full(n, -1, np.int16),
+    )

@@ -61,8 +61,8 @@ def check_capture(path: str | Path) -> Path:
 
 
 def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
-    """A reader for `path`: BLF, MF4 and candump .log as arrays (when `fast`), anything else
-    via python-can."""
+    """A reader for `path`: BLF, MF4, candump .log, ASC and CSV as arrays (when `fast`),
+    anything else via python-can."""
     p = check_capture(path)
     suffix = reader_suffix(p)
     compressed = p.suffix.lower() == ".gz"
@@ -74,10 +74,23 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
         from hwbridge.captures.reader_canutils import CanutilsReader
 
         return CanutilsReader(p)
-    if fast and suffix == ".mf4" and not compressed:
-        from hwbridge.captures.reader_mf4 import Mf4Reader
+    if fast and suffix == ".asc":
+        from hwbridge.captures.reader_asc import AscReader
 
-        return Mf4Reader(p)
+        return AscReader(p)
+    if fast and suffix == ".csv":
+        from hwbridge.captures.reader_csv import CsvReader
+
+        return CsvReader(p)
+    if fast and suffix == ".mf4" and not compressed:
+        from hwbridge.captures.reader_mdf import MdfReader, Unsupported
+
+        try:
+            return MdfReader(p)  # sorted, finalized files: no asammdf needed
+        except Unsupported:
+            from hwbridge.captures.reader_mf4 import Mf4Reader
+
+            return Mf4Reader(p)
     if suffix == ".mf4":
         from hwbridge._deferred import require_asammdf
 

@@ -27,11 +27,11 @@ from hwbridge.captures.names import partition_value, table_folder
 __all__ = ["DatasetWriter", "TablePlan", "clear_source"]
 
 ROW_GROUP_ROWS = 131_072
-BUFFER_BYTES = 32 * 1024 * 1024
-WRITE_THREADS = 2
+BUFFER_BYTES = 16 * 1024 * 1024
+WRITE_THREADS = 1
 """Row groups are compressed and written on threads (pyarrow releases the GIL), so writing
 overlaps reading and decoding; each table's row groups are still written in order."""
-MAX_WRITES_IN_FLIGHT = 4
+MAX_WRITES_IN_FLIGHT = 2
 PART_NAME = "part-0.parquet"
 COMPRESSION = "zstd"  # as fast as snappy here, files half the size
 

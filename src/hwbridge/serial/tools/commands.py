@@ -48,6 +48,7 @@ class CommandRunner:
         self._replies = {
             name: DevicePattern(c.reply) for name, c in self.spec.commands.items() if c.reply
         }
+        self._fields = {name: c.reply_fields() for name, c in self.spec.commands.items()}
         errors = self.spec.errors
         self._error_reply = DevicePattern(errors.reply) if errors else None
         self._error_ok = DevicePattern(errors.ok) if errors and errors.ok else None
@@ -239,7 +240,7 @@ class CommandRunner:
                 return {"command": name, "reply": bounded(text)}
             match = pattern.search(text)
             if match is not None:
-                fields = command.reply_fields()
+                fields = self._fields[name]
                 values = {k: typed_value(f, match.group(k)) for k, f in fields.items()}
                 return {"command": name, "values": values, "reply": bounded(text)}
             code = self._error_code(text)

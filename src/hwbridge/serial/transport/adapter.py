@@ -419,9 +419,14 @@ class PySerialAdapter(Closing):
             except ToolError:
                 return
             try:
-                waiting = port.in_waiting
-                if waiting:
-                    port.read(min(waiting, _MAX_CHUNK))
+                fd = _posix_fd(port)
+                if fd is not None:  # one non-blocking read drops what is there
+                    with suppress(BlockingIOError):
+                        os.read(fd, _MAX_CHUNK)
+                else:
+                    waiting = port.in_waiting
+                    if waiting:
+                        port.read(min(waiting, _MAX_CHUNK))
             except (serial.SerialException, OSError, ValueError, TypeError) as exc:
                 self._on_failure(generation, f"read failed: {_reason(exc)}")
                 raise self._down() from exc
@@ -458,16 +463,20 @@ class PySerialAdapter(Closing):
             first = True
             while not frames:
                 port, generation = self._current()
+                fd = _posix_fd(port)
                 try:
-                    waiting = port.in_waiting
-                    # the deadline holds even while bytes keep coming (a device that talks
-                    # without end); what is already there is read once, even at timeout 0
-                    expired = deadline - time.monotonic() <= 0
-                    if expired and (not waiting or not first):
+                    if fd is not None:
+                        chunk = self._read_fd(fd, deadline, first)
+                    else:
+                        waiting = port.in_waiting
+                        expired = deadline - time.monotonic() <= 0
+                        if expired and (not waiting or not first):
+                            chunk = None
+                        else:  # what is there, or block (at most the poll interval)
+                            chunk = port.read(min(max(waiting, 1), _MAX_CHUNK))
+                    if chunk is None:
                         raise self._no_reply(wait, self._overlong - overlong)
                     first = False
-                    # what is there, or block (at most the poll interval) for a first byte
-                    chunk = port.read(min(max(waiting, 1), _MAX_CHUNK))
                 except (serial.SerialException, OSError, ValueError, TypeError) as exc:
                     self._on_failure(generation, f"read failed: {_reason(exc)}")
                     raise self._down() from exc
@@ -478,6 +487,30 @@ class PySerialAdapter(Closing):
             return frames
         finally:
             self._read_lock.release()
+
+    @staticmethod
+    def _read_fd(fd: int, deadline: float, first: bool) -> bytes | None:
+        """What a POSIX port has, waiting at most the poll interval for a first byte (one
+        select and one read, where pyserial asks the byte count first and reads through
+        its own timeout objects). None when the deadline has passed: the deadline holds
+        even while bytes keep coming (a device that talks without end), but what is already
+        there is read once, even at timeout 0."""
+        left = deadline - time.monotonic()
+        if left <= 0 and not first:
+            return None
+        ready, _, _ = select.select([fd], [], [], min(max(left, 0.0), _POLL_S))
+        if not ready:
+            return None if left <= 0 else b""
+        try:
+            chunk = os.read(fd, _MAX_CHUNK)
+        except BlockingIOError:
+            return b""
+        if not chunk:  # as pyserial says it: readable, yet nothing to read
+            raise serial.SerialException(
+                "device reports readiness to read but returned no data "
+                "(device disconnected or multiple access on port?)"
+            )
+        return chunk
 
     def _no_reply(self, wait: float, overlong: int) -> ToolError:
         partial = len(self._buffer)
