@@ -53,6 +53,8 @@ EXCLUSIVE_P = 0.01
 """... or, above a state of one or two bits, the chance below which independent bits would
 hardly have missed that combination over the changes seen."""
 EXCLUSIVE_FLIPS = 3
+ECHO_FRAMES = 2
+"""Frames within which a quiet flag that follows another's flip is read as an echo of it."""
 CARRIES_ON = 0.75
 QUANTUM = 3
 """A value whose every change is a multiple of one step of at least this many raw units ...
@@ -176,6 +178,9 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
     """
     lo = below[-1]
     r_lo, r_hi = float(stats.rate[lo]), float(stats.rate[hi])
+    quiet = r_lo < FAST and r_hi < FAST
+    if quiet and _echo(stats, lo, hi):
+        return 0.0
     if _noise_pair(stats, lo, hi):
         return max(CARRY, _carry(stats, below, hi))
     falling = r_hi <= r_lo * RATE_SLACK + 0.005
@@ -189,9 +194,58 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
             return score  # the better of two such links is the one with more carries
     if r_lo < FAST and _together(stats, lo, hi):
         return CARRY
-    if r_lo < FAST and r_hi < FAST and _exclusive(stats, below, hi):
+    if quiet and (_state_pair(stats, lo, hi) or _exclusive(stats, below, hi)):
         return CARRY
     return 0.0
+
+
+def _runs(stats: BitStats, lo: int, hi: int) -> tuple[npt.NDArray[np.int64], ...]:
+    """The joint value (lo + 2 * hi) of two bits as runs of frames: (value, first frame,
+    frames) of each run."""
+    v = stats.bits[:, lo].astype(np.int64) + 2 * stats.bits[:, hi].astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    lengths = np.diff(np.r_[starts, len(v)])
+    return v[starts], starts, lengths
+
+
+def _echo(stats: BitStats, lo: int, hi: int) -> bool:
+    """Two quiet flags copying one event, each with its own lag: every time one flips
+    alone, the other follows within ECHO_FRAMES frames (the combination in between is a
+    passing one), and they otherwise flip together. The bits of one field are written
+    at once, so they never pass through such a combination."""
+    value, _, frames = _runs(stats, lo, hi)
+    if len(value) < 3:
+        return False
+    staggered = 0
+    k = 1
+    while k < len(value):
+        single = (value[k] ^ value[k - 1]) in (1, 2)
+        if not single:
+            k += 1
+            continue
+        passing = (
+            k + 1 < len(value)
+            and frames[k] <= ECHO_FRAMES
+            and (value[k + 1] ^ value[k]) in (1, 2)
+            and (value[k + 1] ^ value[k - 1]) == 3
+        )
+        if not passing:
+            return False  # a flip of its own: a state or two flags
+        staggered += 1
+        k += 2
+    return staggered > 0
+
+
+def _state_pair(stats: BitStats, lo: int, hi: int) -> bool:
+    """Quiet bits of one state: they flipped together at least once (a change between two
+    values that differ in both) and one of their four combinations never occurs (a state
+    taking three values of four). Two flags of their own would rarely flip on the same
+    frame, and in time show every combination."""
+    both = int(np.count_nonzero(stats.flips[:, lo] & stats.flips[:, hi]))
+    if not both:
+        return False
+    value, _, _ = _runs(stats, lo, hi)
+    return len(np.unique(value)) == 3
 
 
 def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:

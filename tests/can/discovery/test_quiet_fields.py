@@ -1,0 +1,64 @@
+"""Quiet fields (states and flags that change a few times in a capture): which neighbouring
+bits are one field, on small generated cases of the failure classes held-out drives showed.
+
+Payloads are encoded by cantools from a layout the test chooses (tests/can/discovery/frames.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hwbridge.can.discovery.analyse import Field, analyse
+from hwbridge.can.discovery.bits import cantools_chain
+from tests.can.discovery.frames import Layout, encode, frameset
+
+
+def chain(layout: Layout) -> tuple[int, ...]:
+    return cantools_chain(layout.start, layout.length, layout.order)  # type: ignore[arg-type]
+
+
+def moving(fields: list[Field]) -> set[tuple[int, ...]]:
+    return {f.bits for f in fields if f.kind != "constant"}
+
+
+def held(levels: list[int], frames: list[int]) -> np.ndarray:
+    """`levels[k]` held for `frames[k]` frames."""
+    return np.repeat(np.array(levels, np.int64), frames)
+
+
+def test_a_lever_state_seen_changing_a_few_times_is_one_field() -> None:
+    """A turn lever (0 off, 1 left, 2 right) moved seven times in two minutes: never 3, and
+    once straight from left to right (both bits on one frame). Two flags of their own would
+    hardly flip on the same frame; the lever's other neighbours change just as rarely."""
+    lever = Layout("lever", 4, 2)
+    wiper = Layout("wiper", 8, 2)
+    door = Layout("door", 16, 1)
+    n = 6000
+    raws = {
+        "lever": held([0, 1, 0, 2, 0, 1, 2, 0], [900, 300, 1200, 400, 1100, 250, 350, 1500]),
+        "wiper": held([0, 1, 0, 2], [1500, 1500, 1500, 1500]),
+        "door": held([0, 1, 0], [2000, 300, 3700]),
+    }
+    data = encode([lever, wiper, door], raws)
+    assert len(data) == n
+    found = moving(analyse(frameset(data)))
+    assert chain(lever) in found
+    assert chain(door) in found
+
+
+def test_two_flags_copying_one_event_with_their_own_lags_stay_two_flags() -> None:
+    """Two door contacts read by two ECUs: they open and close with the same door, one a
+    frame behind the other now and then. The bits of one field are written at once and
+    never pass through a combination for a frame, so these are two flags."""
+    left = Layout("left", 22, 1)
+    right = Layout("right", 23, 1)
+    n = 3000
+    opened = np.zeros(n, np.int64)
+    for a, b in ((300, 700), (1500, 1900), (2500, 2800)):
+        opened[a:b] = 1
+    late = np.roll(opened, 1)  # one frame behind
+    late[0] = 0
+    raws = {"left": opened, "right": np.where(np.arange(n) < 1400, opened, late)}
+    data = encode([left, right], raws)
+    found = moving(analyse(frameset(data)))
+    assert found == {chain(left), chain(right)}
