@@ -62,3 +62,12 @@ def test_two_flags_copying_one_event_with_their_own_lags_stay_two_flags() -> Non
     data = encode([left, right], raws)
     found = moving(analyse(frameset(data)))
     assert found == {chain(left), chain(right)}
+
+
+def test_a_three_bit_state_whose_top_bit_moves_with_its_lower_ones_is_one_field() -> None:
+    """A state at 0, 1 and 6 (0b000, 0b001, 0b110) seen changing six times: its top bit
+    only ever flips with the bits below it, and with 0b00 below it is never set."""
+    state = Layout("state", 3, 3)
+    raws = {"state": held([0, 1, 0, 6, 1, 6, 0], [700, 400, 900, 300, 800, 500, 1400])}
+    found = moving(analyse(frameset(encode([state], raws))))
+    assert found == {chain(state)}

@@ -194,7 +194,7 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
             return score  # the better of two such links is the one with more carries
     if r_lo < FAST and _together(stats, lo, hi):
         return CARRY
-    if quiet and (_state_pair(stats, lo, hi) or _exclusive(stats, below, hi)):
+    if quiet and (_state_pair(stats, below, hi) or _exclusive(stats, below, hi)):
         return CARRY
     return 0.0
 
@@ -236,16 +236,21 @@ def _echo(stats: BitStats, lo: int, hi: int) -> bool:
     return staggered > 0
 
 
-def _state_pair(stats: BitStats, lo: int, hi: int) -> bool:
-    """Quiet bits of one state: they flipped together at least once (a change between two
-    values that differ in both) and one of their four combinations never occurs (a state
-    taking three values of four). Two flags of their own would rarely flip on the same
-    frame, and in time show every combination."""
-    both = int(np.count_nonzero(stats.flips[:, lo] & stats.flips[:, hi]))
-    if not both:
+def _state_pair(stats: BitStats, below: list[int], hi: int) -> bool:
+    """A quiet bit that belongs to the piece of quiet bits right below it (at most three),
+    as in a state: it flipped together with one of them at least once (a change between two
+    values that differ in both) and some value of the bits below never shows with one of
+    its own two (a state taking three values of four). A flag of its own would rarely flip
+    on the same frame as its neighbours, and in time show with all their values."""
+    if len(below) > 3 or any(stats.rate[position] >= FAST for position in below):
+        return False  # the top of a wider value, or a value's bits
+    window = list(below)
+    if not np.count_nonzero(stats.flips[:, window].any(axis=1) & stats.flips[:, hi]):
         return False
-    value, _, _ = _runs(stats, lo, hi)
-    return len(np.unique(value)) == 3
+    weights = np.left_shift(np.int64(1), np.arange(len(window), dtype=np.int64))
+    low = stats.bits[:, window].astype(np.int64) @ weights
+    joint = low * 2 + stats.bits[:, hi].astype(np.int64)
+    return len(np.unique(joint)) < 2 * len(np.unique(low))
 
 
 def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
