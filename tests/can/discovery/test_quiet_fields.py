@@ -10,7 +10,7 @@ import numpy as np
 
 from hwbridge.can.discovery.analyse import Field, analyse
 from hwbridge.can.discovery.bits import cantools_chain
-from tests.can.discovery.frames import Layout, encode, frameset
+from tests.can.discovery.frames import Layout, encode, frameset, walk
 
 
 def chain(layout: Layout) -> tuple[int, ...]:
@@ -71,3 +71,30 @@ def test_a_three_bit_state_whose_top_bit_moves_with_its_lower_ones_is_one_field(
     raws = {"state": held([0, 1, 0, 6, 1, 6, 0], [700, 400, 900, 300, 800, 500, 1400])}
     found = moving(analyse(frameset(encode([state], raws))))
     assert found == {chain(state)}
+
+
+def test_a_quantised_value_saturating_at_an_end_that_is_no_multiple_is_one_field() -> None:
+    """A torque quantised by 4 whose DBC range ends at 65531 (0b...11111011): its two lowest
+    bits are set only while it sits at that end, and it gets there with steps too large
+    to look like carries, while the bits above flip on most changes."""
+    rng = np.random.default_rng(13)
+    x = walk(rng, 6000, 30000, 80000, 400.0, start=50000)
+    level = np.minimum(4 * np.round(x / 4), 65531).astype(np.int64)
+    value = Layout("value", 8, 16)
+    found = moving(analyse(frameset(encode([value], {"value": level}, length=4))))
+    assert int(np.count_nonzero(np.diff(level & 3))) >= 4
+    assert found == {chain(value)}
+
+
+def test_a_rare_flag_below_a_value_that_steps_with_it_stays_a_flag() -> None:
+    """A flag right below a value quantised by 2, changing on the very frames the value's
+    ECU refreshes it (every tenth), is set whatever the value is: it stays a flag."""
+    rng = np.random.default_rng(12)
+    n = 6000
+    x = np.repeat(walk(rng, n // 10, 40, 160, 8.0, start=120), 10)
+    level = np.minimum(2 * np.round(x / 2), 127).astype(np.int64)
+    value = Layout("value", 9, 7)
+    flag = Layout("flag", 8, 1)
+    raws = {"value": level, "flag": held([0, 1, 0, 1, 0], [1000, 900, 1500, 1100, 1500])}
+    found = moving(analyse(frameset(encode([flag, value], raws, length=4))))
+    assert found == {chain(flag), chain(value)}

@@ -66,6 +66,15 @@ QUANTUM_VALUES = 4
 field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
 into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
 moves only by multiples of such a step are one field."""
+SPARSE_BITS = 3
+SPARSE_VALUE_BITS = 3
+SPARSE_RATIO = 4.0
+SPARSE_FLIPS = 4
+SPARSE_DISTINCT = 8
+"""A piece of at most SPARSE_BITS bits, flipping at least SPARSE_FLIPS times but at most
+1/SPARSE_RATIO as often as the lowest bit of the value right above it (SPARSE_VALUE_BITS or
+more, SPARSE_DISTINCT values or more), and set only while that value sits at one end of
+its range, is the value's lowest bits (see _join_sparse_bottoms)."""
 _WINDOW = 16  # bits below a candidate looked at for carry
 
 
@@ -363,7 +372,8 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
         if piece[-1] % 8 == 7:
             top[piece[-1] // 8] = index
     links = _cross_links(stats, pieces, bottom, top, length)
-    return _join_quanta(stats, _chains(pieces, links), length * 8)
+    joined = _join_sparse_bottoms(stats, _chains(pieces, links), length * 8)
+    return _join_quanta(stats, joined, length * 8)
 
 
 def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
@@ -457,6 +467,64 @@ def _quantum(stats: BitStats, positions: list[int]) -> int:
         if len(d) >= QUANTUM_CHANGES:
             best = max(best, int(np.gcd.reduce(d)))
     return best
+
+
+def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
+    """A short piece of rarely flipping bits right below a value joins it when they are
+    set only while the value sits at one end of its range: a sensor quantised more
+    coarsely than its field's step (every value a multiple of 2, 4 or 10) leaves its
+    lowest bits still but at a saturated end that is not such a multiple (all ones, "not
+    available", the end of its DBC range). A flag of its own below a value is set
+    whatever the value does.
+
+    The bits' flip rate jumps up at the value's lowest bit, so the flips alone cut them
+    off (see RATE_SLACK), and the jump to the end is too large to look like a carry."""
+    segments = list(segments)
+    changed = True
+    while changed:
+        changed = False
+        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+        for i, low in enumerate(segments):
+            if len(low.bits) > SPARSE_BITS:
+                continue
+            for order in ("little_endian", "big_endian"):
+                up = next_up(low.bits[-1], order)  # type: ignore[arg-type]
+                j = at.get(up)
+                if j is None or j == i or not 0 <= up < nbits:
+                    continue
+                value = segments[j]
+                if low.order not in (None, order) or value.order not in (None, order):
+                    continue
+                if _sparse_below(stats, low.bits, value.bits):
+                    crossing = len({b // 8 for b in low.bits + value.bits}) > 1
+                    merged = Segment(low.bits + value.bits, order if crossing else None)  # type: ignore[arg-type]
+                    if not crossing and value.order is not None:
+                        merged = Segment(merged.bits, value.order)
+                    segments = [s for k, s in enumerate(segments) if k not in (i, j)]
+                    segments.append(merged)
+                    changed = True
+                    break
+            if changed:
+                break
+    return sorted(segments, key=lambda seg: seg.bits[0])
+
+
+def _sparse_below(stats: BitStats, low: tuple[int, ...], value: tuple[int, ...]) -> bool:
+    """`low` flips rarely next to `value`'s lowest bit, and is ever set only while `value`
+    sits at one end of its range (see _join_sparse_bottoms)."""
+    if len(value) < SPARSE_VALUE_BITS or len(value) + len(low) > 62:
+        return False
+    if float(stats.rate[list(low)].max()) * SPARSE_RATIO > float(stats.rate[value[0]]):
+        return False
+    if int(np.count_nonzero(stats.flips[:, list(low)].any(axis=1))) < SPARSE_FLIPS:
+        return False
+    above = values(stats.bits, value)
+    if len(np.unique(above)) < SPARSE_DISTINCT:
+        return False
+    at = above[values(stats.bits, low) != 0]
+    if not len(at):
+        return False
+    return bool((at == above.max()).all() or (at == above.min()).all())
 
 
 def _run_up(segments: list[Segment], start: int, order: ByteOrder, nbits: int) -> list[int]:
