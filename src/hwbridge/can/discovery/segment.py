@@ -75,6 +75,7 @@ SPARSE_DISTINCT = 8
 1/SPARSE_RATIO as often as the lowest bit of the value right above it (SPARSE_VALUE_BITS or
 more, SPARSE_DISTINCT values or more), and set only while that value sits at one end of
 its range, is the value's lowest bits (see _join_sparse_bottoms)."""
+_ORDERS: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
 _WINDOW = 16  # bits below a candidate looked at for carry
 
 
@@ -487,8 +488,8 @@ def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -
         for i, low in enumerate(segments):
             if len(low.bits) > SPARSE_BITS:
                 continue
-            for order in ("little_endian", "big_endian"):
-                up = next_up(low.bits[-1], order)  # type: ignore[arg-type]
+            for order in _ORDERS:
+                up = next_up(low.bits[-1], order)
                 j = at.get(up)
                 if j is None or j == i or not 0 <= up < nbits:
                     continue
@@ -497,9 +498,7 @@ def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -
                     continue
                 if _sparse_below(stats, low.bits, value.bits):
                     crossing = len({b // 8 for b in low.bits + value.bits}) > 1
-                    merged = Segment(low.bits + value.bits, order if crossing else None)  # type: ignore[arg-type]
-                    if not crossing and value.order is not None:
-                        merged = Segment(merged.bits, value.order)
+                    merged = Segment(low.bits + value.bits, order if crossing else value.order)
                     segments = [s for k, s in enumerate(segments) if k not in (i, j)]
                     segments.append(merged)
                     changed = True
