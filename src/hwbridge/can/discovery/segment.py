@@ -49,6 +49,13 @@ TOGETHER_P = 0.01
 EXCLUSIVE_SHARE = 0.15
 """Share of frames a missing combination of two quiet bits would have had, were they
 independent, above which they are read as one state ..."""
+CARRY_FLOOR = 0.4
+CHANCE_FLIPS = 4
+CHANCE_P = 0.001
+"""A bit flipping no more often than the one below it, at least CHANCE_FLIPS times, whose
+flips look like carries in CARRY_FLOOR of them or more (short of CARRY), continues the field
+below when chance would hardly give it that share (a binomial tail below CHANCE_P; see
+_carries_beyond_chance)."""
 EXCLUSIVE_P = 0.01
 """... or, above a state of one or two bits, the chance below which independent bits would
 hardly have missed that combination over the changes seen."""
@@ -148,6 +155,68 @@ def _carry(stats: BitStats, below: list[int], hi: int) -> float:
     return share
 
 
+def _carries_beyond_chance(stats: BitStats, below: list[int], hi: int) -> bool:
+    """`hi`'s flips look like carries from `below` far more often than they would were it a
+    bit of its own: a value whose bits below move by a few steps each frame (a noisy
+    sensor) carries into its quiet top bit on only part of its flips, but a neighbour's
+    bit, flipping whatever those bits do, would look like a carry only when they happen
+    to move by about its weight the other way. Chance is that share over the frames
+    where `hi` did not flip; the flips seen must beat it with a binomial tail below
+    CHANCE_P."""
+    rows = np.flatnonzero(stats.flips[:, hi])
+    n = len(rows)
+    if n < CHANCE_FLIPS or (len(below) < 2 and stats.rate[below[-1]] >= FAST):
+        return False  # a busy bit below: any flip together looks like a carry
+    window = below[-_WINDOW:]
+    w = len(window)
+    weights = np.left_shift(np.int64(1), np.arange(w, dtype=np.int64))
+    span = np.int64(1) << np.int64(w + 1)
+    limit = np.int64(1) << np.int64(max(w - 1, 0))
+    low = stats.bits[:, window].astype(np.int64) @ weights
+    step = np.int64(1) << np.int64(w)
+
+    def small(d: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        d = d % span
+        return np.abs(np.where(d >= span // 2, d - span, d)) <= limit
+
+    first = stats.before[rows]
+    up = stats.bits[first + 1, hi].astype(np.int64) * 2 - 1  # +1: hi went 0 -> 1
+    k = int(np.count_nonzero(small(low[first + 1] - low[first] + up * step)))
+    still = stats.before[~stats.flips[:, hi]]
+    if not len(still):
+        return False
+    moves = low[still + 1] - low[still]
+    rising = float(np.mean(up > 0))
+    chance = rising * float(np.mean(small(moves + step))) + (1 - rising) * float(
+        np.mean(small(moves - step))
+    )
+    return _binomial_tail(k, n, chance) < CHANCE_P
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        term = math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * log_p
+            + (n - i) * log_q
+        )
+        total += term
+        if i > n * p and term < total * 1e-12:
+            break
+    return min(1.0, total)
+
+
 def _noise_pair(stats: BitStats, lo: int, hi: int) -> bool:
     r_lo, r_hi = stats.rate[lo], stats.rate[hi]
     return bool(r_lo >= NOISE_RATE and r_hi >= NOISE_RATE and abs(r_hi - r_lo) <= NOISE_SPREAD)
@@ -202,6 +271,8 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
             return score
         if r_lo >= FAST and r_hi >= r_lo * STEEPEST and score >= HIDDEN_CARRY:
             return score  # the better of two such links is the one with more carries
+        if score >= CARRY_FLOOR and _carries_beyond_chance(stats, below, hi):
+            return score
     if r_lo < FAST and _together(stats, lo, hi):
         return CARRY
     if quiet and (_state_pair(stats, below, hi) or _exclusive(stats, below, hi)):
