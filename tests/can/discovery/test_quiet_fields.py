@@ -114,3 +114,22 @@ def test_a_noisy_value_whose_top_bit_is_rarely_reached_keeps_it() -> None:
     found = moving(analyse(frameset(encode([value, flag], raws, length=2))))
     assert int(np.count_nonzero(np.diff(level >= 8))) < n // 20
     assert found == {chain(value), chain(flag)}
+
+
+def test_a_bit_toggling_on_every_frame_is_not_the_bottom_of_its_neighbours() -> None:
+    """A keep-alive bit toggling on every frame (bit 7 of byte 5) sits where a Motorola
+    value in byte 4 would continue, and below a state: every flip of theirs comes with one
+    of its own, which two bits alone always read as a small move. Only a count carries
+    one way; these do not, and the toggle stays a bit of its own."""
+    rng = np.random.default_rng(31)
+    n = 6000
+    alive = Layout("alive", 47, 1)
+    pedal = Layout("pedal", 32, 8)
+    state = Layout("state", 48, 2)
+    raws = {
+        "alive": np.arange(n) % 2,
+        "pedal": walk(rng, n, 0, 200, 1.5),
+        "state": held([0, 1, 2, 1, 0, 2, 0], [900, 700, 800, 1000, 600, 1200, 800]),
+    }
+    found = moving(analyse(frameset(encode([alive, pedal, state], raws))))
+    assert found == {chain(alive), chain(pedal), chain(state)}

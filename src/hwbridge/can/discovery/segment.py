@@ -49,6 +49,8 @@ TOGETHER_P = 0.01
 EXCLUSIVE_SHARE = 0.15
 """Share of frames a missing combination of two quiet bits would have had, were they
 independent, above which they are read as one state ..."""
+TOGGLE = 0.9
+"""A bit flipping on at least this share of transitions toggles: see _toggle_carry."""
 CARRY_FLOOR = 0.4
 CHANCE_FLIPS = 4
 CHANCE_P = 0.001
@@ -128,6 +130,8 @@ def _carry(stats: BitStats, below: list[int], hi: int) -> float:
     rows = np.flatnonzero(stats.flips[:, hi])
     if not len(rows):
         return 0.0
+    if len(below) == 1 and stats.rate[below[0]] >= TOGGLE:
+        return _toggle_carry(stats, below[0], hi, rows)
     window = below[-_WINDOW:]
     positions = [*window, hi]
     w = len(window)
@@ -153,6 +157,20 @@ def _carry(stats: BitStats, below: list[int], hi: int) -> float:
         v0 = value(stats.before[prev[ok]])
         share = max(share, float(np.mean(small(v2[ok] - 2 * v1[ok] + v0))))
     return share
+
+
+def _toggle_carry(stats: BitStats, lo: int, hi: int, rows: npt.NDArray[np.intp]) -> float:
+    """Share of `hi`'s flips that are carries of a count from `lo`, a bit flipping on
+    (nearly) every frame: any flip of `hi` then comes with one of `lo`, which two bits
+    always read as a small move, so only flips in one direction count (`lo` going 1 -> 0
+    as a count goes up, or 0 -> 1 as it goes down), as the bits of a counter show and a
+    neighbour of a toggling bit does not (one way about half the time: the share counts
+    only when a binomial tail at one half is below TOGETHER_P)."""
+    first = stats.before[rows]
+    went = stats.bits[first, lo].astype(np.int64) - stats.bits[first + 1, lo].astype(np.int64)
+    n = len(rows)
+    k = max(int(np.count_nonzero(went > 0)), int(np.count_nonzero(went < 0)))
+    return k / n if _binomial_tail(k, n, 0.5) < TOGETHER_P else 0.0
 
 
 def _carries_beyond_chance(stats: BitStats, below: list[int], hi: int) -> bool:
