@@ -133,3 +133,22 @@ def test_a_bit_toggling_on_every_frame_is_not_the_bottom_of_its_neighbours() -> 
     }
     found = moving(analyse(frameset(encode([alive, pedal, state], raws))))
     assert found == {chain(alive), chain(pedal), chain(state)}
+
+
+def test_a_wide_counter_of_a_message_sent_once_a_second_is_one_counter() -> None:
+    """Two minutes of a message sent once a second: a 6-bit counter goes round about
+    twice and an 8-bit one not even once. The counter's top bits flip a handful of times
+    (half as often as the bit below, give or take one), and it shows every value it
+    could have in that time; a state beside it stays apart."""
+    for bits, frames in ((6, 120), (8, 240)):
+        count = Layout("count", 8, bits)
+        state = Layout("state", 20, 2)
+        start = 5
+        raws = {
+            "count": (start + np.arange(frames)) % (1 << bits),
+            "state": held([0, 1, 2, 0, 2], [20, 30, 25, 20, frames - 95]),
+        }
+        fields = analyse(frameset(encode([count, state], raws), period_s=1.0))
+        counters = [f.bits for f in fields if f.kind == "counter"]
+        assert counters == [chain(count)], (bits, counters)
+        assert chain(state) in moving(fields)
