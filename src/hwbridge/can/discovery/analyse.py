@@ -139,9 +139,12 @@ def _counters(stats: BitStats, bits: npt.NDArray[np.uint8], free: B) -> list[Fie
                 q = next_up(chain[-1], order)
                 if not 0 <= q < nbits or not free[q]:
                     break
-                ratio = stats.rate[q] / stats.rate[chain[-1]]
-                if not HALF_LOW <= ratio <= HALF_HIGH:
+                if not stats.count[q]:
                     break
+                ratio = stats.rate[q] / stats.rate[chain[-1]]
+                half = float(stats.count[chain[-1]]) / 2
+                if not (HALF_LOW <= ratio <= HALF_HIGH or abs(stats.count[q] - half) <= 1.0):
+                    break  # few flips are halved to within one (a wide counter, few frames)
                 chain.append(q)
             for n in range(len(chain), 1, -1):
                 raw = values(bits, chain[:n])
@@ -288,14 +291,16 @@ def _classify(
 def _counter_step(first: I64, second: I64, n: int, distinct: int) -> str | None:
     """'+1' (or the step) when the field counts modulo 2**n through all its values; or, in a
     capture too short for it to go round twice (a message sent once a second, a wide
-    counter), when it steps the same way on nearly every frame and nearly every frame shows
-    a value of its own (COUNTER_SHORT): a rarely changing field above a counter repeats
-    the counter's values, so it cannot pass as its top bits."""
+    counter), when it steps the same way on nearly every frame and shows nearly every value
+    it could have shown in that time (one per frame, or all of them when it went round
+    once; COUNTER_SHORT): a rarely changing field above a counter repeats the counter's
+    values, so it cannot pass as its top bits."""
     if n > 8:
         return None
     short = len(first) < (2 << n)
     if short:
-        if len(first) < COUNTER_SHORT_FRAMES or distinct < COUNTER_SHARE * len(first):
+        could = min(len(first) + 1, 1 << n)  # the values it could have shown
+        if len(first) < COUNTER_SHORT_FRAMES or distinct < COUNTER_SHARE * could:
             return None
     elif distinct < (1 << n):
         return None

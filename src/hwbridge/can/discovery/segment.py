@@ -49,10 +49,21 @@ TOGETHER_P = 0.01
 EXCLUSIVE_SHARE = 0.15
 """Share of frames a missing combination of two quiet bits would have had, were they
 independent, above which they are read as one state ..."""
+TOGGLE = 0.9
+"""A bit flipping on at least this share of transitions toggles: see _toggle_carry."""
+CARRY_FLOOR = 0.4
+CHANCE_FLIPS = 4
+CHANCE_P = 0.001
+"""A bit flipping no more often than the one below it, at least CHANCE_FLIPS times, whose
+flips look like carries in CARRY_FLOOR of them or more (short of CARRY), continues the field
+below when chance would hardly give it that share (a binomial tail below CHANCE_P; see
+_carries_beyond_chance)."""
 EXCLUSIVE_P = 0.01
 """... or, above a state of one or two bits, the chance below which independent bits would
 hardly have missed that combination over the changes seen."""
 EXCLUSIVE_FLIPS = 3
+ECHO_FRAMES = 2
+"""Frames within which a quiet flag that follows another's flip is read as an echo of it."""
 CARRIES_ON = 0.75
 QUANTUM = 3
 """A value whose every change is a multiple of one step of at least this many raw units ...
@@ -64,6 +75,16 @@ QUANTUM_VALUES = 4
 field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
 into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
 moves only by multiples of such a step are one field."""
+SPARSE_BITS = 3
+SPARSE_VALUE_BITS = 3
+SPARSE_RATIO = 4.0
+SPARSE_FLIPS = 4
+SPARSE_DISTINCT = 8
+"""A piece of at most SPARSE_BITS bits, flipping at least SPARSE_FLIPS times but at most
+1/SPARSE_RATIO as often as the lowest bit of the value right above it (SPARSE_VALUE_BITS or
+more, SPARSE_DISTINCT values or more), and set only while that value sits at one end of
+its range, is the value's lowest bits (see _join_sparse_bottoms)."""
+_ORDERS: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
 _WINDOW = 16  # bits below a candidate looked at for carry
 
 
@@ -109,6 +130,8 @@ def _carry(stats: BitStats, below: list[int], hi: int) -> float:
     rows = np.flatnonzero(stats.flips[:, hi])
     if not len(rows):
         return 0.0
+    if len(below) == 1 and stats.rate[below[0]] >= TOGGLE:
+        return _toggle_carry(stats, below[0], hi, rows)
     window = below[-_WINDOW:]
     positions = [*window, hi]
     w = len(window)
@@ -134,6 +157,82 @@ def _carry(stats: BitStats, below: list[int], hi: int) -> float:
         v0 = value(stats.before[prev[ok]])
         share = max(share, float(np.mean(small(v2[ok] - 2 * v1[ok] + v0))))
     return share
+
+
+def _toggle_carry(stats: BitStats, lo: int, hi: int, rows: npt.NDArray[np.intp]) -> float:
+    """Share of `hi`'s flips that are carries of a count from `lo`, a bit flipping on
+    (nearly) every frame: any flip of `hi` then comes with one of `lo`, which two bits
+    always read as a small move, so only flips in one direction count (`lo` going 1 -> 0
+    as a count goes up, or 0 -> 1 as it goes down), as the bits of a counter show and a
+    neighbour of a toggling bit does not (one way about half the time: the share counts
+    only when a binomial tail at one half is below TOGETHER_P)."""
+    first = stats.before[rows]
+    went = stats.bits[first, lo].astype(np.int64) - stats.bits[first + 1, lo].astype(np.int64)
+    n = len(rows)
+    k = max(int(np.count_nonzero(went > 0)), int(np.count_nonzero(went < 0)))
+    return k / n if _binomial_tail(k, n, 0.5) < TOGETHER_P else 0.0
+
+
+def _carries_beyond_chance(stats: BitStats, below: list[int], hi: int) -> bool:
+    """`hi`'s flips look like carries from `below` far more often than they would were it a
+    bit of its own: a value whose bits below move by a few steps each frame (a noisy
+    sensor) carries into its quiet top bit on only part of its flips, but a neighbour's
+    bit, flipping whatever those bits do, would look like a carry only when they happen
+    to move by about its weight the other way. Chance is that share over the frames
+    where `hi` did not flip; the flips seen must beat it with a binomial tail below
+    CHANCE_P."""
+    rows = np.flatnonzero(stats.flips[:, hi])
+    n = len(rows)
+    if n < CHANCE_FLIPS or (len(below) < 2 and stats.rate[below[-1]] >= FAST):
+        return False  # a busy bit below: any flip together looks like a carry
+    window = below[-_WINDOW:]
+    w = len(window)
+    weights = np.left_shift(np.int64(1), np.arange(w, dtype=np.int64))
+    span = np.int64(1) << np.int64(w + 1)
+    limit = np.int64(1) << np.int64(max(w - 1, 0))
+    low = stats.bits[:, window].astype(np.int64) @ weights
+    step = np.int64(1) << np.int64(w)
+
+    def small(d: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        d = d % span
+        return np.abs(np.where(d >= span // 2, d - span, d)) <= limit
+
+    first = stats.before[rows]
+    up = stats.bits[first + 1, hi].astype(np.int64) * 2 - 1  # +1: hi went 0 -> 1
+    k = int(np.count_nonzero(small(low[first + 1] - low[first] + up * step)))
+    still = stats.before[~stats.flips[:, hi]]
+    if not len(still):
+        return False
+    moves = low[still + 1] - low[still]
+    rising = float(np.mean(up > 0))
+    chance = rising * float(np.mean(small(moves + step))) + (1 - rising) * float(
+        np.mean(small(moves - step))
+    )
+    return _binomial_tail(k, n, chance) < CHANCE_P
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    if k <= 0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    total = 0.0
+    for i in range(k, n + 1):
+        term = math.exp(
+            math.lgamma(n + 1)
+            - math.lgamma(i + 1)
+            - math.lgamma(n - i + 1)
+            + i * log_p
+            + (n - i) * log_q
+        )
+        total += term
+        if i > n * p and term < total * 1e-12:
+            break
+    return min(1.0, total)
 
 
 def _noise_pair(stats: BitStats, lo: int, hi: int) -> bool:
@@ -176,6 +275,9 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
     """
     lo = below[-1]
     r_lo, r_hi = float(stats.rate[lo]), float(stats.rate[hi])
+    quiet = r_lo < FAST and r_hi < FAST
+    if quiet and _echo(stats, lo, hi):
+        return 0.0
     if _noise_pair(stats, lo, hi):
         return max(CARRY, _carry(stats, below, hi))
     falling = r_hi <= r_lo * RATE_SLACK + 0.005
@@ -187,11 +289,67 @@ def _joins(stats: BitStats, below: list[int], hi: int) -> float:
             return score
         if r_lo >= FAST and r_hi >= r_lo * STEEPEST and score >= HIDDEN_CARRY:
             return score  # the better of two such links is the one with more carries
+        if score >= CARRY_FLOOR and _carries_beyond_chance(stats, below, hi):
+            return score
     if r_lo < FAST and _together(stats, lo, hi):
         return CARRY
-    if r_lo < FAST and r_hi < FAST and _exclusive(stats, below, hi):
+    if quiet and (_state_pair(stats, below, hi) or _exclusive(stats, below, hi)):
         return CARRY
     return 0.0
+
+
+def _runs(stats: BitStats, lo: int, hi: int) -> tuple[npt.NDArray[np.int64], ...]:
+    """The joint value (lo + 2 * hi) of two bits as runs of frames: (value, first frame,
+    frames) of each run."""
+    v = stats.bits[:, lo].astype(np.int64) + 2 * stats.bits[:, hi].astype(np.int64)
+    starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+    lengths = np.diff(np.r_[starts, len(v)])
+    return v[starts], starts, lengths
+
+
+def _echo(stats: BitStats, lo: int, hi: int) -> bool:
+    """Two quiet flags copying one event, each with its own lag: every time one flips
+    alone, the other follows within ECHO_FRAMES frames (the combination in between is a
+    passing one), and they otherwise flip together. The bits of one field are written
+    at once, so they never pass through such a combination."""
+    value, _, frames = _runs(stats, lo, hi)
+    if len(value) < 3:
+        return False
+    staggered = 0
+    k = 1
+    while k < len(value):
+        single = (value[k] ^ value[k - 1]) in (1, 2)
+        if not single:
+            k += 1
+            continue
+        passing = (
+            k + 1 < len(value)
+            and frames[k] <= ECHO_FRAMES
+            and (value[k + 1] ^ value[k]) in (1, 2)
+            and (value[k + 1] ^ value[k - 1]) == 3
+        )
+        if not passing:
+            return False  # a flip of its own: a state or two flags
+        staggered += 1
+        k += 2
+    return staggered > 0
+
+
+def _state_pair(stats: BitStats, below: list[int], hi: int) -> bool:
+    """A quiet bit that belongs to the piece of quiet bits right below it (at most three),
+    as in a state: it flipped together with one of them at least once (a change between two
+    values that differ in both) and some value of the bits below never shows with one of
+    its own two (a state taking three values of four). A flag of its own would rarely flip
+    on the same frame as its neighbours, and in time show with all their values."""
+    if len(below) > 3 or any(stats.rate[position] >= FAST for position in below):
+        return False  # the top of a wider value, or a value's bits
+    window = list(below)
+    if not np.count_nonzero(stats.flips[:, window].any(axis=1) & stats.flips[:, hi]):
+        return False
+    weights = np.left_shift(np.int64(1), np.arange(len(window), dtype=np.int64))
+    low = stats.bits[:, window].astype(np.int64) @ weights
+    joint = low * 2 + stats.bits[:, hi].astype(np.int64)
+    return len(np.unique(joint)) < 2 * len(np.unique(low))
 
 
 def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
@@ -304,7 +462,8 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
         if piece[-1] % 8 == 7:
             top[piece[-1] // 8] = index
     links = _cross_links(stats, pieces, bottom, top, length)
-    return _join_quanta(stats, _chains(pieces, links), length * 8)
+    joined = _join_sparse_bottoms(stats, _chains(pieces, links), length * 8)
+    return _join_quanta(stats, joined, length * 8)
 
 
 def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
@@ -398,6 +557,62 @@ def _quantum(stats: BitStats, positions: list[int]) -> int:
         if len(d) >= QUANTUM_CHANGES:
             best = max(best, int(np.gcd.reduce(d)))
     return best
+
+
+def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
+    """A short piece of rarely flipping bits right below a value joins it when they are
+    set only while the value sits at one end of its range: a sensor quantised more
+    coarsely than its field's step (every value a multiple of 2, 4 or 10) leaves its
+    lowest bits still but at a saturated end that is not such a multiple (all ones, "not
+    available", the end of its DBC range). A flag of its own below a value is set
+    whatever the value does.
+
+    The bits' flip rate jumps up at the value's lowest bit, so the flips alone cut them
+    off (see RATE_SLACK), and the jump to the end is too large to look like a carry."""
+    segments = list(segments)
+    changed = True
+    while changed:
+        changed = False
+        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+        for i, low in enumerate(segments):
+            if len(low.bits) > SPARSE_BITS:
+                continue
+            for order in _ORDERS:
+                up = next_up(low.bits[-1], order)
+                j = at.get(up)
+                if j is None or j == i or not 0 <= up < nbits:
+                    continue
+                value = segments[j]
+                if low.order not in (None, order) or value.order not in (None, order):
+                    continue
+                if _sparse_below(stats, low.bits, value.bits):
+                    crossing = len({b // 8 for b in low.bits + value.bits}) > 1
+                    merged = Segment(low.bits + value.bits, order if crossing else value.order)
+                    segments = [s for k, s in enumerate(segments) if k not in (i, j)]
+                    segments.append(merged)
+                    changed = True
+                    break
+            if changed:
+                break
+    return sorted(segments, key=lambda seg: seg.bits[0])
+
+
+def _sparse_below(stats: BitStats, low: tuple[int, ...], value: tuple[int, ...]) -> bool:
+    """`low` flips rarely next to `value`'s lowest bit, and is ever set only while `value`
+    sits at one end of its range (see _join_sparse_bottoms)."""
+    if len(value) < SPARSE_VALUE_BITS or len(value) + len(low) > 62:
+        return False
+    if float(stats.rate[list(low)].max()) * SPARSE_RATIO > float(stats.rate[value[0]]):
+        return False
+    if int(np.count_nonzero(stats.flips[:, list(low)].any(axis=1))) < SPARSE_FLIPS:
+        return False
+    above = values(stats.bits, value)
+    if len(np.unique(above)) < SPARSE_DISTINCT:
+        return False
+    at = above[values(stats.bits, low) != 0]
+    if not len(at):
+        return False
+    return bool((at == above.max()).all() or (at == above.min()).all())
 
 
 def _run_up(segments: list[Segment], start: int, order: ByteOrder, nbits: int) -> list[int]:
