@@ -166,7 +166,7 @@ def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) 
     try:
         with CanDriver.from_bus(f"virtual:{vehicle}", reference="obd") as driver:
             assert "SPEED" in driver.get_driver_system_message()
-            found = call(driver, "correlate_signal", signal="SPEED", duration_ms=4000)
+            found = call(driver, "correlate_signal", signal="SPEED", duration_ms=6000)
             survey = call(driver, "survey_bus", duration_ms=1500)
     finally:
         requests.close()
