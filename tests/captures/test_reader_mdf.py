@@ -157,6 +157,20 @@ def test_a_deflate_bomb_stops_at_the_size_its_block_gives(tmp_path: Path) -> Non
     assert peak < 20_000_000  # the block's own size, not the bomb's
 
 
+def test_a_data_list_that_lists_itself_is_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "drive.mf4"
+    with can.MF4Writer(path) as writer:  # HL -> DL -> DZ blocks
+        for msg in drive(30.0):
+            writer.on_message_received(msg)
+    data = bytearray(path.read_bytes())
+    at = data.find(b"##DL")
+    data[at + 32 : at + 40] = at.to_bytes(8, "little")  # its first data block: itself
+    path.write_bytes(bytes(data))
+    with pytest.raises(CaptureError) as caught:
+        list(MdfReader(path).chunks())
+    assert "nest" in caught.value.reason
+
+
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 def test_garbage_named_mf4_is_a_capture_error(tmp_path: Path) -> None:
     path = tmp_path / "x.mf4"

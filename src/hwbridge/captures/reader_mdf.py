@@ -292,17 +292,19 @@ class _Stream:
         self.start = 0
         self.ended = False
 
-    def _leaves(self, addr: int) -> Iterator[tuple[_Block, int, int]]:
+    def _leaves(self, addr: int, depth: int = 0) -> Iterator[tuple[_Block, int, int]]:
         """(block, offset, size) of the pieces of data blocks, in order."""
         if not addr:
             return
+        if depth > 3:  # HL, DL, data: a deeper tree (or one that loops) is corrupt
+            raise CaptureError(self.path, f"byte {addr}", "corrupt: data lists nest too deep")
         block = self.f.block(addr, b"DT", b"SD", b"DZ", b"DL", b"HL")
         if block.kind == b"HL":
-            yield from self._leaves(block.links[0])
+            yield from self._leaves(block.links[0], depth + 1)
         elif block.kind == b"DL":
             for dl in self.f.chain(addr, b"DL"):
                 for link in dl.links[1:]:
-                    yield from self._leaves(link)
+                    yield from self._leaves(link, depth + 1)
         elif block.kind == b"DZ":
             yield block, 0, block.size
         else:  # plain data can be the whole file: a few MiB at a time
