@@ -4,6 +4,7 @@ frame, on every layout it takes; any other layout goes to asammdf's reader uncha
 from __future__ import annotations
 
 import gc
+import struct
 import subprocess
 import sys
 import tracemalloc
@@ -159,12 +160,12 @@ def test_a_deflate_bomb_stops_at_the_size_its_block_gives(tmp_path: Path) -> Non
 
 def test_a_data_list_that_lists_itself_is_corrupt(tmp_path: Path) -> None:
     path = tmp_path / "drive.mf4"
-    with can.MF4Writer(path) as writer:  # HL -> DL -> DZ blocks
+    with can.MF4Writer(path) as writer:
         for msg in drive(30.0):
             writer.on_message_received(msg)
     data = bytearray(path.read_bytes())
-    at = data.find(b"##DL")
-    data[at + 32 : at + 40] = at.to_bytes(8, "little")  # its first data block: itself
+    at = data.find(b"##DZ")  # the records' one block becomes a list whose block is itself
+    data[at : at + 56] = struct.pack("<4s4xQQqqB3xIQ", b"##DL", 56, 2, 0, at, 1, 1, 0)
     path.write_bytes(bytes(data))
     with pytest.raises(CaptureError) as caught:
         list(MdfReader(path).chunks())
