@@ -19,7 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import struct
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
@@ -57,16 +57,27 @@ CHUNK_FRAMES = 65_536
 """Records made into a chunk at once (records of FD-capable loggers hold 64 data bytes)."""
 
 
-_inflate: Callable[[bytes], bytes]
 _INFLATE_ERRORS: tuple[type[Exception], ...]
 try:  # the inflater asammdf installs, twice as fast as zlib's
     from isal import isal_zlib
 
-    _inflate = isal_zlib.decompress
+    _inflater: Any = isal_zlib
     _INFLATE_ERRORS = (zlib.error, cast(type[Exception], isal_zlib.error))
 except ImportError:
-    _inflate = zlib.decompress
+    _inflater = zlib
     _INFLATE_ERRORS = (zlib.error,)
+
+MAX_BLOCK_BYTES = 256 * 1024 * 1024
+"""A DZ block that says it inflates to more is corrupt (writers use a few MiB); one that
+inflates to more than it says stops there, so a deflate bomb costs nothing."""
+MAX_SIGNAL_BYTES = 4096
+"""Variable-length DataBytes longer than this are corrupt (a CAN FD frame carries 64)."""
+
+
+def _inflate(data: bytes, size: int) -> bytes:
+    """`data` inflated, at most `size` bytes and one more (to tell a wrong size)."""
+    out: bytes = _inflater.decompressobj().decompress(data, size + 1)
+    return out
 
 
 class Unsupported(Exception):
@@ -281,17 +292,19 @@ class _Stream:
         self.start = 0
         self.ended = False
 
-    def _leaves(self, addr: int) -> Iterator[tuple[_Block, int, int]]:
+    def _leaves(self, addr: int, depth: int = 0) -> Iterator[tuple[_Block, int, int]]:
         """(block, offset, size) of the pieces of data blocks, in order."""
         if not addr:
             return
+        if depth > 3:  # HL, DL, data: a deeper tree (or one that loops) is corrupt
+            raise CaptureError(self.path, f"byte {addr}", "corrupt: data lists nest too deep")
         block = self.f.block(addr, b"DT", b"SD", b"DZ", b"DL", b"HL")
         if block.kind == b"HL":
-            yield from self._leaves(block.links[0])
+            yield from self._leaves(block.links[0], depth + 1)
         elif block.kind == b"DL":
             for dl in self.f.chain(addr, b"DL"):
                 for link in dl.links[1:]:
-                    yield from self._leaves(link)
+                    yield from self._leaves(link, depth + 1)
         elif block.kind == b"DZ":
             yield block, 0, block.size
         else:  # plain data can be the whole file: a few MiB at a time
@@ -318,8 +331,12 @@ class _Stream:
         _, zip_type, parameter, original, size = _DZ_DATA.unpack(head)
         if zip_type not in (_ZIP_DEFLATE, _ZIP_TRANSPOSED):
             raise CaptureError(self.path, f"byte {block.at}", f"unknown zip type {zip_type}")
+        if original > MAX_BLOCK_BYTES:
+            raise CaptureError(
+                self.path, f"byte {block.at}", f"corrupt DZ block of {original} bytes"
+            )
         try:
-            data = _inflate(self.f.file.read(size))
+            data = _inflate(self.f.file.read(size), original)
         except _INFLATE_ERRORS as exc:
             raise CaptureError(self.path, f"byte {block.at}", f"corrupt DZ block: {exc}") from None
         if len(data) != original:
@@ -476,6 +493,10 @@ class MdfReader:
             raise CaptureError(self.path, self._where, "truncated: signal data missing")
         head = np.stack([buf[at + k] for k in range(4)], axis=1).astype(np.int64)
         sizes = head @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.int64)
+        if len(sizes) and int(sizes.max()) > MAX_SIGNAL_BYTES:
+            raise CaptureError(
+                self.path, self._where, f"corrupt: DataBytes of {int(sizes.max())} bytes"
+            )
         signal.fill(int((where + 4 + sizes).max(initial=0)))
         buf = signal.buffer
         if len(at) and int((at + 4 + sizes).max()) > len(buf):
