@@ -5,8 +5,9 @@
     print(report.to_json())
     Path("draft.dbc").write_text(report.to_dbc())
 
-Captures are read in chunks with the capture readers (BLF and MF4 as arrays, every other
-format python-can reads through python-can), so memory stays bounded whatever their size.
+Captures are read in chunks with the capture readers (BLF, MF4, candump .log, ASC and CSV as
+arrays, every other format python-can reads through python-can), so memory stays bounded
+whatever their size.
 """
 
 from __future__ import annotations
