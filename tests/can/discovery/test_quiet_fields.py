@@ -152,3 +152,21 @@ def test_a_wide_counter_of_a_message_sent_once_a_second_is_one_counter() -> None
         counters = [f.bits for f in fields if f.kind == "counter"]
         assert counters == [chain(count)], (bits, counters)
         assert chain(state) in moving(fields)
+
+
+def test_a_state_whose_lowest_bit_moves_only_with_its_top_one_is_one_field() -> None:
+    """A state at 4, 1 and 2 (0b100, 0b001, 0b010): its lowest bit only ever flips with
+    its top one, never with the bit right above it, so fields grown upwards bit by bit
+    cut it off; the two pieces flipped together and take three values between them. A
+    flag beside a state (bits 12 and 13-14) shows with several of its values and stays
+    apart."""
+    state = Layout("state", 3, 3)
+    flag = Layout("flag", 12, 1)
+    other = Layout("other", 13, 2)
+    raws = {
+        "state": held([4, 1, 4, 2, 4, 1, 4], [700, 400, 900, 300, 800, 500, 1400]),
+        "flag": held([0, 1, 0, 1, 0], [1000, 1300, 1200, 800, 700]),
+        "other": held([0, 1, 2, 0, 2, 1], [800, 900, 700, 1000, 900, 700]),
+    }
+    found = moving(analyse(frameset(encode([state, flag, other], raws))))
+    assert found == {chain(state), chain(flag), chain(other)}

@@ -75,6 +75,8 @@ QUANTUM_VALUES = 4
 field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
 into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
 moves only by multiples of such a step are one field."""
+STATE_BITS = 4
+"""Bits two neighbouring quiet pieces may have together to be joined as one state."""
 SPARSE_BITS = 3
 SPARSE_VALUE_BITS = 3
 SPARSE_RATIO = 4.0
@@ -463,6 +465,7 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
             top[piece[-1] // 8] = index
     links = _cross_links(stats, pieces, bottom, top, length)
     joined = _join_sparse_bottoms(stats, _chains(pieces, links), length * 8)
+    joined = _join_quiet_states(stats, joined, length * 8)
     return _join_quanta(stats, joined, length * 8)
 
 
@@ -595,6 +598,56 @@ def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -
             if changed:
                 break
     return sorted(segments, key=lambda seg: seg.bits[0])
+
+
+def _join_quiet_states(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
+    """Two neighbouring pieces of quiet bits (STATE_BITS at most together) are one state
+    when they flipped together at least once and some value of one never shows with
+    some value of the other (see _state_pair). Pieces grow upwards bit by bit, so a state
+    whose lowest bit moves only with its top one (0b001 <-> 0b100) is cut below the pair
+    that did join; this looks at the whole pieces."""
+    segments = list(segments)
+    changed = True
+    while changed:
+        changed = False
+        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+        for i, low in enumerate(segments):
+            for order in _ORDERS:
+                up = next_up(low.bits[-1], order)
+                j = at.get(up)
+                if j is None or j == i or not 0 <= up < nbits:
+                    continue
+                high = segments[j]
+                if low.order not in (None, order) or high.order not in (None, order):
+                    continue
+                if _quiet_state(stats, low.bits, high.bits):
+                    crossing = len({b // 8 for b in low.bits + high.bits}) > 1
+                    merged = Segment(low.bits + high.bits, order if crossing else high.order)
+                    segments = [s for k, s in enumerate(segments) if k not in (i, j)]
+                    segments.append(merged)
+                    changed = True
+                    break
+            if changed:
+                break
+    return sorted(segments, key=lambda seg: seg.bits[0])
+
+
+def _quiet_state(stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]) -> bool:
+    """The pieces flipped together at least once, and together take few values: fewer
+    than all their combinations, and at most one more than the busier piece alone (a
+    state's few levels; a flag beside a state shows with several of the state's)."""
+    both = list(low + high)
+    if len(both) > STATE_BITS or float(stats.rate[both].max()) >= FAST:
+        return False
+    if _echo(stats, low[-1], high[0]):
+        return False
+    together = stats.flips[:, list(low)].any(axis=1) & stats.flips[:, list(high)].any(axis=1)
+    if not together.any():
+        return False
+    a, b = values(stats.bits, low), values(stats.bits, high)
+    da, db = len(np.unique(a)), len(np.unique(b))
+    joint = len(np.unique(a * (1 << len(high)) + b))
+    return joint < da * db and joint <= max(da, db) + 1
 
 
 def _sparse_below(stats: BitStats, low: tuple[int, ...], value: tuple[int, ...]) -> bool:
