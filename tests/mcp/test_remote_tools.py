@@ -8,7 +8,7 @@ import base64
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mcp import types
 from mcp.shared.exceptions import MCPError
@@ -124,6 +124,7 @@ json_values = st.recursive(
     ),
     st.text(max_size=30),
 )
+@example({"properties": None, "required": [[]]}, "0")  # a list among the required names
 def test_any_schema_gives_a_tool_or_a_reason_never_an_error(
     schema: dict[str, Any], name: str
 ) -> None:

@@ -141,7 +141,9 @@ def _parameters(schema: Mapping[str, Any]) -> list[ToolParameter] | str:
     if not isinstance(properties, dict):
         return "its input schema's properties are not an object"
     required = schema.get("required") or []
-    if not isinstance(required, list) or any(r not in properties for r in required):
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return "its input schema's required list is not a list of names"
+    if any(r not in properties for r in required):
         return "its input schema requires arguments it does not describe"
     definitions = {
         **_mapping(schema.get("definitions")),
