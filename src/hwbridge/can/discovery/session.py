@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.discovery import pages as layout
 from hwbridge.can.discovery.bits import ByteOrder, cantools_chain
 from hwbridge.can.discovery.draft import build_message, build_signal, dbc_text
 from hwbridge.can.discovery.frames import FrameKey, FrameSet, frame_key_text
@@ -54,6 +55,8 @@ class DefinedSignal:
     offset: float
     unit: str
     is_float: bool = False  # an IEEE 754 float (32 or 64 bits)
+    is_multiplexer: bool = False  # its raw value selects the page of the rest (cantools `M`)
+    multiplexer_ids: tuple[int, ...] | None = None  # present only in these pages (`m3`)
 
     @property
     def key(self) -> FrameKey:
@@ -63,7 +66,8 @@ class DefinedSignal:
     def bits(self) -> tuple[int, ...]:
         return cantools_chain(self.start_bit, self.length, self.byte_order)
 
-    def cantools(self) -> Any:
+    def cantools(self, multiplexer: str | None = None) -> Any:
+        """The cantools signal; `multiplexer` names the id's multiplexer (for a page's)."""
         return build_signal(
             self.name,
             start_bit=self.start_bit,
@@ -75,6 +79,9 @@ class DefinedSignal:
             unit=self.unit or None,
             comment="defined with define_signal",
             is_float=self.is_float,
+            is_multiplexer=self.is_multiplexer,
+            multiplexer_ids=self.multiplexer_ids,
+            multiplexer_signal=multiplexer,
         )
 
 
@@ -153,9 +160,11 @@ class DiscoverySession:
                 "a unit is printable ASCII without quotes or backslashes (km/h, degC, %)",
             )
         bits = self._check_bits(signal, frame_length)
+        layout.check_alone(signal)
         with self._lock:
             self._check_name(signal)
             self._check_overlap(signal, set(bits))
+            layout.check_pages(signal, self._defined, self.base.message_for_frame(*signal.key))
             if signal.name not in self._defined and len(self._defined) >= MAX_DEFINED:
                 raise ToolError(
                     "INVALID_VALUE", f"at most {MAX_DEFINED} signals can be defined in a session"
@@ -229,21 +238,29 @@ class DiscoverySession:
                 f"{frame_key_text(_own_key(base))}); define the signal on "
                 f"{frame_key_text(_own_key(base))} so that both are read",
             )
+        pages = signal.multiplexer_ids
         if base is not None:
             for s in base.signals:
                 chain = cantools_chain(int(s.start), int(s.length), s.byte_order)
-                if bits & set(chain):
+                theirs = None if s.multiplexer_ids is None else tuple(s.multiplexer_ids)
+                if bits & set(chain) and layout.together(pages, theirs):
                     raise ToolError(
                         "INVALID_VALUE",
                         f"those bits overlap {base.name}.{s.name}, which the database already"
-                        " explains",
+                        " explains" + layout.where(theirs),
                     )
         for other in self._defined.values():
-            if other.name != signal.name and other.key == signal.key and bits & set(other.bits):
+            if (
+                other.name != signal.name
+                and other.key == signal.key
+                and bits & set(other.bits)
+                and layout.together(pages, other.multiplexer_ids)
+            ):
                 raise ToolError(
                     "INVALID_VALUE",
-                    f"those bits overlap {other.name}, defined before; define {other.name}"
-                    " again to change it",
+                    f"those bits overlap {other.name}, defined before"
+                    + layout.where(other.multiplexer_ids)
+                    + f"; define {other.name} again to change it",
                 )
 
     def _grow(
@@ -255,8 +272,11 @@ class DiscoverySession:
         messages = []
         for key, signals in by_key.items():
             base = self.base.message_for_frame(*key)
-            if base is not None and _own_key(base) == key:
-                messages.append(_merged(base, signals))
+            own = base if base is not None and _own_key(base) == key else None
+            selector = layout.multiplexer_name(signals, own)
+            built = [s.cantools(selector) for s in signals]
+            if own is not None:
+                messages.append(_merged(own, built))
             else:
                 length = frame_length if key == changed else self._length_of(key, frame_length)
                 messages.append(
@@ -264,7 +284,7 @@ class DiscoverySession:
                         key[0],
                         key[1],
                         length,
-                        [s.cantools() for s in signals],
+                        built,
                         comment="signals defined with define_signal",
                     )
                 )
@@ -295,14 +315,18 @@ class DiscoverySession:
         for key, signals in sorted(by_key.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             current = self._db.message_for_frame(*key)
             base = self.base.message_for_frame(*key)
-            name = base.name if base is not None and _own_key(base) == key else None
+            own = base if base is not None and _own_key(base) == key else None
+            name = own.name if own is not None else None
             length = int(current.length) if current is not None else 8
+            selector = layout.multiplexer_name(signals, own)
+            # a page's signals need their multiplexer in the draft: the database's, if theirs
+            inherited = layout.base_multiplexer(signals, own)
             messages.append(
                 build_message(
                     key[0],
                     key[1],
                     length,
-                    [s.cantools() for s in signals],
+                    [*inherited, *(s.cantools(selector) for s in signals)],
                     name=name or message_name(*key),
                     comment="signals defined with define_signal",
                 )
@@ -353,15 +377,15 @@ def _own_key(message: Any) -> FrameKey:
     return int(message.frame_id), bool(message.is_extended_frame)
 
 
-def _merged(base: Any, signals: list[DefinedSignal]) -> Any:
-    """`base` with the defined signals added (its own signals kept as they are)."""
+def _merged(base: Any, signals: list[Any]) -> Any:
+    """`base` with the defined signals (cantools signals) added (its own kept as they are)."""
     from cantools.database.can import Message
 
     return Message(
         frame_id=base.frame_id,
         name=base.name,
         length=base.length,
-        signals=[*base.signals, *(s.cantools() for s in signals)],
+        signals=[*base.signals, *signals],
         comment=base.comments,
         senders=base.senders,
         send_type=base.send_type,

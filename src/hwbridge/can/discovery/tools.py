@@ -24,6 +24,7 @@ from hwbridge.can.discovery.correlate import CONFIRMED_R2, Series, correlate, sc
 from hwbridge.can.discovery.events import MAX_NAME_CHARS, WINDOW_S, EventMarks, rank_events
 from hwbridge.can.discovery.frames import Collector, FrameKey, FrameSet, frame_key_text
 from hwbridge.can.discovery.multiplex import field_rows
+from hwbridge.can.discovery.pages import MAX_PAGE_IDS
 from hwbridge.can.discovery.reference import Reference
 from hwbridge.can.discovery.report import message_name
 from hwbridge.can.discovery.segment import bit_stats, segment
@@ -197,6 +198,18 @@ class DiscoveryTools(MCSToolDriver):
                 ),
                 p("define_signal", "signed", {"type": "boolean"}),
                 p("define_signal", "is_float", {"type": "boolean"}),
+                p("define_signal", "is_multiplexer", {"type": "boolean"}),
+                p(
+                    "define_signal",
+                    "multiplexer_ids",
+                    {
+                        "type": "array",
+                        "items": {"type": "integer", "minimum": 0, "maximum": 65535},
+                        "minItems": 1,
+                        "maxItems": MAX_PAGE_IDS,
+                        "uniqueItems": True,
+                    },
+                ),
                 p("define_signal", "scale", {"type": "number"}),
                 p("define_signal", "offset", {"type": "number"}),
                 p(
@@ -542,6 +555,8 @@ class DiscoveryTools(MCSToolDriver):
             offset=float(args.get("offset", 0.0)),
             unit=str(args.get("unit", "") or ""),
             is_float=bool(args.get("is_float", False)),
+            is_multiplexer=bool(args.get("is_multiplexer", False)),
+            multiplexer_ids=_page_ids(args.get("multiplexer_ids")),
         )
         grown = self.session.define(signal, length)
         message = grown.message_for_frame(aid, extended)
@@ -557,6 +572,8 @@ class DiscoveryTools(MCSToolDriver):
                 out["value"] = decoded[signal.name]
                 if signal.unit:
                     out["unit"] = signal.unit
+            elif signal.multiplexer_ids is not None:
+                out["note"] = "the last frame received carries another page"
         else:
             out["note"] = f"{frame_key_text(key)} has not been received yet"
         return out
@@ -770,3 +787,10 @@ def _change(
         "after": after,
         "score": round(score, 3),
     }
+
+
+def _page_ids(given: Any) -> tuple[int, ...] | None:
+    """multiplexer_ids as given (the schema made them a list of integers), or None."""
+    if given is None:
+        return None
+    return tuple(int(v) for v in given)
