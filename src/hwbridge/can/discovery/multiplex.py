@@ -16,11 +16,19 @@ What it is not:
 - the bits of a number: its low bits predict its next ones, and one of four wheel speeds
   predicts the others, yet they are numbers; the bits of the field holding a candidate are
   never evidence for it, a part of a smoothly moving value is no candidate (but for its
-  lowest bit or two), and a layout must reach beyond its own byte;
+  lowest bit or two), and a layout that stays within its own byte needs a byte that does
+  not read as one number moving by small steps (even a quantised one, or the low byte of a
+  wider one): the pages jump as the multiplexer changes;
 - a state that changes now and then: frames of one state are consecutive anyway, so
   grouping by it explains next to nothing;
 - a page's own number: it groups the frames by page and by its own value, explaining more;
-  the coarser grouping it refines is the multiplexer.
+  the coarser grouping it refines is the multiplexer, when it changes about as often (a
+  flag on in one page only groups the frames more coarsely too, but changes only as that
+  page comes and goes), and a page's bit joined to the multiplexer is left out of it;
+- a symmetric checksum: in an XOR or a sum of every byte, any byte is the function of the
+  others, and the multiplexer's, changing with everything, was taken for it; a multiplexer
+  found there, with its pages beside it, is kept when the checksum is found again in
+  another byte with the multiplexer set aside.
 
 With a multiplexer found, the fields of each page are found as usual over that page's
 frames (consecutive frames of the page taken as the transitions); checksums, counters and
@@ -75,10 +83,12 @@ MIN_EXPLAINED = 1.0
 MIN_EXPLAINED_SHARE = 0.15
 """... and this share of all the flips of the bits it could explain."""
 MIN_BITS_EXPLAINED = 3
-"""Bits outside its own byte whose flips the layout explains for the most part (at least
-half). Within one byte, a selector of what the rest of the byte means cannot be told from a
-number whose flips split it in two (a temperature's low bits predict its next ones) or a
-checksum's byte following a counter, so a layout must reach beyond its byte."""
+"""Bits whose flips the layout explains for the most part (at least half): outside its own
+byte, or within it when the byte does not read as one number (`_reads_as_number`: a
+temperature's low bits predict its next ones, yet it moves by small steps)."""
+NUMBER_STEP = 1 / 8
+"""A layout within one byte: a byte that, read as one number, moves by at most this share
+of its range in most frames is a number split in two."""
 TIE = 0.98
 """Candidates explaining this share of the best one's flips are as good: the fewest bits win."""
 COARSER = 0.6
@@ -86,6 +96,14 @@ REFINE_SLACK = 0.05
 """A grouping explaining at least COARSER of the best one's flips, which the best one
 refines (each of its groups within one of the coarser's, but for REFINE_SLACK of the
 frames) and with fewer groups, is the layout: the finer one is a page's own number."""
+SAME_CHANGES = 0.8
+"""... when it changes nearly as often as the finer one (a multiplexer takes its values frame
+after frame, as often as anything it selects): a flag on in one page only also groups the
+frames more coarsely, that page against the rest, but changes only as that page comes and
+goes."""
+JOINED = 0.9
+"""Fewer of the best candidate's bits grouping the frames coarsely, which it refines,
+explaining this share of its flips: the best one is the multiplexer with a page's bit."""
 SMOOTH_NUMBER = 1 / 16
 BOTTOM_BITS = 2
 """The lowest bits of a smooth number may still be a multiplexer joined to it, up to this
@@ -172,6 +190,7 @@ class _Candidate:
     pages: tuple[int, ...]
     dependent: tuple[int, ...]
     value: I64  # per sampled frame
+    changes: float  # share of transitions on which its value changes
 
 
 def find_multiplexer(
@@ -217,19 +236,48 @@ def find_multiplexer(
             and not set(c.bits) & set(top.bits)
             and c.explained >= COARSER * top.explained
             and _refines(top.value, c.value)
+            and c.changes >= SAME_CHANGES * top.changes
         ]
         if not coarser:
             break
         top = max(coarser, key=lambda c: c.explained)
+    # a page's bit joined to the multiplexer (the top bit of a value in its byte) splits
+    # pages by that value: fewer of its bits, explaining nearly as much, are the layout
+    joined = [
+        c
+        for c in best
+        if set(c.bits) < set(top.bits)
+        and len(c.pages) < len(top.pages)
+        and c.explained >= JOINED * top.explained
+        and _refines(top.value, c.value)
+    ]
+    if joined:
+        top = max(joined, key=lambda c: c.explained)
     # as good: explaining nearly as much, or grouping the frames exactly as the best one
     # does (a page's constant bit follows the multiplexer, and its own number's bits are
-    # no evidence for it); of those the fewest bits, not a counter, the lowest (a
-    # multiplexer leads its frame)
+    # no evidence for it); of those the fewest bits, not a counter, not amid the bits of
+    # its byte it explains (a selector sits beside what it selects: of a page's constant
+    # bit and the multiplexer's top bit, grouping the frames alike, the one at the edge),
+    # the lowest (a multiplexer leads its frame)
     good = [
         c for c in best if c.explained >= TIE * top.explained or _same_groups(c.value, top.value)
     ]
-    chosen = min(good, key=lambda c: (len(c.bits), _counter_like(c.bits, fields, owner), c.bits[0]))
+    chosen = min(
+        good,
+        key=lambda c: (
+            len(c.bits),
+            _counter_like(c.bits, fields, owner),
+            _splits_its_byte(c),
+            c.bits[0],
+        ),
+    )
     return Multiplexer(chosen.bits, chosen.pages, chosen.explained, chosen.dependent)
+
+
+def _splits_its_byte(c: _Candidate) -> bool:
+    """Bits of its own byte that the candidate explains lie on both sides of it."""
+    own = [p for p in c.dependent if p // 8 == c.bits[0] // 8]
+    return any(p < c.bits[0] for p in own) and any(p > c.bits[-1] for p in own)
 
 
 def _refines(fine: I64, coarse: I64) -> bool:
@@ -290,11 +338,25 @@ def _judge(search: _Search, cand: tuple[int, ...]) -> _Candidate | None:
     ):
         return None
     positions = tuple(int(p) for p in np.flatnonzero(evidence)[dependent])
-    if sum(1 for p in positions if p // 8 != cand[0] // 8) < MIN_BITS_EXPLAINED:
-        return None  # bits of its own byte alone: a number split in two, a checksum's byte
+    if sum(1 for p in positions if p // 8 != cand[0] // 8) < MIN_BITS_EXPLAINED and (
+        sum(1 for p in positions if p // 8 == cand[0] // 8) < MIN_BITS_EXPLAINED
+        or _reads_as_number(search, cand)
+    ):
+        return None  # bits of its own byte alone, a number split in two
     if _counter_like(cand, fields, owner) and len({p // 8 for p in positions}) < 2:
         return None
-    return _Candidate(explained, cand, kept, positions, value)
+    return _Candidate(explained, cand, kept, positions, value, changes)
+
+
+def _reads_as_number(search: _Search, cand: tuple[int, ...]) -> bool:
+    """The candidate's byte, read as one number, moves by small steps (at most NUMBER_STEP
+    of its range in most frames, around its ends too): the parts of a number, even of one
+    taking a few values or the low byte of a wider one, not a layout. A multiplexer's pages
+    jump as it changes, and the byte they make with it with them."""
+    joint = search.data[:, cand[0] // 8].astype(np.int64)
+    step = np.abs(joint[search.before + 1] - joint[search.before])
+    step = np.minimum(step, 256 - step)[step > 0]
+    return not len(step) or float(np.median(step)) <= NUMBER_STEP * 256
 
 
 def _pages(value: I64) -> tuple[int, ...] | None:
@@ -344,9 +406,9 @@ def _counter_like(cand: tuple[int, ...], fields: list[Field], owner: I64) -> boo
     return any(fields[int(owner[p])].kind == "counter" for p in cand if owner[p] >= 0)
 
 
-def _page(frames: FrameSet, rows: IP) -> FrameSet:
-    """The frames of one page; consecutive frames of the page with no break between them
-    are its transitions."""
+def _page(frames: FrameSet, rows: IP, quiet: U8 | None = None) -> FrameSet:
+    """The frames of one page, the bits of `quiet` (a mask per byte) cleared; consecutive
+    frames of the page with no break between them are its transitions."""
     segment = np.cumsum(~frames.cont)
     cont = np.zeros(len(rows), np.bool_)
     if len(rows) > 1:
@@ -355,10 +417,13 @@ def _page(frames: FrameSet, rows: IP) -> FrameSet:
     gaps = np.diff(t)[cont[1:]] if len(rows) > 1 else np.zeros(0)
     gaps = gaps[gaps > 0]
     period = float(np.median(gaps) * 1000.0) if len(gaps) else None
+    data = frames.data[rows]
+    if quiet is not None and quiet.any():
+        data = data & ~quiet[None, : data.shape[1]]
     return FrameSet(
         frames.key,
         t,
-        frames.data[rows],
+        data,
         cont,
         frames.length,
         len(rows),
@@ -375,9 +440,49 @@ def analyse_layouts(
     fields = with_floats(frames, analyse(frames, explained))
     mux = find_multiplexer(frames, fields, deadline=deadline)
     if mux is None:
+        mux, fields = _behind_checksum(frames, explained, fields, deadline)
+    if mux is None:
         return fields
     paged = _paged(frames, explained, fields, mux, deadline)
     return fields if paged is None else paged
+
+
+SYMMETRIC = ("xor", "sum8", "sum8_neg")
+"""Checksum families in which any byte is the function of the others."""
+
+
+def _behind_checksum(
+    frames: FrameSet, explained: B | None, fields: list[Field], deadline: float | None
+) -> tuple[Multiplexer | None, list[Field]]:
+    """A multiplexer in the byte taken for a symmetric checksum, and the fields of whole
+    frames found again with its bits set aside.
+
+    In an XOR (or a sum) of every byte, each byte is the function of the others; the search
+    takes the one changing with everything else, and a multiplexer's byte, whose pages jump
+    frame after frame, is that one. With the checksum's bits freed, a multiplexer found
+    inside them that explains the bits beside it in its byte (its pages) is the layout when,
+    with its bits set aside, the same checksum is found in another byte; anything else is
+    not trusted."""
+    for k, f in enumerate(fields):
+        if f.kind != "checksum" or f.algorithm not in SYMMETRIC:
+            continue
+        mux = find_multiplexer(frames, fields[:k] + fields[k + 1 :], deadline=deadline)
+        if mux is None or not set(mux.bits) <= set(f.bits):
+            continue
+        byte = mux.bits[0] // 8
+        if sum(1 for p in mux.dependent if p // 8 == byte) < MIN_BITS_EXPLAINED:
+            continue  # a real checksum's bits: its pages would lie beside it, in its byte
+        aside = np.zeros(frames.length * 8, np.bool_)
+        if explained is not None:
+            aside |= explained[: len(aside)]
+        aside[list(mux.bits)] = True
+        again = with_floats(frames, analyse(frames, aside))
+        if any(
+            g.kind == "checksum" and g.algorithm == f.algorithm and g.bits[0] // 8 != byte
+            for g in again
+        ):
+            return mux, again
+    return None, fields
 
 
 def _paged(
@@ -404,6 +509,13 @@ def _paged(
     known[list(mux.bits)] = True
     for f in whole:
         known[list(f.bits)] = True
+    # a checksum of the whole frame is in every relation of the bits within a page (in an
+    # XOR of every byte, any nibble is the XOR of the others): its bits read as still there
+    quiet = np.zeros(frames.length, np.uint8)
+    for f in whole:
+        if f.kind == "checksum":
+            for p in f.bits:
+                quiet[p // 8] |= 1 << (p % 8)
     kind = "flag" if len(mux.bits) == 1 else "value"
     selector = Field(
         mux.bits,
@@ -417,7 +529,7 @@ def _paged(
         if deadline is not None and time.monotonic() > deadline:
             return None
         rows = np.flatnonzero(value == v).astype(np.intp)
-        page = _page(frames, rows)
+        page = _page(frames, rows, quiet)
         found = with_floats(page, analyse(page, known))
         per_page[v] = [replace(f, multiplexer_ids=(v,)) for f in found]
     shared = _shared(frames, bits, value, per_page)
