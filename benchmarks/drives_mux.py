@@ -589,8 +589,10 @@ def score_layouts(report: dict[str, Any], drive: LayoutDrive) -> LayoutScore:
         signals = by_key.get((t.frame_id, t.extended), [])
         out.muxes += 1
         found = [f for f in signals if f.get("is_multiplexer")]
+        number = {v: v for v in t.pages}  # the value each page has in the found multiplexer
         if found and _chain_of(found[0]) == t.selector.seen:
             out.muxes_found += 1
+            number = {v: _seen_value(t.selector, v) for v in t.pages}
         else:
             got = [_chain_of(f)[:1] + _chain_of(f)[-1:] for f in found]
             out.misses.append(f"{t.message}: multiplexer {t.selector.seen} got {got}")
@@ -607,12 +609,14 @@ def score_layouts(report: dict[str, Any], drive: LayoutDrive) -> LayoutScore:
                 if not p.observable:
                     continue
                 out.page_signals += 1
-                ok = any(v in (f.get("multiplexer_ids") or ()) and _exact(f, p) for f in signals)
+                ok = any(
+                    number[v] in (f.get("multiplexer_ids") or ()) and _exact(f, p) for f in signals
+                )
                 if ok:
                     out.page_exact += 1
                 else:
                     out.misses.append(f"{t.message}.{p.name} m{v} seen={p.seen[:1]}..{p.seen[-1:]}")
-        _precision(out, t, signals)
+        _precision(out, t, signals, {n: v for v, n in number.items()})
     for ft in drive.floats:
         if not ft.observable:
             out.floats_one_binade += 1
@@ -629,15 +633,28 @@ def score_layouts(report: dict[str, Any], drive: LayoutDrive) -> LayoutScore:
     return out
 
 
-def _precision(out: LayoutScore, t: MuxTruth, signals: list[dict[str, Any]]) -> None:
-    """Fields of a multiplexed message inside one true signal where they are present."""
+def _seen_value(selector: TruthSignal, page: int) -> int:
+    """The value of a page in the multiplexer's bits that moved (its `seen` chain): what a
+    multiplexer found from the frames numbers that page. A 6-bit multiplexer whose pages are
+    8, 16 and 24 moves in two bits only, and those read 1, 2 and 3: the same layout."""
+    out = 0
+    for i, p in enumerate(selector.seen):
+        out |= ((page >> selector.chain.index(p)) & 1) << i
+    return out
+
+
+def _precision(
+    out: LayoutScore, t: MuxTruth, signals: list[dict[str, Any]], page_of: dict[int, int]
+) -> None:
+    """Fields of a multiplexed message inside one true signal where they are present
+    (`page_of`: the true page of each value of the multiplexer found)."""
     whole = [set(w.chain) for w in t.whole] + [set(t.selector.chain)]
     for f in signals:
         if f["kind"] == "constant":
             continue
         bits = set(_chain_of(f))
         ids = f.get("multiplexer_ids")
-        pages = list(t.pages) if ids is None else [v for v in ids if v in t.pages]
+        pages = list(t.pages) if ids is None else [page_of[v] for v in ids if v in page_of]
         if not pages and ids is not None:
             continue  # a page the truth does not describe
         out.fields += 1
