@@ -78,7 +78,8 @@ U8 = npt.NDArray[np.uint8]
 # the files with multiplexed messages (paths in ../shared/data): the opendbc files tuned on
 # (all in bench_discovery.CARS), those held out (in drives_heldout.HELD_OUT; vw_mqbevo repeats
 # vw_mqb's one multiplexed message), and cantools' own test databases, never looked at while
-# multiplexers were tuned, not even their failures (`FRESH_MUX`: measured once, as they came)
+# multiplexers were first tuned, not even their failures (`FRESH_MUX`: measured once, as they
+# came; spent since, as issue 24's second round studied multiplex_choices' one-bit pages)
 TUNED_MUX: list[tuple[str, str | None]] = [
     ("opendbc/fca_giorgio.dbc", "fca_giorgio"),
     ("opendbc/tesla_can.dbc", "tesla"),
