@@ -77,6 +77,13 @@ into bit 2 at once), not one by one, so the carry test splits it; pieces whose j
 moves only by multiples of such a step are one field."""
 STATE_BITS = 4
 """Bits two neighbouring quiet pieces may have together to be joined as one state."""
+CODE_GAIN_BITS = 0.0
+"""Bits by which writing two neighbouring pieces down as one value must be shorter than
+writing them apart for them to be joined (see _join_cheaper) ..."""
+CODE_SHIFTS = 19
+CODE_MARGIN_BITS = 2.0
+"""... and by this many bits more than it is with the upper piece moved in time by any of
+CODE_SHIFTS circular shifts (what it saves by chance, were the two of their own)."""
 SPARSE_BITS = 3
 SPARSE_VALUE_BITS = 3
 SPARSE_RATIO = 4.0
@@ -387,16 +394,31 @@ def _exclusive(stats: BitStats, below: list[int], hi: int) -> bool:
     entered_top = np.bincount(np.concatenate([top[:1], top[1:][top[1:] != top[:-1]]]), minlength=2)
     expected = p_low[missing[:, 0]] * p_top[missing[:, 1]]
     if float(expected.max()) >= EXCLUSIVE_SHARE:
-        return True  # chance would have had it for a large share of the frames
+        c, v = missing[int(np.argmax(expected))]
+        if _missed_when_shifted(low == c, top == v) < EXCLUSIVE_P:
+            return True  # chance would have had it for a large share of the frames
     if len(below) > 2:
         return False  # the top bit of a wider value: its many combinations say little
     for c, v in missing:
         if not p_low[c] or not p_top[v]:
             continue
         chance = (1.0 - p_low[c]) ** entered_top[v] * (1.0 - p_top[v]) ** entered_low[c]
-        if chance < EXCLUSIVE_P:
+        if chance < EXCLUSIVE_P and _missed_when_shifted(low == c, top == v) < EXCLUSIVE_P:
             return True
     return False
+
+
+def _missed_when_shifted(a: B, b: B) -> float:
+    """The share of circular shifts of `b` against `a` (all but none) at which the two are
+    never true on the same frame: how often chance keeps them apart, each keeping the runs
+    it has. Entries of a bit that come in a cluster (a value's top bit set a dozen times
+    within a few seconds) are one try, not a dozen, against a flag's long run."""
+    n = len(a)
+    if n < 2:
+        return 1.0
+    spectrum = np.conj(np.fft.rfft(a.astype(np.float64))) * np.fft.rfft(b.astype(np.float64))
+    overlap = np.fft.irfft(spectrum, n)[1:]  # frames both are true at each shift of b
+    return float(np.mean(overlap < 0.5))
 
 
 def _together(stats: BitStats, lo: int, hi: int) -> bool:
@@ -466,7 +488,8 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
     links = _cross_links(stats, pieces, bottom, top, length)
     joined = _join_sparse_bottoms(stats, _chains(pieces, links), length * 8)
     joined = _join_quiet_states(stats, joined, length * 8)
-    return _join_quanta(stats, joined, length * 8)
+    joined = _join_quanta(stats, joined, length * 8)
+    return _join_cheaper(stats, joined, length * 8)
 
 
 def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
@@ -711,3 +734,84 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
         run, joined = best
         merged = Segment(tuple(b for k in run for b in segments[k].bits), joined)
         segments = [seg for k, seg in enumerate(segments) if k not in run] + [merged]
+
+
+def _code_length(raw: npt.NDArray[np.int64], width: int, before: npt.NDArray[np.intp]) -> float:
+    """Bits to write down how a `width`-bit value moved over the transitions `before` ->
+    `before + 1`: each change as a number (log2(1 + |change|) and a sign), taken modulo
+    the value's range (a wrap of a counter or a signed value crossing zero is a small
+    move), or, when shorter and the frames run without gaps, the change of the change (a
+    value moving fast but smoothly)."""
+    span = np.int64(1) << np.int64(width)
+    half = span // 2
+
+    def wrap(d: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        out: npt.NDArray[np.int64] = (d + half) % span - half
+        return out
+
+    def bits_of(d: npt.NDArray[np.int64]) -> float:
+        return float(np.sum(np.log2(1.0 + np.abs(d)) + (d != 0)))
+
+    d1 = wrap(raw[before + 1] - raw[before])
+    first = bits_of(d1)
+    if len(before) < 3 or not bool(np.all(before[1:] == before[:-1] + 1)):
+        return first
+    return min(first, bits_of(wrap(d1[1:] - d1[:-1])))
+
+
+def _cheaper_joined(stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]) -> float:
+    """How many bits writing `low` and `high` down as one value saves over writing them
+    apart (0 unless it saves more than CODE_GAIN_BITS, and CODE_MARGIN_BITS more than it
+    would were `high` moving at moments of its own: the same two joined with `high`
+    shifted in time by CODE_SHIFTS circular shifts are the chance level)."""
+    a, b = values(stats.bits, low), values(stats.bits, high)
+    wa, wb = len(low), len(high)
+    apart = _code_length(a, wa, stats.before) + _code_length(b, wb, stats.before)
+    gain = apart - _code_length(a + (b << np.int64(wa)), wa + wb, stats.before)
+    if gain <= CODE_GAIN_BITS:
+        return 0.0
+    n = len(b)
+    for k in range(1, CODE_SHIFTS + 1):
+        moved = np.roll(b, (n * k) // (CODE_SHIFTS + 1))
+        alone = _code_length(a, wa, stats.before) + _code_length(moved, wb, stats.before)
+        chance = alone - _code_length(a + (moved << np.int64(wa)), wa + wb, stats.before)
+        if chance + CODE_MARGIN_BITS > gain:
+            return 0.0
+    return gain
+
+
+def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
+    """Two neighbouring pieces (one of them two bits wide at least) joined into one value
+    when that value is cheaper to write down than the two pieces apart (see
+    _code_length): the top piece then moves only when the bottom one wraps, and by the
+    carry's one step, as the upper bits of a number do. A piece of its own moves whatever
+    the bottom piece does, and its every move adds a jump of the bottom piece's whole range
+    to the joined value, which costs more than writing it apart. This catches what the
+    bit-by-bit carry test misses: a value moving by nearly its lower bits' range from frame
+    to frame, or a top bit that flips only a couple of times. The best join is made first."""
+    segments = list(segments)
+    while True:
+        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+        best: tuple[float, int, int, ByteOrder] | None = None
+        for i, low in enumerate(segments):
+            for order in _ORDERS:
+                up = next_up(low.bits[-1], order)
+                j = at.get(up)
+                if j is None or j == i or not 0 <= up < nbits:
+                    continue
+                high = segments[j]
+                if low.order not in (None, order) or high.order not in (None, order):
+                    continue
+                both = list(low.bits + high.bits)
+                if len(both) > 62 or (len(low.bits) == 1 and len(high.bits) == 1):
+                    continue
+                gain = _cheaper_joined(stats, low.bits, high.bits)
+                if gain > 0.0 and (best is None or gain > best[0]):
+                    best = (gain, i, j, order)
+        if best is None:
+            return sorted(segments, key=lambda seg: seg.bits[0])
+        _, i, j, order = best
+        low, high = segments[i], segments[j]
+        crossing = len({b // 8 for b in low.bits + high.bits}) > 1
+        merged = Segment(low.bits + high.bits, order if crossing else None)
+        segments = [seg for k, seg in enumerate(segments) if k not in (i, j)] + [merged]
