@@ -278,3 +278,24 @@ def test_a_flag_of_its_own_above_a_value_is_hardly_ever_joined_to_it() -> None:
                     if not any(f.bits == (above,) and f.kind == "flag" for f in fields):
                         joined.append((width, order, toggles, seed))
     assert len(joined) <= 2, joined
+
+
+def test_a_field_read_in_the_wrong_byte_order_is_turned_round() -> None:
+    """A signed 16-bit little-endian steering angle that carries between its bytes as
+    readily in either order (large moves, each held over ten frames by a slower sensor)
+    may be linked big-endian first; read that way its value jumps by 256 each time its
+    low byte wraps, which costs more to write down than the value read little-endian, so
+    the field is turned round. Read the right way, it is left as it is."""
+    from hwbridge.can.discovery.bits import bit_matrix
+    from hwbridge.can.discovery.segment import Segment, _cheaper_orders, bit_stats
+
+    rng = np.random.default_rng(7)
+    samples = np.cumsum(rng.normal(0, 120, 300))
+    angle = np.repeat(np.round(samples - samples.mean()), 10).astype(np.int64)
+    layout = Layout("angle", 0, 16, "little_endian", signed=True)
+    fs = frameset(encode([layout], {"angle": angle}))
+    stats = bit_stats(bit_matrix(fs.data), fs.cont)
+    little = Segment(tuple(range(16)), "little_endian")
+    big = Segment((*range(8, 16), *range(8)), "big_endian")
+    assert _cheaper_orders(stats, [big]) == [little]
+    assert _cheaper_orders(stats, [little]) == [little]

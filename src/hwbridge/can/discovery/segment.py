@@ -489,7 +489,7 @@ def segment(stats: BitStats, length: int, usable: B) -> list[Segment]:
     joined = _join_sparse_bottoms(stats, _chains(pieces, links), length * 8)
     joined = _join_quiet_states(stats, joined, length * 8)
     joined = _join_quanta(stats, joined, length * 8)
-    return _join_cheaper(stats, joined, length * 8)
+    return _cheaper_orders(stats, _join_cheaper(stats, joined, length * 8))
 
 
 def _lower_bound(share: float, n: int, z: float = 1.64) -> float:
@@ -815,3 +815,45 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
         crossing = len({b // 8 for b in low.bits + high.bits}) > 1
         merged = Segment(low.bits + high.bits, order if crossing else None)
         segments = [seg for k, seg in enumerate(segments) if k not in (i, j)] + [merged]
+
+
+def _other_order(bits: tuple[int, ...], order: ByteOrder) -> tuple[int, ...] | None:
+    """The same bits as one field of the other byte order, least significant first (None
+    when they do not make one)."""
+    other: ByteOrder = "big_endian" if order == "little_endian" else "little_endian"
+    wanted = set(bits)
+    for start in bits:
+        chain = [start]
+        while len(chain) < len(bits):
+            up = next_up(chain[-1], other)
+            if up not in wanted or up in chain:
+                break
+            chain.append(up)
+        if len(chain) == len(bits):
+            return tuple(chain)
+    return None
+
+
+def _cheaper_orders(stats: BitStats, segments: list[Segment]) -> list[Segment]:
+    """A field across bytes read in the other byte order when its value is cheaper to write
+    down that way (see _code_length) by CODE_MARGIN_BITS: read in the wrong order, a value
+    jumps by its high byte's weight each time its low byte wraps. The carries that linked
+    its pieces may have misled: a value held over several frames by a slower sensor, or
+    moving by tens of steps a sample, carries as readily one way as the other."""
+    out: list[Segment] = []
+    for seg in segments:
+        if seg.order is None or len({b // 8 for b in seg.bits}) < 2:
+            out.append(seg)
+            continue
+        other = _other_order(seg.bits, seg.order)
+        if other is None:
+            out.append(seg)
+            continue
+        here = _code_length(values(stats.bits, seg.bits), len(seg.bits), stats.before)
+        there = _code_length(values(stats.bits, other), len(other), stats.before)
+        if there + CODE_MARGIN_BITS < here:
+            flipped: ByteOrder = "big_endian" if seg.order == "little_endian" else "little_endian"
+            out.append(Segment(other, flipped))
+        else:
+            out.append(seg)
+    return out
