@@ -222,6 +222,13 @@ def _summary(label: str, total: Score) -> tuple[float, float]:
         f" {total.checksums_alone} checksums over frames in which only a counter moved,"
         " cannot be told and are left out of the shares)"
     )
+    rest = total.observable - total.apart
+    print(
+        f"  of the observable, {total.apart} signals of two bits or more never moved two of"
+        f" their bits at once (each change flipped one, as separate flags' do; {total.apart_exact}"
+        f" found exact); leaving them out: exact {total.exact - total.apart_exact}/{rest}"
+        f" {(total.exact - total.apart_exact) / max(rest, 1):.1%}"
+    )
     return exact, precision
 
 

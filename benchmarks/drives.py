@@ -101,6 +101,9 @@ class TruthSignal:
     gapped: bool = False  # some bit inside `seen` never flipped: no one can tell the field
     sign_seen: bool = False  # its sign bit flipped (signedness can be told)
     checksum: str | None = None
+    # some change of it moved two of its bits at once; a signal of two bits or more whose
+    # every change moved one bit flips as separate flags do (counted apart in `Score`)
+    together: bool = True
 
     @property
     def observable(self) -> bool:
@@ -424,11 +427,14 @@ def message_truth(
     """Each signal with the bits of it that moved in these frames."""
     bits = np.unpackbits(payloads, axis=1, bitorder="little")
     n = len(payloads)
-    flips = (bits[1:] != bits[:-1]).any(axis=0) if n > 1 else np.zeros(bits.shape[1], bool)
+    changed = bits[1:] != bits[:-1]
+    flips = changed.any(axis=0) if n > 1 else np.zeros(bits.shape[1], bool)
     out = []
     for signal in message.signals:
         chain = signal_chain(signal)
         moved = [k for k, pos in enumerate(chain) if flips[pos]]
+        positions = [chain[k] for k in moved]
+        together = len(moved) < 2 or bool(np.any(changed[:, positions].sum(axis=1) >= 2))
         role = roles[signal.name]
         out.append(
             TruthSignal(
@@ -447,6 +453,7 @@ def message_truth(
                 gapped=bool(moved) and len(moved) != moved[-1] - moved[0] + 1,
                 sign_seen=bool(moved) and moved[-1] == len(chain) - 1,
                 checksum=car if role == "checksum" else None,
+                together=together,
             )
         )
     return out
@@ -577,6 +584,8 @@ class Score:
     checksums: int = 0
     checksums_found: int = 0
     checksums_alone: int = 0  # checksums of frames where nothing but a counter moved
+    apart: int = 0  # observable signals whose every change moved one of their bits
+    apart_exact: int = 0  # ... of them exact
     rediscovered: int = 0  # messages the reference describes that came back as found ones
     speeds: int = 0
     speeds_scaled: int = 0
@@ -631,6 +640,9 @@ def score(report: dict[str, Any], drive: Drive, *, skip: Iterable[int] = (GNSS_I
                 and (match["byte_order"] == t.byte_order or _one_byte(t.seen))
             )
             out.roles[t.role] += 1
+            if not t.together:
+                out.apart += 1
+                out.apart_exact += ok
             if ok:
                 out.exact += 1
             else:
