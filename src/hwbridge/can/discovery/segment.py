@@ -75,6 +75,9 @@ QUANTUM_VALUES = 4
 field's step: its lowest bits carry as the step makes them (5 = 0b101 sets bit 0 and carries
 into bit 2 at once), not one by one, so the carry test splits it; pieces whose joined value
 moves only by multiples of such a step are one field."""
+QUANTUM_BUDGET = 1024
+"""Runs of pieces one payload's quanta are looked for in, at most (a frame of 64 bytes of
+slowly moving values offers tens of thousands; a real one, a few hundred)."""
 STATE_BITS = 4
 """Bits two neighbouring quiet pieces may have together to be joined as one state."""
 CODE_GAIN_BITS = 0.0
@@ -570,15 +573,24 @@ def _chains(pieces: list[list[int]], links: dict[int, tuple[int, ByteOrder]]) ->
 def _quantum(stats: BitStats, positions: list[int]) -> int:
     """The largest step every change of the value of `positions` is a multiple of, read
     unsigned or as two's complement (a signed value crossing zero); 1 over fewer than
-    QUANTUM_CHANGES changes."""
+    QUANTUM_CHANGES changes. Read only on the frames around its changes (and those after a
+    gap), which hold every value it took."""
     if len(positions) > 62:
         return 1
-    raw = values(stats.bits, positions)
+    moved = np.flatnonzero(stats.flips[:, positions].any(axis=1))
+    if len(moved) < QUANTUM_CHANGES:
+        return 1
+    first = stats.before[moved]
+    starts = np.ones(len(stats.bits), np.bool_)
+    starts[stats.before + 1] = False  # frames no transition leads to: a start, after a gap
+    rows = np.concatenate([first, first + 1, np.flatnonzero(starts)])
+    raw = values(stats.bits[rows], positions)
     if len(np.unique(raw)) < QUANTUM_VALUES:
         return 1  # flags changing together (0 <-> 3), a state: not a value's steps
+    k = len(moved)
     best = 1
     for v in (raw, to_signed(raw, len(positions))):
-        d = np.abs(v[stats.before + 1] - v[stats.before])
+        d = np.abs(v[k : 2 * k] - v[:k])
         d = d[d != 0]
         if len(d) >= QUANTUM_CHANGES:
             best = max(best, int(np.gcd.reduce(d)))
@@ -715,6 +727,14 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
     value moves modulo its range, so only the whole shows the step)."""
     segments = list(segments)
     orders: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
+    quanta: dict[tuple[int, ...], int] = {}  # each run of bits judged once
+
+    def quantum(bits: list[int]) -> int:
+        key = tuple(bits)
+        if key not in quanta:
+            quanta[key] = _quantum(stats, bits) if len(quanta) < QUANTUM_BUDGET else 1
+        return quanta[key]
+
     while True:
         best: tuple[list[int], ByteOrder | None] | None = None
         size = 0
@@ -725,7 +745,7 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
                     bits = [b for k in run[:m] for b in segments[k].bits]
                     if len(bits) <= size:
                         break
-                    if _quantum(stats, bits) >= QUANTUM:
+                    if quantum(bits) >= QUANTUM:
                         crossing = len({b // 8 for b in bits}) > 1
                         best, size = (run[:m], order if crossing else None), len(bits)
                         break
@@ -771,9 +791,10 @@ def _cheaper_joined(stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]
     if gain <= CODE_GAIN_BITS:
         return 0.0
     n = len(b)
+    low_alone = _code_length(a, wa, stats.before)
     for k in range(1, CODE_SHIFTS + 1):
         moved = np.roll(b, (n * k) // (CODE_SHIFTS + 1))
-        alone = _code_length(a, wa, stats.before) + _code_length(moved, wb, stats.before)
+        alone = low_alone + _code_length(moved, wb, stats.before)
         chance = alone - _code_length(a + (moved << np.int64(wa)), wa + wb, stats.before)
         if chance + CODE_MARGIN_BITS > gain:
             return 0.0
@@ -790,6 +811,7 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
     bit-by-bit carry test misses: a value moving by nearly its lower bits' range from frame
     to frame, or a top bit that flips only a couple of times. The best join is made first."""
     segments = list(segments)
+    gains: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}  # each pair judged once
     while True:
         at = {seg.bits[0]: i for i, seg in enumerate(segments)}
         best: tuple[float, int, int, ByteOrder] | None = None
@@ -805,7 +827,10 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
                 both = list(low.bits + high.bits)
                 if len(both) > 62 or (len(low.bits) == 1 and len(high.bits) == 1):
                     continue
-                gain = _cheaper_joined(stats, low.bits, high.bits)
+                pair = (low.bits, high.bits)
+                if pair not in gains:
+                    gains[pair] = _cheaper_joined(stats, low.bits, high.bits)
+                gain = gains[pair]
                 if gain > 0.0 and (best is None or gain > best[0]):
                     best = (gain, i, j, order)
         if best is None:
