@@ -345,6 +345,40 @@ def _hostile(folder: Path) -> None:
     )
 
 
+def _hostile_busy(folder: Path) -> None:
+    """One busy id whose 64-byte frames hold 256 two-bit fields, each changing now and then:
+    the most pieces a payload can offer the joining passes."""
+    from hwbridge.can.discovery.api import discover
+
+    rng = np.random.default_rng(0)
+    n = 16_384
+    two = np.cumsum(rng.random((n, 256)) < 0.01, axis=0) % 4
+    packed = np.zeros((n, 64), np.uint8)
+    for k in range(4):
+        packed |= (two[:, k::4] << (2 * k)).astype(np.uint8)
+    path = folder / "busy.blf"
+    with can.BLFWriter(str(path)) as writer:
+        for i in range(n):
+            writer.on_message_received(
+                can.Message(
+                    timestamp=i * 1e-3,
+                    arbitration_id=0x123,
+                    is_fd=True,
+                    data=bytes(packed[i]),
+                )
+            )
+    theirs = _best(lambda: _python_can(path))
+    start = time.perf_counter()
+    report = discover([path])
+    took = time.perf_counter() - start
+    fields = sum(1 for s in report.to_dict()["messages"][0]["signals"] if s["kind"] != "constant")
+    print(
+        f"  one id, {n:,} CAN FD frames of 64 bytes holding 256 two-bit fields that change now"
+        f" and then: discover {took:.2f} s ({fields} fields; python-can reading the file:"
+        f" {theirs:.2f} s; 287 s before issue 24's third round bounded the joining passes)"
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m benchmarks.bench_discovery [--parts cost,tuned,dev,heldout,fresh,truck,hostile]
     [--cars N] [--seconds S] [-v]` (a subset while developing; `make bench` runs it all)."""
@@ -436,6 +470,7 @@ def main(argv: list[str] | None = None) -> None:
         if "hostile" in parts:
             print("\nhostile capture")
             _hostile(folder)
+            _hostile_busy(folder)
 
 
 if __name__ == "__main__":
