@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from benchmarks.drives import generate, score
+from benchmarks.drives import GNSS_DBC, generate, score
 from benchmarks.drives_obd import with_obd
 
 from firmware_sim import VirtualVehicle
@@ -175,6 +175,17 @@ def test_a_tight_send_budget_slows_polling_and_is_never_exceeded(vehicle: str) -
     assert 2 <= sent <= 2 * took + 2  # the burst, then two a second
     assert poller.budget_waits > 0 and poller.rate_hz == 2
     assert all(m.data[1] == 0x01 for m in requests.frames)
+
+
+def test_a_database_and_obd_are_one_reference_live(vehicle: str, tmp_path: Path) -> None:
+    """`from_bus(reference=[DBC, "obd"])`, as `discover(reference=...)` takes them: the
+    database is the known part of the bus and OBD-II is polled beside it."""
+    gnss = tmp_path / "gnss.dbc"
+    gnss.write_text(GNSS_DBC)
+    with CanDriver.from_bus(f"virtual:{vehicle}", reference=[gnss, "OBD"]) as driver:
+        assert driver.discovery is not None and driver.discovery.obd is not None
+        assert set(driver.database.message_names) == {"gnss_speed"}
+        assert "OBD-II is the reference" in driver.get_driver_system_message()
 
 
 def test_the_support_requests_keep_to_the_rate_too(vehicle: str) -> None:
