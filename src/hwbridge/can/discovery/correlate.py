@@ -24,9 +24,11 @@ __all__ = [
     "Series",
     "align",
     "correlate",
+    "effective_points",
     "line_fit",
     "round_scales",
     "scale_fit",
+    "slope_interval",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -156,11 +158,25 @@ CHANGES_S = 1.0
 
 CONFIRMED_R2 = 0.95
 """R² over the capture at or above which a fitted scale is `confirmed`."""
+SMOOTH_S = 1.0
+"""The slope is fitted through both series averaged over this long: a field's own noise (an
+ECU's sensor, sampled 10 to 100 times a second) would otherwise flatten it (regression
+dilution: a least-squares slope shrinks by the share of the field's variance that is noise,
+a few percent for a noisy speed), while a speed hardly changes its shape in a second."""
 SNAP_WITHIN = 0.05
 """A round scale is tried when it is within this share of the fitted one ..."""
 SNAP_LOSS = 0.1
-"""... and taken when the share of the reference it leaves unexplained (1 - R²) grows by at
-most this share of the fit's own (it fits as well)."""
+"""... and taken when it lies within the fitted slope's uncertainty (`slope_interval`) and
+the share of the reference it leaves unexplained (1 - R²) grows by at most this share of the
+fit's own (it fits as well)."""
+SNAP_Z = 2.576
+"""The normal quantile of the slope's two-sided confidence interval (99%), widened to
+Student's t for the effective sample size."""
+SNAP_CALIBRATION = 0.01
+"""Two sensors of one quantity disagree by about this share whatever the statistics say (a
+wheel speed against OBD-II's or a GNSS speed: tyre size and wear, each ECU's calibration):
+part of the slope's uncertainty as a database's round scale is concerned, added to the
+statistical part in quadrature."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +318,87 @@ def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
     return 1.0 - float(np.sum((y - (scale * x + offset)) ** 2)) / total
 
 
+def _autocorrelation(v: F64, lags: int) -> F64:
+    """v's autocorrelation at lags 0..`lags` (v centred; FFT, zero-padded: no wrap-around)."""
+    v = v - v.mean()
+    size = 1 << int(np.ceil(np.log2(2 * len(v))))
+    spectrum = np.fft.rfft(v, size)
+    acf = np.fft.irfft(spectrum * np.conj(spectrum), size)[: lags + 1]
+    return acf / acf[0] if acf[0] > 0 else np.zeros(lags + 1)
+
+
+def effective_points(x: F64, residuals: F64) -> float:
+    """How many independent points the slope's evidence is worth: n / (1 + 2 sum of
+    rho_x(k) rho_e(k)) over the lags k until the residuals' autocorrelation first falls to
+    zero (Bartlett; Bretherton et al. 1999). The grid interpolates each series between its
+    samples, so neighbouring residuals repeat one another: a reference sampled at 5 Hz on a
+    grid of 4096 points is worth a few hundred points, a slow wander fewer still."""
+    n = len(x)
+    if n < 3:
+        return float(n)
+    rx, re = _autocorrelation(x, n - 1), _autocorrelation(residuals, n - 1)
+    zero = np.flatnonzero(re[1:] <= 0.0)
+    last = int(zero[0]) if len(zero) else n - 1  # lags 1..last are positive
+    inflation = 1.0 + 2.0 * float(np.sum(rx[1 : last + 1] * re[1 : last + 1]))
+    return float(min(max(n / max(inflation, 1.0), 3.0), n))
+
+
+def _t_quantile(z: float, dof: float) -> float:
+    """Student's t quantile for the normal quantile `z` (Cornish-Fisher, to 1/dof³)."""
+    v = max(dof, 1.0)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
+
+
+def slope_interval(
+    xs: F64,
+    ys: F64,
+    slope: float,
+    offset: float,
+    *,
+    z: float = SNAP_Z,
+    calibration: float = SNAP_CALIBRATION,
+) -> float:
+    """How far from the least-squares slope the database's scale may lie: the half-width of
+    the slope's confidence interval (its standard error with the residuals' variance over
+    the effective points, `effective_points`, times Student's t for them), and the sensors'
+    `calibration` share of the slope, added in quadrature."""
+    residuals = ys - (slope * xs + offset)
+    sxx = float(np.sum((xs - xs.mean()) ** 2))
+    n = len(xs)
+    if sxx <= 0.0 or n < 3:
+        return float("inf")
+    dof = max(effective_points(xs, residuals) - 2.0, 1.0)
+    statistical = _t_quantile(z, dof) * float(np.sqrt(float(np.sum(residuals**2)) / (sxx * dof)))
+    return float(np.hypot(statistical, calibration * slope))
+
+
+def _width(field: Series, reference: Series, points: int) -> int:
+    """Grid points in SMOOTH_S on the grid `align` put the two on."""
+    grid = _grid([field, reference], points)
+    step = float(grid[1] - grid[0]) if len(grid) > 1 else 0.0
+    return max(1, round(SMOOTH_S / step)) if step > 0 else 1
+
+
+def _smoothed(x: F64, y: F64, ok: npt.NDArray[np.bool_], width: int) -> tuple[F64, F64] | None:
+    """x and y averaged over `width` grid points wherever all of them are `ok` (None when
+    fewer than MIN_OVERLAP such points remain or x is flat there)."""
+    if width < 2:
+        return None
+    kernel = np.ones(width)
+    count = np.convolve(ok.astype(np.float64), kernel, "same")
+    full = ok & (count >= width - 0.5)
+    if int(full.sum()) < MIN_OVERLAP:
+        return None
+    sx = np.convolve(np.where(ok, x, 0.0), kernel, "same")[full] / width
+    sy = np.convolve(np.where(ok, y, 0.0), kernel, "same")[full] / width
+    return (sx, sy) if float(np.ptp(sx)) > 0.0 else None
+
+
 def scale_fit(
     field: Series,
     reference: Series,
@@ -325,10 +422,17 @@ def scale_fit(
     xs, ys = x[ok], y[ok]
     if float(np.ptp(xs)) == 0.0:
         return None
-    fitted, fitted_offset = (float(v) for v in np.polyfit(xs, ys, 1))
+    # the slope through both series smoothed alike (the line is the same); the reference's
+    # share left unexplained judged on the points themselves, as R² is
+    sx, sy = _smoothed(x, y, ok, _width(field, reference, points)) or (xs, ys)
+    fitted, fitted_offset = (float(v) for v in np.polyfit(sx, sy, 1))
     scale, offset, snapped = fitted, fitted_offset, False
     own = 1.0 - _r2(xs, ys, fitted, fitted_offset)
-    for candidate in round_scales(fitted):
+    candidates = round_scales(fitted)
+    within = slope_interval(sx, sy, fitted, fitted_offset) if candidates else 0.0
+    for candidate in candidates:
+        if abs(candidate - fitted) > within:  # the data say the slope is not that
+            continue
         candidate_offset = float(np.mean(ys - candidate * xs))
         loss = 1.0 - _r2(xs, ys, candidate, candidate_offset)
         if loss <= own * (1.0 + SNAP_LOSS) + 1e-6:
