@@ -318,13 +318,17 @@ def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
     return 1.0 - float(np.sum((y - (scale * x + offset)) ** 2)) / total
 
 
-def _autocorrelation(v: F64, lags: int) -> F64:
-    """v's autocorrelation at lags 0..`lags` (v centred; FFT, zero-padded: no wrap-around)."""
-    v = v - v.mean()
-    size = 1 << int(np.ceil(np.log2(2 * len(v))))
-    spectrum = np.fft.rfft(v, size)
-    acf = np.fft.irfft(spectrum * np.conj(spectrum), size)[: lags + 1]
-    return acf / acf[0] if acf[0] > 0 else np.zeros(lags + 1)
+def _autocorrelations(rows: F64) -> F64:
+    """Each row's autocorrelation at every lag (rows centred; one FFT for all, zero-padded:
+    no wrap-around)."""
+    rows = rows - rows.mean(axis=1, keepdims=True)
+    n = rows.shape[1]
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    spectrum = np.fft.rfft(rows, size, axis=1)
+    acf = np.fft.irfft(spectrum * np.conj(spectrum), size, axis=1)[:, :n]
+    zero = acf[:, :1]
+    out: F64 = np.divide(acf, zero, out=np.zeros_like(acf), where=zero > 0)
+    return out
 
 
 def effective_points(x: F64, residuals: F64) -> float:
@@ -336,7 +340,7 @@ def effective_points(x: F64, residuals: F64) -> float:
     n = len(x)
     if n < 3:
         return float(n)
-    rx, re = _autocorrelation(x, n - 1), _autocorrelation(residuals, n - 1)
+    rx, re = _autocorrelations(np.stack([x, residuals]))
     zero = np.flatnonzero(re[1:] <= 0.0)
     last = int(zero[0]) if len(zero) else n - 1  # lags 1..last are positive
     inflation = 1.0 + 2.0 * float(np.sum(rx[1 : last + 1] * re[1 : last + 1]))
@@ -385,17 +389,23 @@ def _width(field: Series, reference: Series, points: int) -> int:
 
 
 def _smoothed(x: F64, y: F64, ok: npt.NDArray[np.bool_], width: int) -> tuple[F64, F64] | None:
-    """x and y averaged over `width` grid points wherever all of them are `ok` (None when
-    fewer than MIN_OVERLAP such points remain or x is flat there)."""
-    if width < 2:
+    """x and y averaged over each `width` grid points that are all `ok` (None when fewer than
+    MIN_OVERLAP such windows remain or x is flat over them). Running sums of the centred
+    values: one pass, however wide the window."""
+    if width < 2 or len(x) < width:
         return None
-    kernel = np.ones(width)
-    count = np.convolve(ok.astype(np.float64), kernel, "same")
-    full = ok & (count >= width - 0.5)
+
+    def window_sums(v: F64) -> F64:
+        total = np.concatenate(([0.0], np.cumsum(v)))
+        out: F64 = total[width:] - total[:-width]
+        return out
+
+    full = window_sums(ok.astype(np.float64)) > width - 0.5
     if int(full.sum()) < MIN_OVERLAP:
         return None
-    sx = np.convolve(np.where(ok, x, 0.0), kernel, "same")[full] / width
-    sy = np.convolve(np.where(ok, y, 0.0), kernel, "same")[full] / width
+    cx, cy = float(np.mean(x[ok])), float(np.mean(y[ok]))
+    sx = window_sums(np.where(ok, x - cx, 0.0))[full] / width + cx
+    sy = window_sums(np.where(ok, y - cy, 0.0))[full] / width + cy
     return (sx, sy) if float(np.ptp(sx)) > 0.0 else None
 
 
