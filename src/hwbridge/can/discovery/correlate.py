@@ -166,7 +166,8 @@ a few percent for a noisy speed), while a speed hardly changes its shape in a se
 SNAP_WITHIN = 0.05
 """A round scale is tried when it is within this share of the fitted one ..."""
 SNAP_LOSS = 0.1
-"""... and taken when it lies within the fitted slope's uncertainty (`slope_interval`) and
+"""... and taken when it lies within the fitted slope's uncertainty (its confidence interval,
+`slope_interval`, and its spread over the lags the data cannot tell apart, `_lag_spread`) and
 the share of the reference it leaves unexplained (1 - R²) grows by at most this share of the
 fit's own (it fits as well)."""
 SNAP_Z = 2.576
@@ -364,21 +365,29 @@ def slope_interval(
     slope: float,
     offset: float,
     *,
+    dof: float | None = None,
     z: float = SNAP_Z,
     calibration: float = SNAP_CALIBRATION,
 ) -> float:
     """How far from the least-squares slope the database's scale may lie: the half-width of
     the slope's confidence interval (its standard error with the residuals' variance over
-    the effective points, `effective_points`, times Student's t for them), and the sensors'
-    `calibration` share of the slope, added in quadrature."""
+    `dof` degrees of freedom, by default the effective points less two, `effective_points`,
+    times Student's t for them), and the sensors' `calibration` share of the slope, added in
+    quadrature."""
     residuals = ys - (slope * xs + offset)
     sxx = float(np.sum((xs - xs.mean()) ** 2))
-    n = len(xs)
-    if sxx <= 0.0 or n < 3:
+    if sxx <= 0.0 or len(xs) < 3:
         return float("inf")
-    dof = max(effective_points(xs, residuals) - 2.0, 1.0)
+    if dof is None:
+        dof = effective_points(xs, residuals) - 2.0
+    dof = max(dof, 1.0)
     statistical = _t_quantile(z, dof) * float(np.sqrt(float(np.sum(residuals**2)) / (sxx * dof)))
     return float(np.hypot(statistical, calibration * slope))
+
+
+def _samples(series: Series, lo: float, hi: float) -> int:
+    """A series' own samples between two times: no more independent points than that."""
+    return int(np.searchsorted(series.t, hi, side="right") - np.searchsorted(series.t, lo))
 
 
 def _width(field: Series, reference: Series, points: int) -> int:
@@ -409,6 +418,52 @@ def _smoothed(x: F64, y: F64, ok: npt.NDArray[np.bool_], width: int) -> tuple[F6
     return (sx, sy) if float(np.ptp(sx)) > 0.0 else None
 
 
+_LAG_TRIED_S = (0.05, 0.1, 0.2, 0.3, 0.5)
+"""Offsets from the best lag at which the slope is fitted again (`_lag_spread`)."""
+
+
+def _lag_spread(
+    field: Series,
+    reference: Series,
+    *,
+    points: int,
+    lag: float,
+    x: F64,
+    ok: npt.NDArray[np.bool_],
+    width: int,
+    dof: float,
+    z: float = SNAP_Z,
+) -> float:
+    """How far the slope moves over the lags the data cannot tell from the best one: the
+    lag is found from the same data, and through a curve (a car pulling away) a lag a tenth
+    of a second off tilts the slope by percents. A lag is as good when the residuals' sum of
+    squares at it exceeds the best's by less than z² / `dof` of it (a likelihood-ratio
+    interval for one parameter over the effective points), tried at `_LAG_TRIED_S` either
+    way."""
+    grid = _grid([field, reference], points)
+
+    def fit(moved: float) -> tuple[float, float] | None:
+        y = _on_grid([Series(reference.t - moved, reference.v)], grid)[0]
+        both = ok & np.isfinite(y)
+        sx, sy = _smoothed(x, y, both, width) or (x[both], y[both])
+        if len(sx) < MIN_OVERLAP or float(np.ptp(sx)) == 0.0:
+            return None
+        slope, offset = (float(v) for v in np.polyfit(sx, sy, 1))
+        return slope, float(np.mean((sy - (slope * sx + offset)) ** 2))
+
+    best = fit(lag)
+    if best is None:
+        return 0.0
+    spread = 0.0
+    for step in _LAG_TRIED_S:
+        for moved in (lag - step, lag + step):
+            if abs(moved) > MAX_LAG_S + 1e-9 or (found := fit(moved)) is None:
+                continue
+            if found[1] <= best[1] * (1.0 + z * z / max(dof, 1.0)):
+                spread = max(spread, abs(found[0] - best[0]))
+    return spread
+
+
 def scale_fit(
     field: Series,
     reference: Series,
@@ -420,9 +475,9 @@ def scale_fit(
     points both series share, with the reference moved in time by the lag (within
     MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
     field's values: a field pinned at the end of its range (a setpoint that saturates, a
-    speed clipped by its bits) says nothing about the slope there. Then a round scale when
-    one fits as well (its offset fitted again), and R² over every shared point (see
-    `ScaleFit`). None when too few points remain."""
+    speed clipped by its bits) says nothing about the slope there; both averaged over
+    SMOOTH_S. Then a round scale when the data allow it (SNAP_LOSS; its offset fitted again),
+    and R² over every shared point (see `ScaleFit`). None when too few points remain."""
     if aligned is None:
         aligned = align(field, reference, points)
     if aligned is None:
@@ -434,12 +489,28 @@ def scale_fit(
         return None
     # the slope through both series smoothed alike (the line is the same); the reference's
     # share left unexplained judged on the points themselves, as R² is
-    sx, sy = _smoothed(x, y, ok, _width(field, reference, points)) or (xs, ys)
+    width = _width(field, reference, points)
+    sx, sy = _smoothed(x, y, ok, width) or (xs, ys)
     fitted, fitted_offset = (float(v) for v in np.polyfit(sx, sy, 1))
     scale, offset, snapped = fitted, fitted_offset, False
     own = 1.0 - _r2(xs, ys, fitted, fitted_offset)
     candidates = round_scales(fitted)
-    within = slope_interval(sx, sy, fitted, fitted_offset) if candidates else 0.0
+    within = 0.0
+    if candidates:
+        # independent points: no more than either series has samples there, nor than
+        # one-second averages fit in it (each repeats its neighbours' samples)
+        span = _grid([field, reference], points)[ok]
+        lo, hi, lag = float(span[0]), float(span[-1]), aligned.lag_s
+        samples = min(_samples(field, lo, hi), _samples(reference, lo + lag, hi + lag))
+        if len(sx) != len(xs):  # averaged
+            samples = min(samples, int((hi - lo) / SMOOTH_S))
+        residuals = sy - (fitted * sx + fitted_offset)
+        dof = min(effective_points(sx, residuals), float(samples)) - 2.0
+        lagged = _lag_spread(
+            field, reference, points=points, lag=lag, x=x, ok=ok, width=width, dof=dof
+        )
+        statistical = slope_interval(sx, sy, fitted, fitted_offset, dof=dof)
+        within = float(np.hypot(statistical, lagged))
     for candidate in candidates:
         if abs(candidate - fitted) > within:  # the data say the slope is not that
             continue
