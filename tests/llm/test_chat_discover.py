@@ -15,7 +15,7 @@ import pytest
 
 from firmware_sim import VirtualVehicle
 from hwbridge.cli.main import main
-from tests.can.discovery.obd_requests import Requests
+from tests.can.discovery.obd_requests import Requests, vehicle_speed
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 
@@ -120,9 +120,9 @@ def test_with_obd_as_the_reference_the_model_correlates_with_the_vehicle_speed(
         if m["role"] == "tool" and m["tool_call_id"] == "call_1"
     )
     assert answer["signal"] == "OBD_7E8.SPEED" and answer["unit"] == "km/h"
-    top = answer["candidates"][0]
-    assert (top["id"], top["byte_order"]) == (0x110, "little_endian")  # VehicleSpeed's bits
-    assert abs(top["scale"] / (0.01 * 2 ** top["start_bit"]) - 1) <= 0.02
+    speed = vehicle_speed(answer["candidates"])  # 0.01 km/h a step of VehicleSpeed
+    assert speed is not None, answer["candidates"][:3]
+    assert abs(speed["scale"] / (0.01 * 2 ** speed["start_bit"]) - 1) <= 0.02
     assert "✓ correlate_signal" in out and "model: 0x110 is the vehicle speed." in out
     assert sent and all(m.data[1] == 0x01 for m in sent)  # mode 01: current data only
     assert len(sent) <= 10 * took + 3

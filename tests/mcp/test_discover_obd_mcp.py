@@ -15,14 +15,13 @@ import pytest
 
 from firmware_sim import VirtualVehicle
 from firmware_sim.socketcand import SocketcandServer
-from tests.can.discovery.obd_requests import Requests
+from tests.can.discovery.obd_requests import Requests, vehicle_speed
 from tests.cli.conftest import DEMO, Run, run  # noqa: F401  (the runner fixture)
 from tests.mcp.conftest import Session, stdio_session, text_of
 
 pytestmark = pytest.mark.timeout(90)
 
 MAX_RATE_HZ = 10  # ObdPoller's own ceiling, below the default policy's 20 frames a second
-SPEED_ID = 0x110  # the demo vehicle's VehicleSpeed, 0.01 km/h a step
 
 
 @pytest.fixture(scope="module")
@@ -67,12 +66,10 @@ def test_correlate_signal_speed_is_answered_from_obd_polled_within_the_policy(
     assert not result.is_error, text_of(result)
     found = result.structured_content
     assert found["signal"] == "OBD_7E8.SPEED" and found["unit"] == "km/h"
-    top = found["candidates"][0]
-    # VehicleSpeed's bits that moved (its lowest may not have yet, pulling away), each step
-    # of them 0.01 km/h times 2 to the lowest's place
-    assert (top["id"], top["byte_order"]) == (SPEED_ID, "little_endian")
-    assert top["start_bit"] + top["length"] <= 16 and top["verdict"] == "confirmed"
-    assert abs(top["scale"] / (0.01 * 2 ** top["start_bit"]) - 1) <= 0.02
+    speed = vehicle_speed(found["candidates"])  # 0.01 km/h a step of VehicleSpeed
+    assert speed is not None, found["candidates"][:3]
+    assert speed["verdict"] == "confirmed"
+    assert abs(speed["scale"] / (0.01 * 2 ** speed["start_bit"]) - 1) <= 0.02
     # what went out: mode 01 requests only (current data, read-only), never faster than
     # the poller's ceiling under the policy's budget (the first request probes twice first)
     sent = requests.since(start)

@@ -1,9 +1,11 @@
-"""Another node's view of a virtual channel: the OBD-II requests sent on it, and when."""
+"""Another node's view of a virtual channel: the OBD-II requests sent on it, and when; and
+the speed field among what `correlate_signal(signal="SPEED")` answers."""
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import can
 
@@ -43,3 +45,14 @@ class Requests:
         self._stop.set()
         self._thread.join()
         self.bus.shutdown()
+
+
+def vehicle_speed(candidates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The demo vehicle's VehicleSpeed field among correlate_signal's first three candidates
+    (pulling away in first gear, the engine speed moves with it just as well): 0x110, its
+    bits that moved in the low two bytes, little endian."""
+    for c in candidates[:3]:
+        low = c["start_bit"] + c["length"] <= 16
+        if (c["id"], c["byte_order"]) == (0x110, "little_endian") and low:
+            return c
+    return None
