@@ -69,3 +69,35 @@ def test_a_database_given_with_discover_is_the_known_part(run: Run, tmp_path: Pa
         names = {t.name for t in can.list_tools()}
         assert names >= DISCOVERY and "read_signals" in names
         assert "EngineData" in can.database  # type: ignore[attr-defined]
+
+
+PART = """VERSION ""
+
+BU_: Gnss
+
+BO_ 1952 GnssSpeed: 8 Gnss
+ SG_ Speed : 0|16@1+ (0.01,0) [0|655.35] "km/h" Vector__XXX
+
+BO_ 256 NotEngineData: 8 Gnss
+ SG_ Other : 0|8@1+ (1,0) [0|255] "" Vector__XXX
+"""
+
+
+def test_reference_databases_join_the_known_part_the_first_describing_an_id_wins(
+    tmp_path: Path,
+) -> None:
+    import contextlib
+
+    from hwbridge.cli.bridges import open_bridges
+    from hwbridge.cli.main import build_parser
+
+    part = tmp_path / "gnss.dbc"
+    part.write_text(PART)
+    args = build_parser().parse_args(
+        ["mcp", "--bus", "virtual:discover-mcp-ref", "--discover", "--dbc", str(DEMO),
+         "--reference", str(part)]
+    )  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        db = open_bridges(args, stack, offline=True)["can"].database  # type: ignore[attr-defined]
+        assert "EngineData" in db and "GnssSpeed" in db
+        assert "NotEngineData" not in db  # 0x100 is EngineData's, from --dbc

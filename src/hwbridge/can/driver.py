@@ -177,7 +177,7 @@ class CanDriver(HybridDriver, Closing):
     def from_bus(
         cls,
         bus: BusSpec | CanAdapter,
-        reference: str | Path | CanDatabase | None = None,
+        reference: str | Path | CanDatabase | Sequence[str | Path | CanDatabase] | None = None,
         policy: SendPolicy | None = None,
         *,
         network: str = "can",
@@ -200,17 +200,17 @@ class CanDriver(HybridDriver, Closing):
         as the reference: while a tool records, the vehicle's mode 01 PIDs are polled over
         the same bus (read-only requests, within `policy`'s frame budget) and its answers
         are known signals under python-OBD's names (`correlate_signal(signal="SPEED")`).
+        A list takes several, as `discover(reference=...)` does (`["gnss.dbc", "obd"]`):
+        the databases are one known part, the first describing an id wins.
         Needs numpy: pip install 'mcs-hwbridge[discovery]'.
         """
         require_numpy()
+        from hwbridge.can.discovery.obd_reference import split_obd
+        from hwbridge.can.discovery.reference import known_database
+
         policy = policy or SendPolicy()
-        obd = isinstance(reference, str) and reference.strip().lower() == "obd"
-        if reference is None or obd:
-            db = CanDatabase.empty()
-        elif isinstance(reference, CanDatabase):
-            db = reference
-        else:
-            db = CanDatabase.load(reference)
+        databases, obd = split_obd(reference)
+        db = known_database(databases)
         net = Network.open(network, db, bus, policy, history_s=history_s, bitrate=bitrate)
         driver = cls(
             [net],

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -32,7 +33,6 @@ import numpy as np
 import numpy.typing as npt
 
 from hwbridge.captures.frames import FrameChunk, concat_chunks
-from hwbridge.captures.reader_pycan import pack_messages
 from hwbridge.captures.text_blocks import (
     BLOCK_BYTES,
     HEX,
@@ -45,10 +45,10 @@ from hwbridge.captures.text_blocks import (
     Text,
     TextCaptureReader,
     all_of,
+    in_line_order,
     microseconds,
     next_line,
     number_right,
-    unfit,
 )
 
 __all__ = ["AscReader", "Block", "parse_block"]
@@ -333,15 +333,12 @@ class AscReader(TextCaptureReader):
 
     def _header_line(self, number: int, raw: bytes, notes: list[tuple[int, str]]) -> None:
         """One line of the header, as python-can's `ASCReader._extract_header` takes it."""
-        line = self._text(number, raw, notes)
+        line = self._decode(number, raw, _noting(notes))
         if line is None:
             return  # counted; the header goes on as after a comment
         line = line.strip()
         if date := _DATE.match(line):
-            try:
-                self._start = _date_seconds(date.group("datetime_string"))
-            except Exception as exc:  # python-can stops here; we count it
-                notes.append((number, f"{type(exc).__name__}: {exc}"))
+            self._start_at(number, date.group("datetime_string"), notes)
             return
         if base := _BASE.match(line):
             value = base.group("base")
@@ -354,12 +351,13 @@ class AscReader(TextCaptureReader):
             return
         self._in_header = False  # `internal events logged` or any other line: consumed
 
-    def _text(self, number: int, raw: bytes, notes: list[tuple[int, str]]) -> str | None:
+    def _start_at(self, number: int, date: str, notes: list[tuple[int, str]]) -> None:
+        """Times from now on count from `date` (of the header or a trigger block); a date
+        python-can cannot read stops it, and is counted here, the start left as it was."""
         try:
-            return raw.decode(self._encoding)
-        except UnicodeDecodeError as exc:
-            notes.append((number, f"not {self._encoding} text ({exc.reason})"))
-            return None
+            self._start = _date_seconds(date)
+        except Exception as exc:
+            notes.append((number, f"{type(exc).__name__}: {exc}"))
 
     def _body(self, text: bytes, first: int, notes: list[tuple[int, str]]) -> FrameChunk:
         base = 16 if self._base == "hex" else 10
@@ -369,30 +367,23 @@ class AscReader(TextCaptureReader):
         change_starts: list[float] = []
         extra: list[Any] = []
         extra_lines: list[int] = []
+        note = _noting(notes)
         for index, raw in block.slow:
             number = first + index
-            line = self._text(number, raw, notes)
+            line = self._decode(number, raw, note)
             if line is None:
                 continue
             stripped = line.strip()
             if trigger := _TRIGGER.match(stripped):
-                try:
-                    self._start = _date_seconds(trigger.group("datetime_string"))
-                except Exception as exc:  # python-can stops here; we count it
-                    notes.append((number, f"{type(exc).__name__}: {exc}"))
+                self._start_at(number, trigger.group("datetime_string"), notes)
                 change_lines.append(index)
                 change_starts.append(self._start)
                 continue
             if not _MESSAGE.match(stripped):
                 continue  # comments, statistics, events: python-can skips them too
-            for msg in self._python_can(number, line, notes):
-                if msg.is_error_frame:
-                    self.counts.error_frames += 1
-                elif msg.is_remote_frame:
-                    self.counts.remote_frames += 1
-                else:
-                    extra.append(msg)
-                    extra_lines.append(index)
+            kept = self._read_line(number, line, self._python_can, report=note)
+            extra += kept
+            extra_lines += [index] * len(kept)
         # the trigger block in force on each regular line
         k = np.searchsorted(np.asarray(change_lines, np.int64), block.lines, side="right")
         starts = np.append(start_at_block, np.asarray(change_starts, np.float64))[k]
@@ -408,30 +399,22 @@ class AscReader(TextCaptureReader):
             _trimmed(block.data[fits], block.length[fits]),
             np.clip(block.channel[fits], -1, 32767).astype(np.int16),
         )
-        if not extra:
-            return chunk
-        merged = concat_chunks([chunk, pack_messages(extra)])
-        lines = np.concatenate([block.lines[fits], np.asarray(extra_lines, np.int64)])
-        return merged.take(np.argsort(lines, kind="stable"))
+        return in_line_order(chunk, block.lines[fits], extra, extra_lines)
 
-    def _python_can(self, number: int, line: str, notes: list[tuple[int, str]]) -> list[Any]:
+    def _python_can(self, line: str) -> Iterator[Any]:
         """The messages python-can reads from one body line, at the trigger block's time."""
         from can.io.asc import ASCReader
 
         # relative times (0 + seconds), moved by our start: what float(s) + start gives
         file = io.StringIO("internal events logged\n" + line + "\n")
-        try:
-            messages = list(ASCReader(file, base=self._base, relative_timestamp=True))
-        except Exception as exc:  # what python-can raises on a line it cannot read
-            notes.append((number, f"{type(exc).__name__}: {exc}"))
-            return []
-        for m in messages:
+        for m in ASCReader(file, base=self._base, relative_timestamp=True):
             m.timestamp += self._start
-            reason = unfit(m)
-            if reason:
-                notes.append((number, reason))
-                return []
-        return messages
+            yield m
+
+
+def _noting(notes: list[tuple[int, str]]) -> Callable[[int, str], None]:
+    """A report that keeps each malformed line in `notes`, to be counted in line order."""
+    return lambda number, reason: notes.append((number, reason))
 
 
 def _trimmed(data: U8, length: I64) -> U8:

@@ -16,12 +16,12 @@ is not a number of seconds a microsecond column holds: nan, inf, 1e300).
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from hwbridge.captures.frames import FrameChunk, concat_chunks
-from hwbridge.captures.reader_pycan import pack_messages
+from hwbridge.captures.frames import FrameChunk
 from hwbridge.captures.text_blocks import (
     HEX,
     I64,
@@ -29,12 +29,14 @@ from hwbridge.captures.text_blocks import (
     MAX_SECONDS,
     U8,
     Bools,
+    Parsed,
     Text,
     TextCaptureReader,
     all_of,
     first_after,
     microseconds,
     number_right,
+    out_of_range,
     window,
 )
 
@@ -42,16 +44,6 @@ __all__ = ["MAX_SECONDS", "CanutilsReader", "Parsed", "parse_lines"]
 
 _ERR_FLAG = 0x20000000
 _ERR_BUSERROR = 0x80
-
-
-class Parsed(NamedTuple):
-    """What `parse_lines` found in a block of lines (line indices count from its first)."""
-
-    frames: FrameChunk  # the data frames of the regular lines
-    lines: I64  # the line index of each of them
-    errors: int  # error frames among the regular lines
-    remotes: int  # remote frames among the regular lines
-    slow: list[tuple[int, bytes]]  # the other non-empty lines: (line number, bytes)
 
 
 class _Layout(NamedTuple):
@@ -151,7 +143,7 @@ def _frame_fields(t: Text, s2: I64, frame_end: I64) -> _Fields:
     return _Fields(can_id, id_digits > 3, remote, chars // 2, data, good)
 
 
-def parse_lines(text: bytes, first_line: int) -> Parsed:
+def parse_lines(text: bytes) -> Parsed:
     """The lines of `text` (whole lines: the last ends with its line break)."""
     t = Text(text)
     lay = _layout(t)
@@ -175,9 +167,7 @@ def parse_lines(text: bytes, first_line: int) -> Parsed:
     )
     slow_rows = np.flatnonzero(lay.filled & ~lay.regular)
     slow_rows = np.union1d(slow_rows, rows[~good])
-    slow = [
-        (first_line + int(i), text[lay.starts[i] - LEFT : lay.stops[i] - LEFT]) for i in slow_rows
-    ]
+    slow = [(int(i), text[lay.starts[i] - LEFT : lay.stops[i] - LEFT]) for i in slow_rows]
     errors = int(np.count_nonzero(error))
     remotes = int(np.count_nonzero(good & f.remote & ~error))
     return Parsed(chunk, rows[frames], errors, remotes, slow)
@@ -188,42 +178,12 @@ class CanutilsReader(TextCaptureReader):
     `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
 
     def _parse(self, text: bytes, first_line: int) -> FrameChunk:
-        chunk, index, errors, remotes, slow = parse_lines(text, first_line)
-        self.counts.error_frames += errors
-        self.counts.remote_frames += remotes
-        if not slow:
-            return chunk
-        extra: list[FrameChunk] = []
-        at: list[int] = []
-        for number, raw in slow:
-            messages = self._python_can(number, raw)
-            kept = [m for m in messages if not m.is_error_frame and not m.is_remote_frame]
-            self.counts.error_frames += sum(1 for m in messages if m.is_error_frame)
-            self.counts.remote_frames += sum(
-                1 for m in messages if m.is_remote_frame and not m.is_error_frame
-            )
-            if kept:
-                extra.append(pack_messages(kept))
-                at.extend([number - first_line] * len(kept))
-        if not extra:
-            return chunk
-        merged = concat_chunks([chunk, *extra])
-        lines = np.concatenate([index, np.asarray(at, np.int64)])
-        return merged.take(np.argsort(lines, kind="stable"))
+        # python-can keeps any frame of a line whose timestamp a column holds
+        return self._with_slow_lines(parse_lines(text), first_line, _candump, check=out_of_range)
 
-    def _python_can(self, number: int, raw: bytes) -> list[Any]:
-        from can.io.canutils import CanutilsLogReader
 
-        line = self._decode(number, raw)
-        if line is None:
-            return []
-        try:
-            messages = list(CanutilsLogReader(io.StringIO(line + "\n")))
-        except Exception as exc:  # what python-can raises on a line it cannot read
-            self._malformed(number, f"{type(exc).__name__}: {exc}")
-            return []
-        for m in messages:
-            if not abs(m.timestamp) < MAX_SECONDS:  # nan, inf, or beyond the column
-                self._malformed(number, f"timestamp {m.timestamp} out of range")
-                return []
-        return messages
+def _candump(line: str) -> Iterable[Any]:
+    """python-can's `CanutilsLogReader` over one line."""
+    from can.io.canutils import CanutilsLogReader
+
+    return CanutilsLogReader(io.StringIO(line + "\n"))

@@ -16,13 +16,13 @@ skipped, where python-can stops with an exception (so is a frame no column holds
 from __future__ import annotations
 
 import io
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from hwbridge.captures.frames import FrameChunk, concat_chunks
-from hwbridge.captures.reader_pycan import pack_messages
 from hwbridge.captures.text_blocks import (
     BLOCK_BYTES,
     I64,
@@ -31,6 +31,7 @@ from hwbridge.captures.text_blocks import (
     MAX_SECONDS,
     U8,
     Bools,
+    Parsed,
     Text,
     TextCaptureReader,
     all_of,
@@ -38,7 +39,6 @@ from hwbridge.captures.text_blocks import (
     microseconds,
     next_line,
     number_right,
-    unfit,
     window,
 )
 
@@ -50,16 +50,6 @@ for _i, _c in enumerate(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 _PAD = ord("=")
 _STAMP_WIDTH = 24  # characters of a timestamp read by numpy
 _DATA_CHARS = 4 * -(-MAX_DATA // 3)  # base64 of the longest frame: 88
-
-
-class Rows(NamedTuple):
-    """What `parse_rows` found in a block of lines (line indices count from its first)."""
-
-    frames: FrameChunk  # the data frames of the regular lines
-    lines: I64  # the line index of each of them
-    errors: int  # error frames among the regular lines
-    remotes: int  # remote frames among the regular lines
-    slow: list[tuple[int, bytes]]  # the other non-empty lines: (line index, bytes)
 
 
 def _flag(t: Text, start: I64, end: I64) -> tuple[Bools, Bools]:
@@ -120,7 +110,7 @@ def _base64(t: Text, start: I64, end: I64) -> tuple[U8, I64, Bools]:
     return data, length, good
 
 
-def parse_rows(text: bytes) -> Rows:
+def parse_rows(text: bytes) -> Parsed:
     """The lines of `text` (whole lines: the last ends with its line break)."""
     t = Text(text)
     starts, stops, ends = t.lines()
@@ -156,7 +146,7 @@ def parse_rows(text: bytes) -> Rows:
     slow = [(int(i), text[starts[i] - LEFT : stops[i] - LEFT]) for i in slow_rows]
     errors = int(np.count_nonzero(good & error))
     remotes = int(np.count_nonzero(good & remote & ~error))
-    return Rows(chunk, rows[frames], errors, remotes, slow)
+    return Parsed(chunk, rows[frames], errors, remotes, slow)
 
 
 class CsvReader(TextCaptureReader):
@@ -175,42 +165,11 @@ class CsvReader(TextCaptureReader):
             text, first_line = text[at:], first_line + 1
             if not text:
                 return concat_chunks([])
-        chunk, index, errors, remotes, slow = parse_rows(text)
-        self.counts.error_frames += errors
-        self.counts.remote_frames += remotes
-        if not slow:
-            return chunk
-        extra: list[Any] = []
-        at_lines: list[int] = []
-        for line_index, raw in slow:
-            for msg in self._python_can(first_line + line_index, raw):
-                if msg.is_error_frame:
-                    self.counts.error_frames += 1
-                elif msg.is_remote_frame:
-                    self.counts.remote_frames += 1
-                else:
-                    extra.append(msg)
-                    at_lines.append(line_index)
-        if not extra:
-            return chunk
-        merged = concat_chunks([chunk, pack_messages(extra)])
-        lines = np.concatenate([index, np.asarray(at_lines, np.int64)])
-        return merged.take(np.argsort(lines, kind="stable"))
+        return self._with_slow_lines(parse_rows(text), first_line, _csv)
 
-    def _python_can(self, number: int, raw: bytes) -> list[Any]:
-        from can.io.csv import CSVReader
 
-        line = self._decode(number, raw)
-        if line is None:
-            return []
-        try:
-            messages = list(CSVReader(io.StringIO("header\n" + line + "\n")))
-        except Exception as exc:  # what python-can raises on a line it cannot read
-            self._malformed(number, f"{type(exc).__name__}: {exc}")
-            return []
-        for m in messages:
-            reason = unfit(m)
-            if reason:
-                self._malformed(number, reason)
-                return []
-        return messages
+def _csv(line: str) -> Iterable[Any]:
+    """python-can's `CSVReader` over one line (after the header it skips)."""
+    from can.io.csv import CSVReader
+
+    return CSVReader(io.StringIO("header\n" + line + "\n"))

@@ -1,31 +1,37 @@
 """Text captures read a block of whole lines at a time and parsed as numpy arrays of bytes.
 
-The candump and ASC readers share this: the loop that cuts a file (or its gzip stream) into
-blocks of whole lines, counts line numbers across blocks and bounds the length of a line,
-and the array helpers that find lines, fields and numbers in a block at once. What a line
-means is each reader's own business (`TextCaptureReader._parse`).
+The candump, ASC and CSV readers share this: the loop that cuts a file (or its gzip stream)
+into blocks of whole lines, counts line numbers across blocks and bounds the length of a line,
+the array helpers that find lines, fields and numbers in a block at once, and the slow path:
+a line outside the fast path's shape read by python-can's own reader, its data frames put
+back among the fast path's in line order. What a line means is each reader's own business
+(`TextCaptureReader._parse`).
 """
 
 from __future__ import annotations
 
 import gzip
 import locale
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.captures.frames import FrameChunk, ReaderCounts
+from hwbridge.captures.frames import FrameChunk, ReaderCounts, concat_chunks
+from hwbridge.captures.reader_pycan import pack_messages
 
 __all__ = [
     "BLOCK_BYTES",
     "MAX_DATA",
     "MAX_LINE_BYTES",
     "MAX_SECONDS",
+    "Parsed",
     "Text",
     "TextCaptureReader",
+    "in_line_order",
+    "out_of_range",
     "unfit",
 ]
 
@@ -173,16 +179,53 @@ class Text:
         return np.flatnonzero(edge == 1) + LEFT, np.flatnonzero(edge == -1) + LEFT
 
 
+class Parsed(NamedTuple):
+    """What a reader's fast path found in a block of lines (line indices count from its
+    first)."""
+
+    frames: FrameChunk  # the data frames of the regular lines
+    lines: I64  # the line index of each of them
+    errors: int  # error frames among the regular lines
+    remotes: int  # remote frames among the regular lines
+    slow: list[tuple[int, bytes]]  # the other non-empty lines: (line index, bytes)
+
+
+Report = Callable[[int, str], None]
+"""Where a malformed line goes: (line number, reason)."""
+Read = Callable[[str], Iterable[Any]]
+"""python-can's reader over one line of text: the messages it reads."""
+
+
+def out_of_range(message: Any) -> str | None:
+    """Why a python-can message's timestamp has no place in the microsecond column (nan,
+    inf, beyond MAX_SECONDS), or None."""
+    if not abs(message.timestamp) < MAX_SECONDS:
+        return f"timestamp {message.timestamp} out of range"
+    return None
+
+
 def unfit(message: Any) -> str | None:
     """Why a python-can message read from a line has no place in the frame columns (None:
     it has one); such a line is malformed."""
-    if not abs(message.timestamp) < MAX_SECONDS:
-        return f"timestamp {message.timestamp} out of range"
+    if reason := out_of_range(message):
+        return reason
     if not 0 <= message.arbitration_id < 2**32:
         return f"id {message.arbitration_id} out of range"
     if len(message.data) > MAX_DATA:
         return f"{len(message.data)} data bytes (at most {MAX_DATA})"
     return None
+
+
+def in_line_order(
+    chunk: FrameChunk, lines: I64, messages: Sequence[Any], message_lines: Sequence[int]
+) -> FrameChunk:
+    """The fast path's `chunk` (its frames from the line indices `lines`) and python-can's
+    data frames `messages` (from `message_lines`) as one chunk, in the order of the lines."""
+    if not messages:
+        return chunk
+    merged = concat_chunks([chunk, pack_messages(messages)])
+    order = np.concatenate([lines, np.asarray(message_lines, np.int64)])
+    return merged.take(np.argsort(order, kind="stable"))
 
 
 def microseconds(seconds: npt.NDArray[np.float64]) -> I64:
@@ -270,13 +313,71 @@ class TextCaptureReader:
     def _malformed(self, number: int, reason: str) -> None:
         self.counts.malformed_line(number, reason)
 
-    def _decode(self, number: int, raw: bytes) -> str | None:
-        """A line as python-can's text mode reads it; None (and counted) if it cannot."""
+    def _decode(self, number: int, raw: bytes, report: Report | None = None) -> str | None:
+        """A line as python-can's text mode reads it; None (and reported: counted, unless
+        `report` says otherwise) if it cannot."""
         try:
             return raw.decode(self._encoding)
         except UnicodeDecodeError as exc:
-            self._malformed(number, f"not {self._encoding} text ({exc.reason})")
+            (report or self._malformed)(number, f"not {self._encoding} text ({exc.reason})")
             return None
+
+    def _read_line(
+        self,
+        number: int,
+        line: str,
+        read: Read,
+        *,
+        check: Callable[[Any], str | None] = unfit,
+        report: Report | None = None,
+    ) -> list[Any]:
+        """The data frames python-can's `read` finds in one line, its error and remote
+        frames counted; none, and the line reported (counted, unless `report` says
+        otherwise), when python-can raises on it or `check` finds a frame no column holds."""
+        report = report or self._malformed
+        try:
+            messages = list(read(line))
+        except Exception as exc:  # what python-can raises on a line it cannot read
+            report(number, f"{type(exc).__name__}: {exc}")
+            return []
+        for m in messages:
+            if reason := check(m):
+                report(number, reason)
+                return []
+        kept = []
+        for m in messages:
+            if m.is_error_frame:
+                self.counts.error_frames += 1
+            elif m.is_remote_frame:
+                self.counts.remote_frames += 1
+            else:
+                kept.append(m)
+        return kept
+
+    def _with_slow_lines(
+        self,
+        parsed: Parsed,
+        first_line: int,
+        read: Read,
+        *,
+        check: Callable[[Any], str | None] = unfit,
+    ) -> FrameChunk:
+        """The fast path's frames of a block whose first line is `first_line`, its error
+        and remote frames counted, with the data frames python-can's `read` finds in the
+        block's other lines, in line order."""
+        self.counts.error_frames += parsed.errors
+        self.counts.remote_frames += parsed.remotes
+        messages: list[Any] = []
+        at: list[int] = []
+        for index, raw in parsed.slow:
+            number = first_line + index
+            line = self._decode(number, raw)
+            if line is None:
+                continue
+            kept = self._read_line(number, line, read, check=check)
+            messages += kept
+            at += [index] * len(kept)
+        return in_line_order(parsed.frames, parsed.lines, messages, at)
 
 
 def _last_break(text: bytes) -> int:

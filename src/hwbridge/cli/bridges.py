@@ -22,7 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.errors import EXIT_RUNTIME, CliError, one_line
-from hwbridge.cli.options import driver_database, open_driver, resolve_allow
+from hwbridge.cli.options import (
+    discovery_references,
+    driver_database,
+    open_driver,
+    resolve_allow,
+)
 from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, resolve_spec
 
 if TYPE_CHECKING:
@@ -87,6 +92,17 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
         "diff_snapshots, correlate_signal, define_signal, draft_dbc, match_known_databases): "
         "they find the signals its database does not describe, and only listen; without "
         "--dbc the bus has no database",
+    )
+    parser.add_argument(
+        "--reference",
+        action="append",
+        default=[],
+        metavar="obd|DB",
+        help="with --discover: what the discovery tools correlate the bus with. `obd`: while "
+        "they record, the vehicle is asked for its OBD-II mode 01 PIDs (read-only requests, "
+        "each a frame of the send policy's budget, at most 10 a second) and its answers are "
+        "known signals (correlate_signal signal=SPEED, RPM, ...); a database file: a known "
+        "part of the bus, as --dbc; repeatable",
     )
     parser.add_argument(
         "--allow-service",
@@ -159,6 +175,7 @@ def open_bridges(
 def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances:
     """Each --allow name, given to every bridge that knows it; --allow-service to the
     diagnostics. Checked before anything opens, so a typo costs no connection."""
+    discovery_references(args)  # --discover and --reference need --bus, whatever is named
     can = serves_can(args, offline=offline)
     serial = serves_serial(args)
     db = driver_database(args) if can else None

@@ -15,12 +15,13 @@ import argparse
 import contextlib
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwbridge.cli.bridges import add_bridge_options, open_bridges
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
-from hwbridge.cli.options import add_bitrate_option, add_driver_options
+from hwbridge.cli.options import add_bitrate_option, add_driver_options, discovery_references
 from hwbridge.cli.remotes import add_remote_options, local_named, open_remotes
 
 if TYPE_CHECKING:
@@ -40,6 +41,8 @@ examples:
   hwbridge chat --provider ollama --model llama3.1:8b --bus virtual:demo
   hwbridge chat --provider ollama --model llama3.1:8b --dbc car.dbc   offline: the catalog
   hwbridge chat --provider openai --model gpt-4o-mini --bus socketcan:can0 --discover
+  hwbridge chat --provider openai --model gpt-4o-mini --bus socketcan:can0 --discover \\
+      --reference obd          a bare car: the OBD-II answers are the reference
   hwbridge chat --provider openai-compatible --base-url http://127.0.0.1:8080/v1 --model local \\
       --mode text --bus socketcand://127.0.0.1:29536/vcan0
   HWBRIDGE_REMOTE_TOKEN=secret hwbridge chat --provider openai --model gpt-4o-mini \\
@@ -202,7 +205,7 @@ def _setup_text(args: argparse.Namespace, remotes: dict[str, MCSToolDriver] | No
     if remotes:
         parts.append(f"remote {', '.join(remotes)}")
     if args.bus is not None:
-        parts.append(str(args.bus) + (" (discovery)" if args.discover else ""))
+        parts.append(str(args.bus) + (_discovery_text(args) if args.discover else ""))
     if args.port is not None or args.spec is not None:
         parts.append(f"{args.spec or 'port'} on {args.port or 'no port'}")
     if args.obd is not None:
@@ -210,6 +213,13 @@ def _setup_text(args: argparse.Namespace, remotes: dict[str, MCSToolDriver] | No
     if args.j1939 is not None:
         parts.append(f"J1939 on {args.j1939}")
     return ", ".join(parts)
+
+
+def _discovery_text(args: argparse.Namespace) -> str:
+    """` (discovery)`, naming what the discovery tools correlate with when --reference does."""
+    files, obd = discovery_references(args)
+    named = [Path(f).name for f in files] + (["OBD-II"] if obd else [])
+    return f" (discovery, reference {', '.join(named)})" if named else " (discovery)"
 
 
 def _policy_text(parts: dict[str, MCSToolDriver]) -> str:

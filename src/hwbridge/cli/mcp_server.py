@@ -56,6 +56,7 @@ examples:
   hwbridge mcp --obd /dev/ttyUSB0                  an ELM327 adapter's diagnostics alone
   hwbridge mcp --j1939 socketcan:can0 --allow j1939_dm11   a truck's J1939 network
   hwbridge mcp --bus socketcan:can0 --discover     a bus with no database: the discovery tools
+  hwbridge mcp --bus socketcan:can0 --discover --reference obd   ... correlated with OBD-II
   hwbridge mcp --dataset truck_dataset             the capture tools of a decoded dataset
   hwbridge mcp --dataset truck_dataset --bus socketcan:can0   recorded and live together
   hwbridge mcp                        the bundled demo vehicle's catalog, offline
@@ -285,6 +286,9 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
             words += ["--bus", _absolute_bus(args.bus)]
         if args.discover:
             words.append("--discover")
+        for reference in args.reference:
+            obd = reference.strip().lower() == "obd"
+            words += ["--reference", reference if obd else str(Path(reference).resolve())]
     if serves_serial(args):
         if args.spec is not None:
             spec = resolve_spec(args.spec)

@@ -23,6 +23,7 @@ __all__ = [
     "add_bitrate_option",
     "add_driver_options",
     "database_path",
+    "discovery_references",
     "driver_database",
     "load_database",
     "open_driver",
@@ -30,6 +31,10 @@ __all__ = [
 ]
 
 _GLOB = frozenset("*?[")
+_OBD_NOTICE = (
+    "OBD-II is the reference: while the discovery tools record, the vehicle is asked for its "
+    "mode 01 PIDs (read-only, within the send policy's frame budget)"
+)
 
 
 BUS_FORMS = (
@@ -147,17 +152,46 @@ def load_database(path: str, *, debug: bool = False) -> CanDatabase:
     return db
 
 
+def discovery_references(args: argparse.Namespace) -> tuple[list[str], bool]:
+    """The database files of --reference, and whether it names `obd`; usage errors for
+    --discover without --bus and --reference without either (checked before anything opens,
+    whichever bridges are named)."""
+    given: list[str] = list(getattr(args, "reference", None) or [])
+    if given and not getattr(args, "discover", False):
+        raise CliError(
+            "--reference needs --discover"
+            + (" and --bus" if args.bus is None else "")
+            + ": it is what the discovery tools correlate the bus with"
+        )
+    if getattr(args, "discover", False) and args.bus is None:
+        what = "--reference and --discover need" if given else "--discover needs"
+        raise CliError(f"{what} --bus: the discovery tools record a live bus")
+    obd = [r for r in given if r.strip().lower() == "obd"]
+    return [r for r in given if r not in obd], bool(obd)
+
+
 def driver_database(args: argparse.Namespace) -> CanDatabase:
-    """The CAN driver's database: --dbc (or the bundled demo vehicle's); with --discover and
-    no --dbc, none (an empty database: the bus is to be discovered, nothing is assumed).
+    """The CAN driver's database: --dbc (or the bundled demo vehicle's); with --discover,
+    --dbc and the database files of --reference as one known part (the first describing an
+    id wins), or none (an empty database: the bus is to be discovered, nothing is assumed).
     --discover without --bus is a usage error: the discovery tools record a live bus."""
     if getattr(args, "discover", False):
-        if args.bus is None:
-            raise CliError("--discover needs --bus: the discovery tools record a live bus")
-        if args.dbc is None:
+        files, _ = discovery_references(args)
+        paths = ([args.dbc] if args.dbc is not None else []) + files
+        if len(paths) < 2:
             from hwbridge.can import CanDatabase
 
-            return CanDatabase.empty()
+            debug = bool(args.debug)
+            return load_database(paths[0], debug=debug) if paths else CanDatabase.empty()
+        try:
+            from hwbridge.can.discovery._deps import require_numpy
+
+            require_numpy()
+        except ImportError as exc:
+            raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
+        from hwbridge.can.discovery.reference import known_database
+
+        return known_database([load_database(p, debug=bool(args.debug)) for p in paths])
     return load_database(database_path(args), debug=bool(args.debug))
 
 
@@ -207,6 +241,20 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
     except PromptPackError as exc:
         raise CliError(f"--pack: {one_line(str(exc))}") from exc
     try:
+        if discovery:  # a bus: driver_database said so
+            _, obd = discovery_references(args)
+            assert bus is not None
+            driver = CanDriver.from_bus(
+                bus,
+                reference=[db, "obd"] if obd else db,
+                policy=policy,
+                exposure=args.exposure,
+                prompt_strategy=strategy,
+                bitrate=rate,
+            )
+            if obd:
+                print(f"hwbridge: {_OBD_NOTICE}", file=sys.stderr)
+            return driver
         return CanDriver.from_dbc(
             db,
             bus=bus,
@@ -214,7 +262,6 @@ def open_driver(args: argparse.Namespace, policy: SendPolicy | None = None) -> C
             exposure=args.exposure,
             prompt_strategy=strategy,
             bitrate=rate,
-            discovery=discovery,
         )
     except ToolError as exc:
         raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc

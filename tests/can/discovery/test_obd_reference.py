@@ -6,7 +6,6 @@ the same bus within the send policy (`CanDriver.from_bus(bus, reference="obd")`,
 from __future__ import annotations
 
 import json
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,10 +14,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from benchmarks.drives import generate, score
+from benchmarks.drives import GNSS_DBC, generate, score
 from benchmarks.drives_obd import with_obd
 
-import can
 from firmware_sim import VirtualVehicle
 from hwbridge import CanDriver
 from hwbridge.can.discovery.api import discover
@@ -28,6 +26,7 @@ from hwbridge.can.transport.adapter import PythonCanAdapter
 from hwbridge.policy import SendPolicy
 from hwbridge.resources import bundled_dbc
 from tests.can.discovery.bare_car import SPEED_ID, bare_car
+from tests.can.discovery.obd_requests import Requests
 from tests.shared_data import DATA, needs_shared
 
 # -- offline -------------------------------------------------------------------------------
@@ -139,28 +138,6 @@ def call(driver: CanDriver, tool: str, **arguments: Any) -> Any:
     return r.tool_call_result
 
 
-class Requests:
-    """Counts the OBD-II requests on a virtual channel (another node's view of the bus)."""
-
-    def __init__(self, channel: str) -> None:
-        self.bus = can.Bus(interface="virtual", channel=channel)
-        self.frames: list[can.Message] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self.bus.recv(0.05)
-            if msg is not None and msg.arbitration_id in (0x7DF, *range(0x7E0, 0x7E8)):
-                self.frames.append(msg)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.bus.shutdown()
-
-
 def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) -> None:
     requests = Requests(vehicle)
     try:
@@ -198,6 +175,36 @@ def test_a_tight_send_budget_slows_polling_and_is_never_exceeded(vehicle: str) -
     assert 2 <= sent <= 2 * took + 2  # the burst, then two a second
     assert poller.budget_waits > 0 and poller.rate_hz == 2
     assert all(m.data[1] == 0x01 for m in requests.frames)
+
+
+def test_a_database_and_obd_are_one_reference_live(vehicle: str, tmp_path: Path) -> None:
+    """`from_bus(reference=[DBC, "obd"])`, as `discover(reference=...)` takes them: the
+    database is the known part of the bus and OBD-II is polled beside it."""
+    gnss = tmp_path / "gnss.dbc"
+    gnss.write_text(GNSS_DBC)
+    with CanDriver.from_bus(f"virtual:{vehicle}", reference=[gnss, "OBD"]) as driver:
+        assert driver.discovery is not None and driver.discovery.obd is not None
+        assert set(driver.database.message_names) == {"gnss_speed"}
+        assert "OBD-II is the reference" in driver.get_driver_system_message()
+
+
+def test_the_support_requests_keep_to_the_rate_too(vehicle: str) -> None:
+    """The requests for the supported-PID bitmaps (01 00, 01 20, ...) are paced like the
+    PIDs': at most `max_rate_hz`, never a burst of them before polling starts."""
+    requests = Requests(vehicle)
+    adapter = PythonCanAdapter(f"virtual:{vehicle}")
+    poller = ObdPoller(adapter, SendPolicy(), max_rate_hz=5)
+    try:
+        start = time.monotonic()
+        with poller.polling():
+            time.sleep(2.0)
+        took = time.monotonic() - start
+    finally:
+        poller.close()
+        adapter.close()
+        requests.close()
+    assert poller.supported  # every bitmap asked and answered
+    assert 0 < len(requests.frames) <= 5 * took + 3  # the first request probes twice first
 
 
 def test_a_dry_run_policy_polls_nothing(vehicle: str) -> None:

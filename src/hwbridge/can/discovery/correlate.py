@@ -24,9 +24,11 @@ __all__ = [
     "Series",
     "align",
     "correlate",
+    "effective_points",
     "line_fit",
     "round_scales",
     "scale_fit",
+    "slope_interval",
 ]
 
 F64 = npt.NDArray[np.float64]
@@ -156,11 +158,26 @@ CHANGES_S = 1.0
 
 CONFIRMED_R2 = 0.95
 """R² over the capture at or above which a fitted scale is `confirmed`."""
+SMOOTH_S = 1.0
+"""The slope is fitted through both series averaged over this long: a field's own noise (an
+ECU's sensor, sampled 10 to 100 times a second) would otherwise flatten it (regression
+dilution: a least-squares slope shrinks by the share of the field's variance that is noise,
+a few percent for a noisy speed), while a speed hardly changes its shape in a second."""
 SNAP_WITHIN = 0.05
 """A round scale is tried when it is within this share of the fitted one ..."""
 SNAP_LOSS = 0.1
-"""... and taken when the share of the reference it leaves unexplained (1 - R²) grows by at
-most this share of the fit's own (it fits as well)."""
+"""... and taken when it lies within the fitted slope's uncertainty (its confidence interval,
+`slope_interval`, and its spread over the lags the data cannot tell apart, `_lag_spread`) and
+the share of the reference it leaves unexplained (1 - R²) grows by at most this share of the
+fit's own (it fits as well)."""
+SNAP_Z = 2.576
+"""The normal quantile of the slope's two-sided confidence interval (99%), widened to
+Student's t for the effective sample size."""
+SNAP_CALIBRATION = 0.01
+"""Two sensors of one quantity disagree by about this share whatever the statistics say (a
+wheel speed against OBD-II's or a GNSS speed: tyre size and wear, each ECU's calibration):
+part of the slope's uncertainty as a database's round scale is concerned, added to the
+statistical part in quadrature."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +319,151 @@ def _r2(x: F64, y: F64, scale: float, offset: float) -> float:
     return 1.0 - float(np.sum((y - (scale * x + offset)) ** 2)) / total
 
 
+def _autocorrelations(rows: F64) -> F64:
+    """Each row's autocorrelation at every lag (rows centred; one FFT for all, zero-padded:
+    no wrap-around)."""
+    rows = rows - rows.mean(axis=1, keepdims=True)
+    n = rows.shape[1]
+    size = 1 << int(np.ceil(np.log2(2 * n)))
+    spectrum = np.fft.rfft(rows, size, axis=1)
+    acf = np.fft.irfft(spectrum * np.conj(spectrum), size, axis=1)[:, :n]
+    zero = acf[:, :1]
+    out: F64 = np.divide(acf, zero, out=np.zeros_like(acf), where=zero > 0)
+    return out
+
+
+def effective_points(x: F64, residuals: F64) -> float:
+    """How many independent points the slope's evidence is worth: n / (1 + 2 sum of
+    rho_x(k) rho_e(k)) over the lags k until the residuals' autocorrelation first falls to
+    zero (Bartlett; Bretherton et al. 1999). The grid interpolates each series between its
+    samples, so neighbouring residuals repeat one another: a reference sampled at 5 Hz on a
+    grid of 4096 points is worth a few hundred points, a slow wander fewer still."""
+    n = len(x)
+    if n < 3:
+        return float(n)
+    rx, re = _autocorrelations(np.stack([x, residuals]))
+    zero = np.flatnonzero(re[1:] <= 0.0)
+    last = int(zero[0]) if len(zero) else n - 1  # lags 1..last are positive
+    inflation = 1.0 + 2.0 * float(np.sum(rx[1 : last + 1] * re[1 : last + 1]))
+    return float(min(max(n / max(inflation, 1.0), 3.0), n))
+
+
+def _t_quantile(z: float, dof: float) -> float:
+    """Student's t quantile for the normal quantile `z` (Cornish-Fisher, to 1/dof³)."""
+    v = max(dof, 1.0)
+    return (
+        z
+        + (z**3 + z) / (4 * v)
+        + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * v**2)
+        + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * v**3)
+    )
+
+
+def slope_interval(
+    xs: F64,
+    ys: F64,
+    slope: float,
+    offset: float,
+    *,
+    dof: float | None = None,
+    z: float = SNAP_Z,
+    calibration: float = SNAP_CALIBRATION,
+) -> float:
+    """How far from the least-squares slope the database's scale may lie: the half-width of
+    the slope's confidence interval (its standard error with the residuals' variance over
+    `dof` degrees of freedom, by default the effective points less two, `effective_points`,
+    times Student's t for them), and the sensors' `calibration` share of the slope, added in
+    quadrature."""
+    residuals = ys - (slope * xs + offset)
+    sxx = float(np.sum((xs - xs.mean()) ** 2))
+    if sxx <= 0.0 or len(xs) < 3:
+        return float("inf")
+    if dof is None:
+        dof = effective_points(xs, residuals) - 2.0
+    dof = max(dof, 1.0)
+    statistical = _t_quantile(z, dof) * float(np.sqrt(float(np.sum(residuals**2)) / (sxx * dof)))
+    return float(np.hypot(statistical, calibration * slope))
+
+
+def _samples(series: Series, lo: float, hi: float) -> int:
+    """A series' own samples between two times: no more independent points than that."""
+    return int(np.searchsorted(series.t, hi, side="right") - np.searchsorted(series.t, lo))
+
+
+def _width(field: Series, reference: Series, points: int) -> int:
+    """Grid points in SMOOTH_S on the grid `align` put the two on."""
+    grid = _grid([field, reference], points)
+    step = float(grid[1] - grid[0]) if len(grid) > 1 else 0.0
+    return max(1, round(SMOOTH_S / step)) if step > 0 else 1
+
+
+def _smoothed(x: F64, y: F64, ok: npt.NDArray[np.bool_], width: int) -> tuple[F64, F64] | None:
+    """x and y averaged over each `width` grid points that are all `ok` (None when fewer than
+    MIN_OVERLAP such windows remain or x is flat over them). Running sums of the centred
+    values: one pass, however wide the window."""
+    if width < 2 or len(x) < width:
+        return None
+
+    def window_sums(v: F64) -> F64:
+        total = np.concatenate(([0.0], np.cumsum(v)))
+        out: F64 = total[width:] - total[:-width]
+        return out
+
+    full = window_sums(ok.astype(np.float64)) > width - 0.5
+    if int(full.sum()) < MIN_OVERLAP:
+        return None
+    cx, cy = float(np.mean(x[ok])), float(np.mean(y[ok]))
+    sx = window_sums(np.where(ok, x - cx, 0.0))[full] / width + cx
+    sy = window_sums(np.where(ok, y - cy, 0.0))[full] / width + cy
+    return (sx, sy) if float(np.ptp(sx)) > 0.0 else None
+
+
+_LAG_TRIED_S = (0.05, 0.1, 0.2, 0.3, 0.5)
+"""Offsets from the best lag at which the slope is fitted again (`_lag_spread`)."""
+
+
+def _lag_spread(
+    field: Series,
+    reference: Series,
+    *,
+    points: int,
+    lag: float,
+    x: F64,
+    ok: npt.NDArray[np.bool_],
+    width: int,
+    dof: float,
+    z: float = SNAP_Z,
+) -> float:
+    """How far the slope moves over the lags the data cannot tell from the best one: the
+    lag is found from the same data, and through a curve (a car pulling away) a lag a tenth
+    of a second off tilts the slope by percents. A lag is as good when the residuals' sum of
+    squares at it exceeds the best's by less than z² / `dof` of it (a likelihood-ratio
+    interval for one parameter over the effective points), tried at `_LAG_TRIED_S` either
+    way."""
+    grid = _grid([field, reference], points)
+
+    def fit(moved: float) -> tuple[float, float] | None:
+        y = _on_grid([Series(reference.t - moved, reference.v)], grid)[0]
+        both = ok & np.isfinite(y)
+        sx, sy = _smoothed(x, y, both, width) or (x[both], y[both])
+        if len(sx) < MIN_OVERLAP or float(np.ptp(sx)) == 0.0:
+            return None
+        slope, offset = (float(v) for v in np.polyfit(sx, sy, 1))
+        return slope, float(np.mean((sy - (slope * sx + offset)) ** 2))
+
+    best = fit(lag)
+    if best is None:
+        return 0.0
+    spread = 0.0
+    for step in _LAG_TRIED_S:
+        for moved in (lag - step, lag + step):
+            if abs(moved) > MAX_LAG_S + 1e-9 or (found := fit(moved)) is None:
+                continue
+            if found[1] <= best[1] * (1.0 + z * z / max(dof, 1.0)):
+                spread = max(spread, abs(found[0] - best[0]))
+    return spread
+
+
 def scale_fit(
     field: Series,
     reference: Series,
@@ -313,9 +475,9 @@ def scale_fit(
     points both series share, with the reference moved in time by the lag (within
     MAX_LAG_S) at which the two agree best, and leaving out a plateau at either end of the
     field's values: a field pinned at the end of its range (a setpoint that saturates, a
-    speed clipped by its bits) says nothing about the slope there. Then a round scale when
-    one fits as well (its offset fitted again), and R² over every shared point (see
-    `ScaleFit`). None when too few points remain."""
+    speed clipped by its bits) says nothing about the slope there; both averaged over
+    SMOOTH_S. Then a round scale when the data allow it (SNAP_LOSS; its offset fitted again),
+    and R² over every shared point (see `ScaleFit`). None when too few points remain."""
     if aligned is None:
         aligned = align(field, reference, points)
     if aligned is None:
@@ -325,10 +487,33 @@ def scale_fit(
     xs, ys = x[ok], y[ok]
     if float(np.ptp(xs)) == 0.0:
         return None
-    fitted, fitted_offset = (float(v) for v in np.polyfit(xs, ys, 1))
+    # the slope through both series smoothed alike (the line is the same); the reference's
+    # share left unexplained judged on the points themselves, as R² is
+    width = _width(field, reference, points)
+    sx, sy = _smoothed(x, y, ok, width) or (xs, ys)
+    fitted, fitted_offset = (float(v) for v in np.polyfit(sx, sy, 1))
     scale, offset, snapped = fitted, fitted_offset, False
     own = 1.0 - _r2(xs, ys, fitted, fitted_offset)
-    for candidate in round_scales(fitted):
+    candidates = round_scales(fitted)
+    within = 0.0
+    if candidates:
+        # independent points: no more than either series has samples there, nor than
+        # one-second averages fit in it (each repeats its neighbours' samples)
+        span = _grid([field, reference], points)[ok]
+        lo, hi, lag = float(span[0]), float(span[-1]), aligned.lag_s
+        samples = min(_samples(field, lo, hi), _samples(reference, lo + lag, hi + lag))
+        if len(sx) != len(xs):  # averaged
+            samples = min(samples, int((hi - lo) / SMOOTH_S))
+        residuals = sy - (fitted * sx + fitted_offset)
+        dof = min(effective_points(sx, residuals), float(samples)) - 2.0
+        lagged = _lag_spread(
+            field, reference, points=points, lag=lag, x=x, ok=ok, width=width, dof=dof
+        )
+        statistical = slope_interval(sx, sy, fitted, fitted_offset, dof=dof)
+        within = float(np.hypot(statistical, lagged))
+    for candidate in candidates:
+        if abs(candidate - fitted) > within:  # the data say the slope is not that
+            continue
         candidate_offset = float(np.mean(ys - candidate * xs))
         loss = 1.0 - _r2(xs, ys, candidate, candidate_offset)
         if loss <= own * (1.0 + SNAP_LOSS) + 1e-6:

@@ -12,8 +12,9 @@ recorded (`obd_reference`), on the bus's own clock.
 Every request spends one frame of the policy's CAN budget (`SendPolicy.take_frame`, shared
 with every other send on the bus; the first, before the vehicle answered, three: the
 adapter probes both addressings first) and waits for it when it is spent, so polling slows
-down and never exceeds it; it also keeps to `max_rate_hz`. A dry-run policy sends nothing. What
-an ECU answers is only ever decoded as a number.
+down and never exceeds it; every request, the support requests too, also keeps to
+`max_rate_hz`. A dry-run policy sends nothing. What an ECU answers is only ever decoded as a
+number.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class ObdPoller(Closing):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._supported: dict[int, Ecu] | None = None  # PID -> the ECU asked for it
+        self._next_at = 0.0  # monotonic time of the next request's turn
         self._closed = False
         self.requests = 0
         self.budget_waits = 0
@@ -134,7 +136,6 @@ class ObdPoller(Closing):
                 self._thread = None
 
     def _run(self, pids: Sequence[Pid] | None) -> None:
-        next_at = time.monotonic()
         rotation = 0
         while not self._stop.is_set():
             if self._supported is None and not self._ask_supported():
@@ -147,12 +148,8 @@ class ObdPoller(Closing):
                 self._stop.wait(_RETRY_S)
                 continue
             for pid, ecu in plan:
-                wait = next_at - time.monotonic()
-                if wait > 0 and self._stop.wait(wait):
-                    return
                 if not self._spend():
                     return
-                next_at = time.monotonic() + 1.0 / self.rate_hz
                 if not self._request(bytes([0x01, pid.pid]), ecu):
                     self._stop.wait(_RETRY_S)
                     break
@@ -167,7 +164,19 @@ class ObdPoller(Closing):
         chosen = fast + ([slow[rotation % len(slow)]] if slow else [])
         return [(p, known[p.pid]) for p in chosen]
 
-    def _spend(self) -> bool:
+    def _spend(self, frames: int = 1) -> bool:
+        """A request's turn (`rate_hz` at most, support requests included) and its `frames`
+        of the policy's budget, waiting for both; False when stopped meanwhile."""
+        wait = self._next_at - time.monotonic()
+        if wait > 0 and self._stop.wait(wait):
+            return False
+        for _ in range(frames):
+            if not self._take_frame():
+                return False
+        self._next_at = time.monotonic() + 1.0 / self.rate_hz
+        return True
+
+    def _take_frame(self) -> bool:
         """One frame of the policy's budget, waiting for it; False when stopped meanwhile."""
         while not self._stop.is_set():
             wait = self.policy.take_frame()
@@ -199,7 +208,7 @@ class ObdPoller(Closing):
             # before the vehicle first answered, the adapter probes (01 00) with 11-bit ids,
             # then 29-bit ones, before the request itself: up to three frames
             frames = _UNCONNECTED_FRAMES if self.obd.extended is None else 1
-            if not all(self._spend() for _ in range(frames)):
+            if not self._spend(frames):
                 return False
             answers = self._request(bytes([0x01, base]), None)
             if answers is None:

@@ -22,7 +22,7 @@ from hwbridge.can.discovery.bits import ByteOrder, bit_matrix, cantools_chain, t
 from hwbridge.can.discovery.correlate import Series
 from hwbridge.can.discovery.frames import FrameKey, FrameSet
 
-__all__ = ["Reference", "ReferenceSignal", "load_reference"]
+__all__ = ["Reference", "ReferenceSignal", "known_database", "load_reference"]
 
 B = npt.NDArray[np.bool_]
 ReferenceSpec = str | Path | CanDatabase | Any
@@ -58,6 +58,27 @@ def load_reference(reference: ReferenceSpec | Sequence[ReferenceSpec] | None) ->
         else:
             raise TypeError(f"a reference is a DBC path or a database, not {type(item).__name__}")
     return Reference(tuple(dbs))
+
+
+def known_database(reference: ReferenceSpec | Sequence[ReferenceSpec] | None) -> CanDatabase:
+    """The references as one database, for a live bus (whose driver reads one): each
+    message of a later one is added when its id is not described yet and its name not used
+    (the first wins, as in `Reference`). None: an empty database."""
+    databases = load_reference(reference).databases
+    if not databases:
+        return CanDatabase.empty()
+    known = databases[0]
+    for db in databases[1:]:
+        names = set(known.message_names)
+        added = []
+        for m in db.messages:
+            if m.name in names or known.message_for_frame(m.frame_id, m.is_extended_frame):
+                continue
+            added.append(m)
+            names.add(m.name)
+        if added:
+            known = known.with_messages(added)
+    return known
 
 
 def _chain(signal: Any) -> tuple[int, ...]:
