@@ -262,3 +262,67 @@ def test_a_page_of_a_database_multiplexer_is_defined_and_drafted_with_it(
         draft = ok(driver, "draft_dbc")["dbc"]
         message = load_dbc_text(draft).get_message_by_frame_id(MUX_ID)
         assert {s.name: s.multiplexer_ids for s in message.signals} == {"Page": None, "Rpm": [1]}
+
+
+def test_a_scaled_multiplexer_is_refused(driver: CanDriver) -> None:
+    """cantools picks a page by its multiplexer's scaled value, multiplexer_ids name raw
+    ones: a multiplexer with a scale or an offset would read each page from another's
+    frames (raw 0 scaled by 2 plus 1 is page 1), so it is refused and nothing is kept."""
+    args = {"id": MUX_ID, "start_bit": 0, "length": 2, "byte_order": LE, "is_multiplexer": True}
+    assert "no scale or offset" in refused(driver, name="Page", scale=2.0, offset=1.0, **args)
+    assert "no scale or offset" in refused(driver, name="Page", offset=1.0, **args)
+    assert ok(driver, "draft_dbc")["signals"] == 0
+    ok(driver, "define_signal", name="Page", scale=1.0, offset=0.0, **args)
+
+
+SCALED_DBC = f"""VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_:
+
+BO_ {MUX_ID} Known: 8 Vector__XXX
+ SG_ Page M : 0|2@1+ (2,1) [1|7] "" Vector__XXX
+ SG_ Temp m1 : 8|8@1+ (1,-40) [-40|215] "degC" Vector__XXX
+"""
+
+EXTENDED_DBC = f"""VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_:
+
+BO_ {MUX_ID} Known: 8 Vector__XXX
+ SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
+ SG_ Sub m0M : 8|4@1+ (1,0) [0|15] "" Vector__XXX
+ SG_ Deep m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
+ SG_ Other m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
+
+SG_MUL_VAL_ {MUX_ID} Deep Sub 1-1;
+SG_MUL_VAL_ {MUX_ID} Other Page 1-1;
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [(SCALED_DBC, "is scaled"), (EXTENDED_DBC, "several multiplexers")],
+)
+def test_pages_of_a_database_multiplexer_they_cannot_name_are_refused(
+    channel: str, tmp_path: Any, text: str, reason: str
+) -> None:
+    """A database's multiplexer whose pages raw values cannot name (a scaled one), or a
+    message with several (extended multiplexing, where a page's values could name either):
+    a new page's signal is refused, the database unchanged."""
+    path = tmp_path / "weird.dbc"
+    path.write_text(text)
+    with CanDriver.from_dbc(path, bus=f"virtual:{channel}", discovery=True) as driver:
+        before = {s.name for m in driver.database.messages for s in m.signals}
+        detail = refused(driver, name="New", id=MUX_ID, start_bit=24, length=8, byte_order=LE,
+                         multiplexer_ids=[0])  # fmt: skip
+        assert reason in detail
+        assert {s.name for m in driver.database.messages for s in m.signals} == before
+        assert ok(driver, "draft_dbc")["signals"] == 0
