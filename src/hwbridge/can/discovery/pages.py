@@ -112,8 +112,8 @@ def check_pages(
         return
     if defined_selector is not None:
         selector_name, selector_length = defined_selector.name, defined_selector.length
-    elif theirs is not None:
-        if sum(1 for s in base.signals if s.is_multiplexer) > 1:
+    elif base is not None and theirs is not None:
+        if len([other for other in base.signals if other.is_multiplexer]) > 1:
             raise _invalid(
                 f"{base.name} has several multiplexers in the database (extended"
                 " multiplexing): which one a page's values name is not clear, so no page can"
