@@ -331,7 +331,7 @@ def test_a_flood_of_bad_items_is_explained_from_each_list_s_first_items() -> Non
             shown.append(len(arguments["ids"]))
             return compiled.iter_errors(arguments)
 
-    checker._validator = Watched()
+    checker._validator = Watched()  # type: ignore[assignment]
     hints = checker.problems({"ids": list(range(70_000, 1_070_000))}, PromptStrategy.default())
     assert shown and max(shown) <= 257
     text = " ".join(hints)
