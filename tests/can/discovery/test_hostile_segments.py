@@ -138,3 +138,21 @@ def test_clocks_are_looked_for_in_bounded_work(monkeypatch: Any, rising: bool) -
     # nothing in them is a clock: every moving bit is still in a field of its own
     assert sum(f.length for f in fields) == 512
 
+
+def test_joins_by_code_length_are_judged_in_bounded_work(monkeypatch: Any) -> None:
+    """64 bytes, each a value walking through 0, 85, 170 and 255 and now and then one off:
+    the pieces of every byte join by code length, and each pair judged takes up to 41 code
+    lengths over all the frames (11,922 of them here; 6.7 s of 16,384 frames). At most
+    CODE_BUDGET are reckoned for the joins, and a few more for the byte orders."""
+    from hwbridge.can.discovery import segment as module
+    from hwbridge.can.discovery.analyse import analyse
+    from hwbridge.can.discovery.segment import CODE_BUDGET
+
+    rng = np.random.default_rng(5)
+    steps = rng.choice([-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], (ROWS, 64))
+    walk = np.abs((np.cumsum(steps, axis=0) % 6) - 3) * 85
+    data = np.clip(walk + (rng.random((ROWS, 64)) < 0.002), 0, 255).astype(np.uint8)
+    reckoned = _counting(monkeypatch, module, "_code_length", CODE_BUDGET + 2 * 512)
+    fields = analyse(frameset(data, 0.01))
+    assert reckoned["calls"] <= CODE_BUDGET + 2 * 512
+    assert sorted(b for f in fields for b in f.bits) == list(range(512))
