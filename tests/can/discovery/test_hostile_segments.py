@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.can.discovery.bits import ByteOrder, chain, next_up
+from hwbridge.can.discovery.bits import ByteOrder, cantools_chain, chain, next_up
 from hwbridge.can.discovery.segment import _code_length, _other_order
 from tests.can.discovery.frames import frameset
 
@@ -156,3 +156,27 @@ def test_joins_by_code_length_are_judged_in_bounded_work(monkeypatch: Any) -> No
     fields = analyse(frameset(data, 0.01))
     assert reckoned["calls"] <= CODE_BUDGET + 2 * 512
     assert sorted(b for f in fields for b in f.bits) == list(range(512))
+
+
+@pytest.mark.parametrize("step", [3, 5])
+@pytest.mark.parametrize("order", ORDERS)
+def test_two_quantised_values_side_by_side_stay_two(step: int, order: ByteOrder) -> None:
+    """Two bytes, each a sensor moving by multiples of `step`, and a third moving by ones:
+    joined, the first two also move only by multiples of `step` (the upper one's moves are
+    multiples of 256 * step), and were read as one 16-bit value; each part is quantised on
+    its own, which the parts of one value split in two are not."""
+    from hwbridge.can.discovery.analyse import analyse
+    from tests.can.discovery.frames import Layout, encode, walk
+
+    rng = np.random.default_rng(step)
+    n = 3000
+    layout = [Layout(name, 8 * k, 8, order) for k, name in enumerate("abc")]
+    raws = {
+        "a": walk(rng, n, 0, 255 // step, 0.3) * step,
+        "b": walk(rng, n, 0, 255 // step, 0.3) * step,
+        "c": walk(rng, n, 0, 255, 2.0),
+    }
+    fields = analyse(frameset(encode(layout, raws)))
+    found = {f.bits for f in fields if f.kind != "constant"}
+    want = {tuple(cantools_chain(x.start, x.length, order)) for x in layout}
+    assert found == want

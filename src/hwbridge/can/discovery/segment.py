@@ -751,21 +751,35 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
     """Neighbouring pieces joined into one field when the joined value moves only by
     multiples of a step of QUANTUM or more: a sensor coarser than its field's step (see
     QUANTUM_CHANGES). The longest such run of pieces is joined first (a window of a larger
-    value moves modulo its range, so only the whole shows the step)."""
+    value moves modulo its range, so only the whole shows the step), unless it is two
+    quantised values side by side (see one_value)."""
     segments = list(segments)
     orders: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
     quanta: dict[tuple[int, ...], int] = {}  # each run of bits judged once
 
-    def quantum(bits: list[int], run: Callable[[], npt.NDArray[np.int64]]) -> int:
-        """`bits`, the lowest of a run of bits whose value `run` reads (once per run)."""
+    def quantum(bits: list[int], run: Callable[[], npt.NDArray[np.int64]], below: int = 0) -> int:
+        """`bits`, `below` bits up a run of bits whose value `run` reads (once per run)."""
         key = tuple(bits)
         if key not in quanta:
             if len(quanta) < QUANTUM_BUDGET:
-                raw = run() & np.int64((1 << len(bits)) - 1)
+                raw = (run() >> np.int64(below)) & np.int64((1 << len(bits)) - 1)
                 quanta[key] = _quantum(stats, raw, len(bits))
             else:
                 quanta[key] = 1
         return quanta[key]
+
+    def one_value(
+        flat: list[int], ends: list[int], run: Callable[[], npt.NDArray[np.int64]]
+    ) -> bool:
+        """No cut between the pieces leaves two parts that are each quantised alone: two
+        coarse sensors side by side (each moving by 5s, joined they move by 5s too). The
+        parts of one split value are not: its low part jumps at each wrap by the range,
+        which is no multiple of the step, or its high part moves by ones."""
+        return not any(
+            quantum(flat[:cut], run) >= QUANTUM
+            and quantum(flat[cut : ends[-1]], run, cut) >= QUANTUM
+            for cut in ends[:-1]
+        )
 
     while True:
         best: tuple[list[int], ByteOrder | None] | None = None
@@ -775,13 +789,13 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
             for order in orders:
                 run = _run_up(segments, at, start, order, nbits)
                 flat = [b for k in run for b in segments[k].bits]
-                ends = np.cumsum([len(segments[k].bits) for k in run])
+                ends = [int(e) for e in np.cumsum([len(segments[k].bits) for k in run])]
                 read = _Once(partial(values, stats.bits, flat))
                 for m in range(len(run), 1, -1):
                     bits = flat[: ends[m - 1]]
                     if len(bits) <= size:
                         break
-                    if quantum(bits, read) >= QUANTUM:
+                    if quantum(bits, read) >= QUANTUM and one_value(flat, ends[:m], read):
                         crossing = len({b // 8 for b in bits}) > 1
                         best, size = (run[:m], order if crossing else None), len(bits)
                         break
