@@ -14,7 +14,8 @@
   the precision (fields inside one true signal; goal 95%), counters and checksums found
   (goal: all), speed-like fields scaled within 2% through the GNSS reference (goal: all);
 - a hostile capture: 1,000,000 distinct 29-bit ids, 64 bytes of zeros each, discovered in a
-  child process: time, peak memory, and what it says it dropped.
+  child process: time, peak memory, and what it says it dropped; and busy ids of 64-byte
+  frames built to give the joining passes of one payload the most work.
 
 Captures are generated into a temporary folder, never kept.
 """
@@ -379,6 +380,48 @@ def _hostile_busy(folder: Path) -> None:
     )
 
 
+def _hostile_pieces(folder: Path) -> None:
+    """One busy id each whose 64-byte frames offer the joining passes the most work: pieces
+    chained from bit 0 to bit 511 (flags going on once and staying on, a two-bit state
+    across every byte edge: every run of pieces up to 63 bits a clock candidate), and 64
+    values walking through 0, 85, 170 and 255, now and then one off (pieces that join by
+    code length, none by a quantum)."""
+    from hwbridge.can.discovery.api import discover
+
+    rng = np.random.default_rng(0)
+    n = 16_384
+    bits = (np.arange(n)[:, None] >= rng.integers(0, n, 512)[None, :]).astype(np.uint8)
+    for edge in range(7, 511, 8):
+        state = np.minimum(np.cumsum(rng.random(n) < 0.0005), 3)
+        bits[:, edge], bits[:, edge + 1] = state & 1, state >> 1
+    chained = np.packbits(bits, axis=1, bitorder="little")
+    steps = rng.choice([-1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], (n, 64))
+    walk = np.abs((np.cumsum(steps, axis=0) % 6) - 3) * 85
+    quantised = np.clip(walk + (rng.random((n, 64)) < 0.002), 0, 255).astype(np.uint8)
+    for label, data, before in (
+        ("449 pieces chained from bit 0 to bit 511", chained, "139 s"),
+        ("64 bytes walking by 85, now and then one off", quantised, "23 s"),
+    ):
+        path = folder / "pieces.blf"
+        with can.BLFWriter(str(path)) as writer:
+            for i in range(n):
+                writer.on_message_received(
+                    can.Message(
+                        timestamp=i * 1e-3, arbitration_id=0x123, is_fd=True, data=bytes(data[i])
+                    )
+                )
+        start = time.perf_counter()
+        report = discover([path])
+        took = time.perf_counter() - start
+        fields = sum(
+            1 for s in report.to_dict()["messages"][0]["signals"] if s["kind"] != "constant"
+        )
+        print(
+            f"  one id, {n:,} CAN FD frames of 64 bytes, {label}: discover {took:.2f} s"
+            f" ({fields} fields; {before} before the joining passes' review bounded them)"
+        )
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m benchmarks.bench_discovery [--parts cost,tuned,dev,heldout,fresh,truck,hostile]
     [--cars N] [--seconds S] [-v]` (a subset while developing; `make bench` runs it all)."""
@@ -469,8 +512,8 @@ def main(argv: list[str] | None = None) -> None:
             _truck()
         if "hostile" in parts:
             print("\nhostile capture")
-            _hostile(folder)
-            _hostile_busy(folder)
+            for part in (_hostile, _hostile_busy, _hostile_pieces):
+                part(folder)
 
 
 if __name__ == "__main__":

@@ -309,3 +309,30 @@ def test_a_flood_of_invalid_items_is_explained_in_a_few_hints() -> None:
     r = Thermostat().process_llm_response(text)
     assert r.call_failed
     assert r.retry_prompt is not None and r.retry_prompt.count("must be") <= 6
+
+
+def test_a_flood_of_bad_items_is_explained_from_each_list_s_first_items() -> None:
+    """A million items each out of range: jsonschema-rs built an error for every one of
+    them (13 s for the 7 MB, more than linear in it; six hints are shown). A failing call is
+    now explained from each list's first items only, and still says what was wrong."""
+    from hwbridge.core.models import Tool, ToolParameter
+    from hwbridge.core.validation import ArgumentValidator
+
+    ids = {"type": "array", "items": {"type": "integer", "maximum": 65535}, "maxItems": 64}
+    tool = Tool(
+        name="pick", description="pick ids", parameters=[ToolParameter(name="ids", schema=ids)]
+    )
+    checker = ArgumentValidator(tool)
+    compiled = checker._validator
+    shown: list[int] = []
+
+    class Watched:
+        def iter_errors(self, arguments: dict[str, Any]) -> Any:
+            shown.append(len(arguments["ids"]))
+            return compiled.iter_errors(arguments)
+
+    checker._validator = Watched()  # type: ignore[assignment]
+    hints = checker.problems({"ids": list(range(70_000, 1_070_000))}, PromptStrategy.default())
+    assert shown and max(shown) <= 257
+    text = " ".join(hints)
+    assert "at most 64" in text and "at most 65535" in text

@@ -21,6 +21,7 @@ from hwbridge.core.prompts import PromptStrategy
 __all__ = ["ArgumentValidator"]
 
 _MAX_HINTS = 6
+_EXPLAINED_ITEMS = 256
 _PRESENCE = frozenset({"required", "additionalProperties"})
 
 
@@ -67,8 +68,10 @@ class ArgumentValidator:
         if found:
             return found
         try:
-            # only the first few are shown; listing all is linear in a hostile argument
-            errors = list(islice(self._validator.iter_errors(arguments), _MAX_HINTS * 4))
+            # only the first few are shown; listing all is linear in a hostile argument, and
+            # slower than that in its items: they are read up to _EXPLAINED_ITEMS each
+            shrunk = _shrunk(arguments)
+            errors = list(islice(self._validator.iter_errors(shrunk), _MAX_HINTS * 4))
         except (ValueError, TypeError):  # a value JSON cannot hold (an int beyond 4300 digits)
             errors = []
         for error in errors[:_MAX_HINTS]:
@@ -98,6 +101,17 @@ class ArgumentValidator:
             except (KeyError, IndexError, TypeError):
                 return None
         return node
+
+
+def _shrunk(value: Any) -> Any:
+    """`value` with every list cut to its first _EXPLAINED_ITEMS + 1 items (still too long
+    for any maxItems below that): what a failing call is explained from. A million bad items
+    gave jsonschema-rs a million errors to build (13 s for 7 MB), of which six are shown."""
+    if isinstance(value, list):
+        return [_shrunk(v) for v in value[: _EXPLAINED_ITEMS + 1]]
+    if isinstance(value, dict):
+        return {k: _shrunk(v) for k, v in value.items()}
+    return value
 
 
 def _path(instance_path: Any) -> str:

@@ -262,3 +262,86 @@ def test_a_page_of_a_database_multiplexer_is_defined_and_drafted_with_it(
         draft = ok(driver, "draft_dbc")["dbc"]
         message = load_dbc_text(draft).get_message_by_frame_id(MUX_ID)
         assert {s.name: s.multiplexer_ids for s in message.signals} == {"Page": None, "Rpm": [1]}
+
+
+def test_a_scaled_multiplexer_is_refused(driver: CanDriver) -> None:
+    """cantools picks a page by its multiplexer's scaled value, multiplexer_ids name raw
+    ones: a multiplexer with a scale or an offset would read each page from another's
+    frames (raw 0 scaled by 2 plus 1 is page 1), so it is refused and nothing is kept."""
+    args = {"id": MUX_ID, "start_bit": 0, "length": 2, "byte_order": LE, "is_multiplexer": True}
+    assert "no scale or offset" in refused(driver, name="Page", scale=2.0, offset=1.0, **args)
+    assert "no scale or offset" in refused(driver, name="Page", offset=1.0, **args)
+    assert ok(driver, "draft_dbc")["signals"] == 0
+    ok(driver, "define_signal", name="Page", scale=1.0, offset=0.0, **args)
+
+
+SCALED_DBC = f"""VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_:
+
+BO_ {MUX_ID} Known: 8 Vector__XXX
+ SG_ Page M : 0|2@1+ (2,1) [1|7] "" Vector__XXX
+ SG_ Temp m1 : 8|8@1+ (1,-40) [-40|215] "degC" Vector__XXX
+"""
+
+EXTENDED_DBC = f"""VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_:
+
+BO_ {MUX_ID} Known: 8 Vector__XXX
+ SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
+ SG_ Sub m0M : 8|4@1+ (1,0) [0|15] "" Vector__XXX
+ SG_ Deep m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
+ SG_ Other m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
+
+SG_MUL_VAL_ {MUX_ID} Deep Sub 1-1;
+SG_MUL_VAL_ {MUX_ID} Other Page 1-1;
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [(SCALED_DBC, "is scaled"), (EXTENDED_DBC, "several multiplexers")],
+)
+def test_pages_of_a_database_multiplexer_they_cannot_name_are_refused(
+    channel: str, tmp_path: Any, text: str, reason: str
+) -> None:
+    """A database's multiplexer whose pages raw values cannot name (a scaled one), or a
+    message with several (extended multiplexing, where a page's values could name either):
+    a new page's signal is refused, the database unchanged."""
+    path = tmp_path / "weird.dbc"
+    path.write_text(text)
+    with CanDriver.from_dbc(path, bus=f"virtual:{channel}", discovery=True) as driver:
+        before = {s.name for m in driver.database.messages for s in m.signals}
+        detail = refused(driver, name="New", id=MUX_ID, start_bit=24, length=8, byte_order=LE,
+                         multiplexer_ids=[0])  # fmt: skip
+        assert reason in detail
+        assert {s.name for m in driver.database.messages for s in m.signals} == before
+        assert ok(driver, "draft_dbc")["signals"] == 0
+
+
+def test_a_frame_of_no_page_is_answered_with_a_bounded_note() -> None:
+    """Pages naming thousands of multiplexer values (40 signals of 64 values each): a frame
+    whose multiplexer names none of them was decoded with a note listing every one (15,000
+    characters here, 87,000 with 200 such signals) in decode_frame's answer; the note now
+    lists the first few and how many there are."""
+    with CanDriver.from_bus(f"virtual:define-many-{uuid.uuid4().hex[:8]}") as driver:
+        ok(driver, "define_signal", name="Page", id=0x10, start_bit=0, length=16, byte_order=LE,
+           is_multiplexer=True)  # fmt: skip
+        for k in range(40):
+            ok(driver, "define_signal", name=f"S{k}", id=0x10, start_bit=16, length=8,
+               byte_order=LE, multiplexer_ids=list(range(k * 128, k * 128 + 128, 2)))  # fmt: skip
+        answer = ok(driver, "decode_frame", id=0x10, data="01" + "00" * 7)
+        (note,) = answer["notes"]
+        assert note.startswith("Page = 1 selects no signals") and "(2560 values)" in note
+        assert len(json.dumps(answer)) < 1000
+        page = ok(driver, "decode_frame", id=0x10, data="0201" + "00" * 6)
+        assert page["signals"]["S2"] == 0 and "notes" not in page

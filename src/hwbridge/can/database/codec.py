@@ -69,8 +69,16 @@ class EncodedFrame:
         return out
 
 
+_IDS_SHOWN = 16
+"""Multiplexer values a note or an error lists at most (a database may define thousands)."""
+
+
 def _ids_text(ids: set[int] | tuple[int, ...]) -> str:
-    return ", ".join(str(i) for i in sorted(ids))
+    listed = sorted(ids)
+    text = ", ".join(str(i) for i in listed[:_IDS_SHOWN])
+    if len(listed) > _IDS_SHOWN:
+        text += f", ... ({len(listed)} values)"
+    return text
 
 
 class MessageCodec:

@@ -45,6 +45,9 @@ CLOCK_R = 0.9999
 """r with the frames' times above which two neighbouring pieces read as one clock."""
 CLOCK_RESIDUAL = 0.25
 """... and the scatter around the line, in steps between frames, below which."""
+CLOCK_BUDGET = 1024
+"""Runs of pieces one payload's clocks are looked for in, at most (a frame of 64 bytes of
+flags, each rising once, offers tens of thousands; a real one, a handful)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,23 +178,48 @@ def _join_clocks(
 
     From each piece, the run of pieces continuing it upwards is tried longest first: the
     run is a clock when all of it rises in a straight line with time and its part above
-    the first piece never falls back."""
+    the first piece never falls back. Bounded: a run is read up to 63 bits (no longer
+    number is read), only where its top piece never falls (a value whose top falls falls
+    too), each run judged once and at most CLOCK_BUDGET of them."""
     if len(frames) < 8:
         return segments
     pieces = list(segments)
+    cont = frames.cont[1:]
+    never_falls: dict[tuple[int, ...], bool] = {}
+    verdicts: dict[tuple[tuple[int, ...], int], bool] = {}  # (chain, bits of its first piece)
+
+    def rising(piece: Segment) -> bool:
+        if piece.bits not in never_falls:
+            steps = np.diff(values(bits, piece.bits))[cont]
+            never_falls[piece.bits] = bool((steps >= 0).all())
+        return never_falls[piece.bits]
+
     joined = True
     while joined:
         joined = False
+        at = {p.bits[0]: (i, p) for i, p in enumerate(pieces)}
         for a in sorted(pieces, key=lambda p: p.bits[0]):
-            run, order = _run_above(a, pieces)
-            for k in range(len(run), 1, -1):
-                chain = tuple(b for piece in run[:k] for b in piece.bits)
-                upper = chain[len(a.bits) :]
-                if len(chain) > 63:
-                    continue
-                if _clock(values(bits, chain), frames) and _clock(
-                    values(bits, upper), frames, loose=True
-                ):
+            run, order = _run_above(a, at)
+            tried = [
+                k
+                for k in range(len(run), 1, -1)
+                if (_chain(run[:k]), len(a.bits)) in verdicts or rising(run[k - 1])
+            ]
+            if not tried:
+                continue
+            whole = _chain(run)
+            raw = values(bits, whole)  # each shorter chain is its low bits
+            for k in tried:
+                chain = _chain(run[:k])
+                key = (chain, len(a.bits))
+                if key not in verdicts:
+                    if len(verdicts) >= CLOCK_BUDGET:
+                        continue
+                    low = raw & np.int64((1 << len(chain)) - 1) if len(chain) < 63 else raw
+                    verdicts[key] = _clock(low, frames) and _clock(
+                        low >> np.int64(len(a.bits)), frames, loose=True
+                    )
+                if verdicts[key]:
                     used = {id(p) for p in run[:k]}
                     pieces = [p for p in pieces if id(p) not in used]
                     pieces.append(Segment(chain, order))
@@ -202,22 +230,40 @@ def _join_clocks(
     return pieces
 
 
-def _run_above(a: Segment, pieces: list[Segment]) -> tuple[list[Segment], ByteOrder | None]:
-    """`a` and the pieces continuing it upwards one after the other, in one byte order."""
+def _chain(run: list[Segment]) -> tuple[int, ...]:
+    return tuple(b for piece in run for b in piece.bits)
+
+
+def _run_above(
+    a: Segment, at: dict[int, tuple[int, Segment]]
+) -> tuple[list[Segment], ByteOrder | None]:
+    """`a` and the pieces continuing it upwards one after the other, in one byte order, as
+    far as they hold 63 bits (`at`: the pieces by their bottom bit, with their place in the
+    list; of two that continue a piece, the one listed first). The order is the whole
+    run's: set where it first leaves a byte, which may lie past those 63 bits."""
     run, order = [a], a.order
-    while len(run) <= len(pieces):
-        top = run[-1]
+    taken = {id(a)}
+    size = len(a.bits)
+    top = a
+    while True:
         step = None
-        for b in pieces:
+        ups = {next_up(top.bits[-1], o) for o in ORDERS}
+        for _, b in sorted((at[u] for u in ups if u in at), key=lambda ib: ib[0]):
             got = _continues(top, b)
-            if got is not None and order in (None, got) and all(b is not r for r in run):
+            if got is not None and order in (None, got) and id(b) not in taken:
                 step = (b, got)
                 break
         if step is None:
             break
-        run.append(step[0])
         if not _one_byte(top.bits + step[0].bits):
             order = step[1]
+        top = step[0]
+        taken.add(id(top))
+        size += len(top.bits)
+        if size <= 63:
+            run.append(top)
+        elif order is not None:
+            break  # longer chains are not read; the order is set for good
     return run, order
 
 

@@ -77,7 +77,7 @@ def values(bits: U8, positions: tuple[int, ...] | list[int]) -> I64:
     if n > 63:
         raise ValueError("fields of more than 63 bits are not read as numbers")
     weights = np.left_shift(np.int64(1), np.arange(n, dtype=np.int64))
-    picked = bits[:, list(positions)].astype(np.int64)
+    picked = np.take(bits, list(positions), axis=1).astype(np.int64)  # take: 3x fancy indexing
     out: I64 = picked @ weights
     return out
 

@@ -62,6 +62,13 @@ def check_alone(signal: DefinedSignal) -> None:
             )
         if signal.is_float or signal.signed:
             raise _invalid("a multiplexer is an unsigned integer: not signed, not a float")
+        if signal.scale != 1 or signal.offset != 0:
+            # cantools picks a page by the multiplexer's scaled value: multiplexer_ids name
+            # raw values, so a scaled multiplexer would read every page from another's frames
+            raise _invalid(
+                "a multiplexer's raw value names its pages: give it no scale or offset"
+                " (scale 1, offset 0)"
+            )
         if signal.length > MAX_MULTIPLEXER_BITS:
             raise _invalid(f"a multiplexer has at most {MAX_MULTIPLEXER_BITS} bits")
     if ids is None:
@@ -105,7 +112,19 @@ def check_pages(
         return
     if defined_selector is not None:
         selector_name, selector_length = defined_selector.name, defined_selector.length
-    elif theirs is not None:
+    elif base is not None and theirs is not None:
+        if len([other for other in base.signals if other.is_multiplexer]) > 1:
+            raise _invalid(
+                f"{base.name} has several multiplexers in the database (extended"
+                " multiplexing): which one a page's values name is not clear, so no page can"
+                " be named here"
+            )
+        if float(theirs.scale) != 1 or float(theirs.offset) != 0:
+            raise _invalid(
+                f"{base.name}.{theirs.name}, the multiplexer of {frame_key_text(key)} in the"
+                " database, is scaled: cantools picks its pages by the scaled value, not by"
+                " the raw values multiplexer_ids name, so no page can be named for it here"
+            )
         selector_name, selector_length = str(theirs.name), int(theirs.length)
     else:
         raise _invalid(

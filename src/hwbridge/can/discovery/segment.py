@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +88,12 @@ CODE_SHIFTS = 19
 CODE_MARGIN_BITS = 2.0
 """... and by this many bits more than it is with the upper piece moved in time by any of
 CODE_SHIFTS circular shifts (what it saves by chance, were the two of their own)."""
+PAIR_CODES = 3 + 2 * CODE_SHIFTS
+"""Code lengths one pair of pieces takes to judge, at most."""
+CODE_BUDGET = 4096
+"""Code lengths one payload's joins by code length reckon, at most, each over all its rows
+(a frame of 64 bytes of quantised values offers ten thousand; a real one, a few hundred);
+a pair the rest cannot judge whole is not joined."""
 SPARSE_BITS = 3
 SPARSE_VALUE_BITS = 3
 SPARSE_RATIO = 4.0
@@ -570,26 +577,26 @@ def _chains(pieces: list[list[int]], links: dict[int, tuple[int, ByteOrder]]) ->
     return out
 
 
-def _quantum(stats: BitStats, positions: list[int]) -> int:
-    """The largest step every change of the value of `positions` is a multiple of, read
-    unsigned or as two's complement (a signed value crossing zero); 1 over fewer than
-    QUANTUM_CHANGES changes. Read only on the frames around its changes (and those after a
-    gap), which hold every value it took."""
-    if len(positions) > 62:
+def _quantum(stats: BitStats, raw: npt.NDArray[np.int64], width: int) -> int:
+    """The largest step every change of a `width`-bit value (`raw`, its value in every
+    frame) is a multiple of, read unsigned or as two's complement (a signed value crossing
+    zero); 1 over fewer than QUANTUM_CHANGES changes. Read only on the frames around its
+    changes (and those after a gap), which hold every value it took."""
+    if width > 62:
         return 1
-    moved = np.flatnonzero(stats.flips[:, positions].any(axis=1))
+    moved = np.flatnonzero(raw[stats.before + 1] != raw[stats.before])
     if len(moved) < QUANTUM_CHANGES:
         return 1
     first = stats.before[moved]
     starts = np.ones(len(stats.bits), np.bool_)
     starts[stats.before + 1] = False  # frames no transition leads to: a start, after a gap
     rows = np.concatenate([first, first + 1, np.flatnonzero(starts)])
-    raw = values(stats.bits[rows], positions)
+    raw = raw[rows]
     if len(np.unique(raw)) < QUANTUM_VALUES:
         return 1  # flags changing together (0 <-> 3), a state: not a value's steps
     k = len(moved)
     best = 1
-    for v in (raw, to_signed(raw, len(positions))):
+    for v in (raw, to_signed(raw, width)):
         d = np.abs(v[k : 2 * k] - v[:k])
         d = d[d != 0]
         if len(d) >= QUANTUM_CHANGES:
@@ -703,11 +710,14 @@ def _sparse_below(stats: BitStats, low: tuple[int, ...], value: tuple[int, ...])
     return bool((at == above.max()).all() or (at == above.min()).all())
 
 
-def _run_up(segments: list[Segment], start: int, order: ByteOrder, nbits: int) -> list[int]:
+def _run_up(
+    segments: list[Segment], at: dict[int, int], start: int, order: ByteOrder, nbits: int
+) -> list[int]:
     """`start` and the pieces above it, each one's bottom the next bit up of the one below
-    in `order`, while they can all be read in that order."""
-    at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+    in `order`, while they can all be read in that order and hold 62 bits at most (`at`:
+    each piece's place by its bottom bit)."""
     run = [start]
+    size = len(segments[start].bits)
     while True:
         here = segments[run[-1]]
         if here.order not in (None, order):
@@ -716,36 +726,76 @@ def _run_up(segments: list[Segment], start: int, order: ByteOrder, nbits: int) -
         j = at.get(up)
         if j is None or j in run or not 0 <= up < nbits or segments[j].order not in (None, order):
             break
+        size += len(segments[j].bits)
+        if size > 62:
+            break  # no longer value has a quantum (see _quantum)
         run.append(j)
     return run
+
+
+class _Once:
+    """A value computed on its first call only."""
+
+    def __init__(self, make: Callable[[], npt.NDArray[np.int64]]) -> None:
+        self._make: Callable[[], npt.NDArray[np.int64]] | None = make
+        self._value: npt.NDArray[np.int64] | None = None
+
+    def __call__(self) -> npt.NDArray[np.int64]:
+        if self._value is None:
+            assert self._make is not None
+            self._value, self._make = self._make(), None
+        return self._value
 
 
 def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
     """Neighbouring pieces joined into one field when the joined value moves only by
     multiples of a step of QUANTUM or more: a sensor coarser than its field's step (see
     QUANTUM_CHANGES). The longest such run of pieces is joined first (a window of a larger
-    value moves modulo its range, so only the whole shows the step)."""
+    value moves modulo its range, so only the whole shows the step), unless it is two
+    quantised values side by side (see one_value)."""
     segments = list(segments)
     orders: tuple[ByteOrder, ...] = ("little_endian", "big_endian")
     quanta: dict[tuple[int, ...], int] = {}  # each run of bits judged once
 
-    def quantum(bits: list[int]) -> int:
+    def quantum(bits: list[int], run: Callable[[], npt.NDArray[np.int64]], below: int = 0) -> int:
+        """`bits`, `below` bits up a run of bits whose value `run` reads (once per run)."""
         key = tuple(bits)
         if key not in quanta:
-            quanta[key] = _quantum(stats, bits) if len(quanta) < QUANTUM_BUDGET else 1
+            if len(quanta) < QUANTUM_BUDGET:
+                raw = (run() >> np.int64(below)) & np.int64((1 << len(bits)) - 1)
+                quanta[key] = _quantum(stats, raw, len(bits))
+            else:
+                quanta[key] = 1
         return quanta[key]
+
+    def one_value(
+        flat: list[int], ends: list[int], run: Callable[[], npt.NDArray[np.int64]]
+    ) -> bool:
+        """No cut between the pieces leaves two parts that are each quantised alone: two
+        coarse sensors side by side (each moving by 5s, joined they move by 5s too). The
+        parts of one split value are not: its low part jumps at each wrap by the range,
+        which is no multiple of the step, or its high part moves by ones."""
+        return not any(
+            quantum(flat[:cut], run) >= QUANTUM
+            and quantum(flat[cut : ends[-1]], run, cut) >= QUANTUM
+            for cut in ends[:-1]
+        )
 
     while True:
         best: tuple[list[int], ByteOrder | None] | None = None
         size = 0
+        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
         for start in range(len(segments)):
             for order in orders:
-                run = _run_up(segments, start, order, nbits)
+                run = _run_up(segments, at, start, order, nbits)
+                flat = [b for k in run for b in segments[k].bits]
+                ends = [int(e) for e in np.cumsum([len(segments[k].bits) for k in run])]
+                read = _Once(partial(values, stats.bits, flat))
                 for m in range(len(run), 1, -1):
-                    bits = [b for k in run[:m] for b in segments[k].bits]
+                    bits = flat[: ends[m - 1]]
                     if len(bits) <= size:
                         break
-                    if quantum(bits) >= QUANTUM:
+                    if quantum(bits, read) >= QUANTUM and one_value(flat, ends[:m], read):
                         crossing = len({b // 8 for b in bits}) > 1
                         best, size = (run[:m], order if crossing else None), len(bits)
                         break
@@ -779,26 +829,29 @@ def _code_length(raw: npt.NDArray[np.int64], width: int, before: npt.NDArray[np.
     return min(first, bits_of(wrap(d1[1:] - d1[:-1])))
 
 
-def _cheaper_joined(stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]) -> float:
+def _cheaper_joined(
+    stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]
+) -> tuple[float, int]:
     """How many bits writing `low` and `high` down as one value saves over writing them
     apart (0 unless it saves more than CODE_GAIN_BITS, and CODE_MARGIN_BITS more than it
     would were `high` moving at moments of its own: the same two joined with `high`
-    shifted in time by CODE_SHIFTS circular shifts are the chance level)."""
+    shifted in time by CODE_SHIFTS circular shifts are the chance level), and the code
+    lengths that took (at most PAIR_CODES)."""
     a, b = values(stats.bits, low), values(stats.bits, high)
     wa, wb = len(low), len(high)
-    apart = _code_length(a, wa, stats.before) + _code_length(b, wb, stats.before)
+    low_alone = _code_length(a, wa, stats.before)
+    apart = low_alone + _code_length(b, wb, stats.before)
     gain = apart - _code_length(a + (b << np.int64(wa)), wa + wb, stats.before)
     if gain <= CODE_GAIN_BITS:
-        return 0.0
+        return 0.0, 3
     n = len(b)
-    low_alone = _code_length(a, wa, stats.before)
     for k in range(1, CODE_SHIFTS + 1):
         moved = np.roll(b, (n * k) // (CODE_SHIFTS + 1))
         alone = low_alone + _code_length(moved, wb, stats.before)
         chance = alone - _code_length(a + (moved << np.int64(wa)), wa + wb, stats.before)
         if chance + CODE_MARGIN_BITS > gain:
-            return 0.0
-    return gain
+            return 0.0, 3 + 2 * k
+    return gain, PAIR_CODES
 
 
 def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
@@ -812,6 +865,7 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
     to frame, or a top bit that flips only a couple of times. The best join is made first."""
     segments = list(segments)
     gains: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}  # each pair judged once
+    spent = 0  # code lengths reckoned (see CODE_BUDGET)
     while True:
         at = {seg.bits[0]: i for i, seg in enumerate(segments)}
         best: tuple[float, int, int, ByteOrder] | None = None
@@ -829,7 +883,11 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
                     continue
                 pair = (low.bits, high.bits)
                 if pair not in gains:
-                    gains[pair] = _cheaper_joined(stats, low.bits, high.bits)
+                    if spent + PAIR_CODES > CODE_BUDGET:
+                        gains[pair] = 0.0
+                    else:
+                        gains[pair], used = _cheaper_joined(stats, low.bits, high.bits)
+                        spent += used
                 gain = gains[pair]
                 if gain > 0.0 and (best is None or gain > best[0]):
                     best = (gain, i, j, order)
