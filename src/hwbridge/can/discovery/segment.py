@@ -16,7 +16,7 @@ byte (little endian) or into the byte before (big endian). Each field keeps one 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 
@@ -604,6 +604,30 @@ def _quantum(stats: BitStats, raw: npt.NDArray[np.int64], width: int) -> int:
     return best
 
 
+def _neighbours(segments: list[Segment], nbits: int) -> Iterator[tuple[int, int, ByteOrder]]:
+    """(low, high, order) for each piece `high` whose bottom bit is the next bit up from the top
+    of piece `low` in `order`, both of them readable in that order: the pairs a joining pass
+    may make one field."""
+    at = {seg.bits[0]: i for i, seg in enumerate(segments)}
+    for i, low in enumerate(segments):
+        for order in _ORDERS:
+            up = next_up(low.bits[-1], order)
+            j = at.get(up)
+            if j is None or j == i or not 0 <= up < nbits:
+                continue
+            if low.order in (None, order) and segments[j].order in (None, order):
+                yield i, j, order
+
+
+def _merged(segments: list[Segment], i: int, j: int, order: ByteOrder) -> list[Segment]:
+    """`segments` with the neighbours `i` (low) and `j` (high, in `order`) made one field:
+    of that order when it crosses a byte, of either within one."""
+    low, high = segments[i], segments[j]
+    crossing = len({b // 8 for b in low.bits + high.bits}) > 1
+    merged = Segment(low.bits + high.bits, order if crossing else high.order)
+    return [seg for k, seg in enumerate(segments) if k not in (i, j)] + [merged]
+
+
 def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
     """A short piece of rarely flipping bits right below a value joins it when they are
     set only while the value sits at one end of its range: a sensor quantised more
@@ -615,31 +639,14 @@ def _join_sparse_bottoms(stats: BitStats, segments: list[Segment], nbits: int) -
     The bits' flip rate jumps up at the value's lowest bit, so the flips alone cut them
     off (see RATE_SLACK), and the jump to the end is too large to look like a carry."""
     segments = list(segments)
-    changed = True
-    while changed:
-        changed = False
-        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
-        for i, low in enumerate(segments):
-            if len(low.bits) > SPARSE_BITS:
-                continue
-            for order in _ORDERS:
-                up = next_up(low.bits[-1], order)
-                j = at.get(up)
-                if j is None or j == i or not 0 <= up < nbits:
-                    continue
-                value = segments[j]
-                if low.order not in (None, order) or value.order not in (None, order):
-                    continue
-                if _sparse_below(stats, low.bits, value.bits):
-                    crossing = len({b // 8 for b in low.bits + value.bits}) > 1
-                    merged = Segment(low.bits + value.bits, order if crossing else value.order)
-                    segments = [s for k, s in enumerate(segments) if k not in (i, j)]
-                    segments.append(merged)
-                    changed = True
-                    break
-            if changed:
+    while True:
+        for i, j, order in _neighbours(segments, nbits):
+            low = segments[i]
+            if len(low.bits) <= SPARSE_BITS and _sparse_below(stats, low.bits, segments[j].bits):
+                segments = _merged(segments, i, j, order)
                 break
-    return sorted(segments, key=lambda seg: seg.bits[0])
+        else:
+            return sorted(segments, key=lambda seg: seg.bits[0])
 
 
 def _join_quiet_states(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
@@ -649,29 +656,13 @@ def _join_quiet_states(stats: BitStats, segments: list[Segment], nbits: int) -> 
     whose lowest bit moves only with its top one (0b001 <-> 0b100) is cut below the pair
     that did join; this looks at the whole pieces."""
     segments = list(segments)
-    changed = True
-    while changed:
-        changed = False
-        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
-        for i, low in enumerate(segments):
-            for order in _ORDERS:
-                up = next_up(low.bits[-1], order)
-                j = at.get(up)
-                if j is None or j == i or not 0 <= up < nbits:
-                    continue
-                high = segments[j]
-                if low.order not in (None, order) or high.order not in (None, order):
-                    continue
-                if _quiet_state(stats, low.bits, high.bits):
-                    crossing = len({b // 8 for b in low.bits + high.bits}) > 1
-                    merged = Segment(low.bits + high.bits, order if crossing else high.order)
-                    segments = [s for k, s in enumerate(segments) if k not in (i, j)]
-                    segments.append(merged)
-                    changed = True
-                    break
-            if changed:
+    while True:
+        for i, j, order in _neighbours(segments, nbits):
+            if _quiet_state(stats, segments[i].bits, segments[j].bits):
+                segments = _merged(segments, i, j, order)
                 break
-    return sorted(segments, key=lambda seg: seg.bits[0])
+        else:
+            return sorted(segments, key=lambda seg: seg.bits[0])
 
 
 def _quiet_state(stats: BitStats, low: tuple[int, ...], high: tuple[int, ...]) -> bool:
@@ -867,37 +858,25 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
     gains: dict[tuple[tuple[int, ...], tuple[int, ...]], float] = {}  # each pair judged once
     spent = 0  # code lengths reckoned (see CODE_BUDGET)
     while True:
-        at = {seg.bits[0]: i for i, seg in enumerate(segments)}
         best: tuple[float, int, int, ByteOrder] | None = None
-        for i, low in enumerate(segments):
-            for order in _ORDERS:
-                up = next_up(low.bits[-1], order)
-                j = at.get(up)
-                if j is None or j == i or not 0 <= up < nbits:
-                    continue
-                high = segments[j]
-                if low.order not in (None, order) or high.order not in (None, order):
-                    continue
-                both = list(low.bits + high.bits)
-                if len(both) > 62 or (len(low.bits) == 1 and len(high.bits) == 1):
-                    continue
-                pair = (low.bits, high.bits)
-                if pair not in gains:
-                    if spent + PAIR_CODES > CODE_BUDGET:
-                        gains[pair] = 0.0
-                    else:
-                        gains[pair], used = _cheaper_joined(stats, low.bits, high.bits)
-                        spent += used
-                gain = gains[pair]
-                if gain > 0.0 and (best is None or gain > best[0]):
-                    best = (gain, i, j, order)
+        for i, j, order in _neighbours(segments, nbits):
+            low, high = segments[i], segments[j]
+            if len(low.bits) + len(high.bits) > 62 or (len(low.bits) == 1 and len(high.bits) == 1):
+                continue
+            pair = (low.bits, high.bits)
+            if pair not in gains:
+                if spent + PAIR_CODES > CODE_BUDGET:
+                    gains[pair] = 0.0
+                else:
+                    gains[pair], used = _cheaper_joined(stats, low.bits, high.bits)
+                    spent += used
+            gain = gains[pair]
+            if gain > 0.0 and (best is None or gain > best[0]):
+                best = (gain, i, j, order)
         if best is None:
             return sorted(segments, key=lambda seg: seg.bits[0])
         _, i, j, order = best
-        low, high = segments[i], segments[j]
-        crossing = len({b // 8 for b in low.bits + high.bits}) > 1
-        merged = Segment(low.bits + high.bits, order if crossing else None)
-        segments = [seg for k, seg in enumerate(segments) if k not in (i, j)] + [merged]
+        segments = _merged(segments, i, j, order)
 
 
 def _other_order(bits: tuple[int, ...], order: ByteOrder) -> tuple[int, ...] | None:
