@@ -186,3 +186,38 @@ def test_spy_url_writes_a_trace_of_both_directions(psu: BenchPsu, tmp_path: Path
     text = trace.read_text()
     assert " TX " in text and "2A 49 44 4E 3F" in text  # *IDN?
     assert " RX " in text  # the reply, in as many pieces as it was read
+
+
+def test_reconnecting_while_another_thread_reads_never_deadlocks(psu: BenchPsu) -> None:
+    # a reader in a loop (as the line monitor reads) takes the read lock again the moment it
+    # lets it go: a reconnect that waited its turn waited for ever (and, taking the locks in
+    # the other order, the two waited for each other)
+    with PySerialAdapter(str(psu.link)) as port:
+        stop = threading.Event()
+        reads = 0
+
+        def read() -> None:
+            nonlocal reads
+            while not stop.is_set():
+                try:
+                    port.read_frames(timeout_s=0.005)
+                except ToolError:
+                    pass  # NO_REPLY while quiet, PORT_DOWN between close and open
+                reads += 1
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        done = threading.Event()
+
+        def reconnect_many() -> None:
+            for _ in range(100):
+                port.reconnect()
+            done.set()
+
+        threading.Thread(target=reconnect_many, daemon=True).start()
+        finished = done.wait(20.0)
+        stop.set()
+        reader.join(2.0)
+        assert finished, "a reconnect and a read waited for each other"
+        assert reads > 0 and not reader.is_alive()
+        assert port.query("*IDN?") == IDENTITY

@@ -148,6 +148,7 @@ class PySerialAdapter(Closing):
         self._state = threading.Lock()  # guards the fields below; never held during I/O
         self._io = threading.RLock()  # one transaction (write + read) at a time
         self._read_lock = threading.RLock()  # the buffer and reads
+        self._reopening = _Pending()  # readers step aside while a reconnect waits
         self._connected = threading.Event()
         self._closing = threading.Event()
         self._port: serial.SerialBase | None = None
@@ -161,8 +162,7 @@ class PySerialAdapter(Closing):
         self._scanned_for: bytes | None = None
         self._skipping = False  # discarding the rest of an overlong frame
         self._fragment = False  # a write stopped part way: no more writes until reconnect()
-        self._bytes_in = 0
-        self._bytes_out = 0
+        self._bytes_in = self._bytes_out = 0
         self._frames_in = 0
         self._overlong = 0
 
@@ -196,16 +196,18 @@ class PySerialAdapter(Closing):
         return port
 
     def _install(self, port: serial.SerialBase) -> None:
-        with self._state:
+        # the read lock before the state lock, as a reader takes them (read_frames holds the
+        # read lock and asks _current for the port): the other order deadlocked a reconnect
+        # against the monitor's reader. While the port is None no reader holds it for long.
+        with self._read_lock, self._state:
             if self._closed:
                 port.close()
                 return
             self._generation += 1
             self._port = port
-            with self._read_lock:
-                self._buffer.clear()
-                self._scanned = 0
-                self._skipping = False
+            self._buffer.clear()
+            self._scanned = 0
+            self._skipping = False
             self._connected.set()
 
     def _on_failure(self, generation: int, reason: str) -> None:
@@ -253,6 +255,10 @@ class PySerialAdapter(Closing):
     def reconnect(self) -> None:
         """Close the port and open it again now (PORT_DOWN if that fails; then it keeps
         retrying in the background when `reconnect` is on)."""
+        with self._reopening:
+            self._reopen()
+
+    def _reopen(self) -> None:
         with self._io, self._read_lock, self._state:
             if self._closed:
                 raise self._down()
@@ -452,7 +458,8 @@ class PySerialAdapter(Closing):
         wait = self.timeout_s if timeout_s is None else max(0.0, float(timeout_s))
         deadline = time.monotonic() + wait
         overlong = self._overlong
-        if not self._read_lock.acquire(timeout=wait):
+        self._reopening.wait_none(wait)
+        if not self._read_lock.acquire(timeout=max(0.0, deadline - time.monotonic())):
             raise ToolError(
                 "PORT_BUSY",
                 f"Another reader kept the serial port {self.description} for {wait:g} s.",
@@ -664,6 +671,33 @@ class PySerialAdapter(Closing):
             _close_quietly(port)
         if recovery is not None and recovery is not threading.current_thread():
             recovery.join(self._open_timeout_s + 1.0)
+
+
+class _Pending:
+    """Counts the threads waiting to reopen the port. A reader in a loop (the line monitor)
+    takes the read lock again the moment it lets it go, and locks are not fair: a reconnect
+    waiting for that lock could wait for ever, so readers wait here first."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._count = 0
+        self._none = threading.Event()
+        self._none.set()
+
+    def __enter__(self) -> None:
+        with self._lock:
+            self._count += 1
+            self._none.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._count -= 1
+            if not self._count:
+                self._none.set()
+
+    def wait_none(self, timeout_s: float) -> None:
+        """Until no reconnect is pending, at most `timeout_s`."""
+        self._none.wait(timeout_s)
 
 
 class _Partial(Exception):
