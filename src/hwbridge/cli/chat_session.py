@@ -34,6 +34,9 @@ __all__ = ["COMMANDS", "CONSENT_TIMEOUT_S", "PROMPT", "Chat", "TerminalInput"]
 PROMPT = "you> "
 CONSENT_TIMEOUT_S = 120.0
 _SHOWN_CHARS = 160
+# a blocked wait runs no signal handler when the kernel hands SIGINT to another thread:
+# waits in the main thread wake this often so that Ctrl-C is never lost
+_WAKE_S = 0.2
 COMMANDS = {
     "/tools": "the tools the model can call",
     "/health": "the connection's health (bus state, error counters, last frame age)",
@@ -75,7 +78,12 @@ class TerminalInput:
                 return input(prompt)
             except EOFError:
                 return None
-        line = self._lines.get()
+        while True:  # a wait that wakes: Ctrl-C taken by another thread is seen here too
+            try:
+                line = self._lines.get(timeout=_WAKE_S)
+                break
+            except queue.Empty:
+                continue
         if line is not None:
             self.console.print(f"{prompt}{line}", style="dim", soft_wrap=True)
         return line
