@@ -225,18 +225,17 @@ def test_any_definitions_leave_a_layout_cantools_reads_strictly(
             driver.database.decode(message, payload)
 
 
-PARTIAL_DBC = f"""VERSION ""
+def known_message(body: str) -> str:
+    """A DBC of one 8-byte message `Known` at MUX_ID holding `body` (its SG_ lines and what
+    follows them)."""
+    return f'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_:\n\nBO_ {MUX_ID} Known: 8 Vector__XXX\n{body}'
 
-NS_ :
 
-BS_:
-
-BU_:
-
-BO_ {MUX_ID} Known: 8 Vector__XXX
- SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
+PARTIAL_DBC = known_message(
+    """ SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
  SG_ Temp m0 : 8|8@1+ (1,-40) [-40|215] "degC" Vector__XXX
 """
+)
 
 
 def test_a_page_of_a_database_multiplexer_is_defined_and_drafted_with_it(
@@ -275,29 +274,14 @@ def test_a_scaled_multiplexer_is_refused(driver: CanDriver) -> None:
     ok(driver, "define_signal", name="Page", scale=1.0, offset=0.0, **args)
 
 
-SCALED_DBC = f"""VERSION ""
-
-NS_ :
-
-BS_:
-
-BU_:
-
-BO_ {MUX_ID} Known: 8 Vector__XXX
- SG_ Page M : 0|2@1+ (2,1) [1|7] "" Vector__XXX
+SCALED_DBC = known_message(
+    """ SG_ Page M : 0|2@1+ (2,1) [1|7] "" Vector__XXX
  SG_ Temp m1 : 8|8@1+ (1,-40) [-40|215] "degC" Vector__XXX
 """
+)
 
-EXTENDED_DBC = f"""VERSION ""
-
-NS_ :
-
-BS_:
-
-BU_:
-
-BO_ {MUX_ID} Known: 8 Vector__XXX
- SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
+EXTENDED_DBC = known_message(
+    f""" SG_ Page M : 0|2@1+ (1,0) [0|3] "" Vector__XXX
  SG_ Sub m0M : 8|4@1+ (1,0) [0|15] "" Vector__XXX
  SG_ Deep m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
  SG_ Other m1 : 16|8@1+ (1,0) [0|255] "" Vector__XXX
@@ -305,6 +289,7 @@ BO_ {MUX_ID} Known: 8 Vector__XXX
 SG_MUL_VAL_ {MUX_ID} Deep Sub 1-1;
 SG_MUL_VAL_ {MUX_ID} Other Page 1-1;
 """
+)
 
 
 @pytest.mark.parametrize(
