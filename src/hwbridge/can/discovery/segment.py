@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 
 import numpy as np
 import numpy.typing as npt
@@ -606,8 +606,9 @@ def _quantum(stats: BitStats, raw: npt.NDArray[np.int64], width: int) -> int:
 
 def _neighbours(segments: list[Segment], nbits: int) -> Iterator[tuple[int, int, ByteOrder]]:
     """(low, high, order) for each piece `high` whose bottom bit is the next bit up from the top
-    of piece `low` in `order`, both of them readable in that order: the pairs a joining pass
-    may make one field."""
+    of piece `low` in `order`, both of them readable in that order and 62 bits at most
+    together (a longer field is not read as a number): the pairs a joining pass may make one
+    field."""
     at = {seg.bits[0]: i for i, seg in enumerate(segments)}
     for i, low in enumerate(segments):
         for order in _ORDERS:
@@ -615,7 +616,10 @@ def _neighbours(segments: list[Segment], nbits: int) -> Iterator[tuple[int, int,
             j = at.get(up)
             if j is None or j == i or not 0 <= up < nbits:
                 continue
-            if low.order in (None, order) and segments[j].order in (None, order):
+            high = segments[j]
+            if len(low.bits) + len(high.bits) > 62:
+                continue
+            if low.order in (None, order) and high.order in (None, order):
                 yield i, j, order
 
 
@@ -724,20 +728,6 @@ def _run_up(
     return run
 
 
-class _Once:
-    """A value computed on its first call only."""
-
-    def __init__(self, make: Callable[[], npt.NDArray[np.int64]]) -> None:
-        self._make: Callable[[], npt.NDArray[np.int64]] | None = make
-        self._value: npt.NDArray[np.int64] | None = None
-
-    def __call__(self) -> npt.NDArray[np.int64]:
-        if self._value is None:
-            assert self._make is not None
-            self._value, self._make = self._make(), None
-        return self._value
-
-
 def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[Segment]:
     """Neighbouring pieces joined into one field when the joined value moves only by
     multiples of a step of QUANTUM or more: a sensor coarser than its field's step (see
@@ -781,7 +771,7 @@ def _join_quanta(stats: BitStats, segments: list[Segment], nbits: int) -> list[S
                 run = _run_up(segments, at, start, order, nbits)
                 flat = [b for k in run for b in segments[k].bits]
                 ends = [int(e) for e in np.cumsum([len(segments[k].bits) for k in run])]
-                read = _Once(partial(values, stats.bits, flat))
+                read = cache(partial(values, stats.bits, flat))  # read once, if at all
                 for m in range(len(run), 1, -1):
                     bits = flat[: ends[m - 1]]
                     if len(bits) <= size:
@@ -861,7 +851,7 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
         best: tuple[float, int, int, ByteOrder] | None = None
         for i, j, order in _neighbours(segments, nbits):
             low, high = segments[i], segments[j]
-            if len(low.bits) + len(high.bits) > 62 or (len(low.bits) == 1 and len(high.bits) == 1):
+            if len(low.bits) == 1 and len(high.bits) == 1:
                 continue
             pair = (low.bits, high.bits)
             if pair not in gains:
@@ -879,10 +869,14 @@ def _join_cheaper(stats: BitStats, segments: list[Segment], nbits: int) -> list[
         segments = _merged(segments, i, j, order)
 
 
+def _flip(order: ByteOrder) -> ByteOrder:
+    return "big_endian" if order == "little_endian" else "little_endian"
+
+
 def _other_order(bits: tuple[int, ...], order: ByteOrder) -> tuple[int, ...] | None:
     """The same bits as one field of the other byte order, least significant first (None
     when they do not make one)."""
-    other: ByteOrder = "big_endian" if order == "little_endian" else "little_endian"
+    other = _flip(order)
     wanted = set(bits)
     for start in bits:
         chain = [start]
@@ -913,9 +907,5 @@ def _cheaper_orders(stats: BitStats, segments: list[Segment]) -> list[Segment]:
             continue
         here = _code_length(values(stats.bits, seg.bits), len(seg.bits), stats.before)
         there = _code_length(values(stats.bits, other), len(other), stats.before)
-        if there + CODE_MARGIN_BITS < here:
-            flipped: ByteOrder = "big_endian" if seg.order == "little_endian" else "little_endian"
-            out.append(Segment(other, flipped))
-        else:
-            out.append(seg)
+        out.append(Segment(other, _flip(seg.order)) if there + CODE_MARGIN_BITS < here else seg)
     return out
