@@ -390,9 +390,8 @@ def _samples(series: Series, lo: float, hi: float) -> int:
     return int(np.searchsorted(series.t, hi, side="right") - np.searchsorted(series.t, lo))
 
 
-def _width(field: Series, reference: Series, points: int) -> int:
-    """Grid points in SMOOTH_S on the grid `align` put the two on."""
-    grid = _grid([field, reference], points)
+def _width(grid: F64) -> int:
+    """Grid points in SMOOTH_S on the grid `align` put the two series on."""
     step = float(grid[1] - grid[0]) if len(grid) > 1 else 0.0
     return max(1, round(SMOOTH_S / step)) if step > 0 else 1
 
@@ -423,10 +422,9 @@ _LAG_TRIED_S = (0.05, 0.1, 0.2, 0.3, 0.5)
 
 
 def _lag_spread(
-    field: Series,
     reference: Series,
     *,
-    points: int,
+    grid: F64,
     lag: float,
     x: F64,
     ok: npt.NDArray[np.bool_],
@@ -440,7 +438,6 @@ def _lag_spread(
     squares at it exceeds the best's by less than z² / `dof` of it (a likelihood-ratio
     interval for one parameter over the effective points), tried at `_LAG_TRIED_S` either
     way."""
-    grid = _grid([field, reference], points)
 
     def fit(moved: float) -> tuple[float, float] | None:
         y = _on_grid([Series(reference.t - moved, reference.v)], grid)[0]
@@ -489,7 +486,8 @@ def scale_fit(
         return None
     # the slope through both series smoothed alike (the line is the same); the reference's
     # share left unexplained judged on the points themselves, as R² is
-    width = _width(field, reference, points)
+    grid = _grid([field, reference], points)  # the one `align` put the two on
+    width = _width(grid)
     sx, sy = _smoothed(x, y, ok, width) or (xs, ys)
     fitted, fitted_offset = (float(v) for v in np.polyfit(sx, sy, 1))
     scale, offset, snapped = fitted, fitted_offset, False
@@ -499,16 +497,14 @@ def scale_fit(
     if candidates:
         # independent points: no more than either series has samples there, nor than
         # one-second averages fit in it (each repeats its neighbours' samples)
-        span = _grid([field, reference], points)[ok]
+        span = grid[ok]
         lo, hi, lag = float(span[0]), float(span[-1]), aligned.lag_s
         samples = min(_samples(field, lo, hi), _samples(reference, lo + lag, hi + lag))
         if len(sx) != len(xs):  # averaged
             samples = min(samples, int((hi - lo) / SMOOTH_S))
         residuals = sy - (fitted * sx + fitted_offset)
         dof = min(effective_points(sx, residuals), float(samples)) - 2.0
-        lagged = _lag_spread(
-            field, reference, points=points, lag=lag, x=x, ok=ok, width=width, dof=dof
-        )
+        lagged = _lag_spread(reference, grid=grid, lag=lag, x=x, ok=ok, width=width, dof=dof)
         statistical = slope_interval(sx, sy, fitted, fitted_offset, dof=dof)
         within = float(np.hypot(statistical, lagged))
     for candidate in candidates:
