@@ -697,7 +697,8 @@ class _Pending:
 
     def wait_none(self, timeout_s: float) -> None:
         """Until no reconnect is pending, at most `timeout_s`."""
-        self._none.wait(timeout_s)
+        if not self._none.is_set():  # a read's usual case costs no lock
+            self._none.wait(timeout_s)
 
 
 class _Partial(Exception):
