@@ -157,20 +157,28 @@ def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) 
     assert requests.frames and all(m.data[1] == 0x01 for m in requests.frames)
 
 
-def test_a_tight_send_budget_slows_polling_and_is_never_exceeded(vehicle: str) -> None:
+def _polled(
+    vehicle: str, policy: SendPolicy, seconds: float, **options: Any
+) -> tuple[Requests, ObdPoller, float]:
+    """The requests an ObdPoller sends on the vehicle's bus while it polls for `seconds`,
+    the poller (closed) and how long it polled."""
     requests = Requests(vehicle)
     adapter = PythonCanAdapter(f"virtual:{vehicle}")
-    policy = SendPolicy(max_frames_per_second=2)
-    poller = ObdPoller(adapter, policy)
+    poller = ObdPoller(adapter, policy, **options)
     try:
         start = time.monotonic()
         with poller.polling():
-            time.sleep(3.0)
+            time.sleep(seconds)
         took = time.monotonic() - start
     finally:
         poller.close()
         adapter.close()
         requests.close()
+    return requests, poller, took
+
+
+def test_a_tight_send_budget_slows_polling_and_is_never_exceeded(vehicle: str) -> None:
+    requests, poller, took = _polled(vehicle, SendPolicy(max_frames_per_second=2), 3.0)
     sent = len(requests.frames)
     assert 2 <= sent <= 2 * took + 2  # the burst, then two a second
     assert poller.budget_waits > 0 and poller.rate_hz == 2
@@ -191,33 +199,13 @@ def test_a_database_and_obd_are_one_reference_live(vehicle: str, tmp_path: Path)
 def test_the_support_requests_keep_to_the_rate_too(vehicle: str) -> None:
     """The requests for the supported-PID bitmaps (01 00, 01 20, ...) are paced like the
     PIDs': at most `max_rate_hz`, never a burst of them before polling starts."""
-    requests = Requests(vehicle)
-    adapter = PythonCanAdapter(f"virtual:{vehicle}")
-    poller = ObdPoller(adapter, SendPolicy(), max_rate_hz=5)
-    try:
-        start = time.monotonic()
-        with poller.polling():
-            time.sleep(2.0)
-        took = time.monotonic() - start
-    finally:
-        poller.close()
-        adapter.close()
-        requests.close()
+    requests, poller, took = _polled(vehicle, SendPolicy(), 2.0, max_rate_hz=5)
     assert poller.supported  # every bitmap asked and answered
     assert 0 < len(requests.frames) <= 5 * took + 3  # the first request probes twice first
 
 
 def test_a_dry_run_policy_polls_nothing(vehicle: str) -> None:
-    requests = Requests(vehicle)
-    adapter = PythonCanAdapter(f"virtual:{vehicle}")
-    poller = ObdPoller(adapter, SendPolicy(dry_run=True))
-    try:
-        with poller.polling():
-            time.sleep(0.5)
-    finally:
-        poller.close()
-        adapter.close()
-        requests.close()
+    requests, poller, _ = _polled(vehicle, SendPolicy(dry_run=True), 0.5)
     assert requests.frames == [] and poller.requests == 0
 
 
