@@ -4,6 +4,10 @@ Signals share one time axis (seconds after the first sample); signals with the s
 share a panel, a signal with value labels gets a panel of its own, drawn as steps with its
 labels as the tick names. matplotlib is imported only here, when something is drawn: it is
 the `plot` extra (`pip install 'mcs-hwbridge[plot]'`).
+
+Names, units, value labels and titles come from a database or a caller, so they are drawn as
+the text they are: matplotlib reads `$...$` as TeX math (a unit of nested `\\sqrt` ran it out of
+stack), so every dollar is escaped and TeX is off whatever the user's matplotlibrc says.
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ _PANEL_HEIGHT_IN = 2.4
 _DPI = 100
 
 
+def _plain(text: str) -> str:
+    """`text` as matplotlib draws it literally: a `$` escaped never starts math."""
+    return text.replace("$", r"\$")
+
+
 class PlotUnavailable(ImportError):
     """matplotlib is not installed: the message names the extra."""
 
@@ -63,6 +72,13 @@ def panels(series: Sequence[Series]) -> list[list[Series]]:
 
 def _figure(series: Sequence[Series], width_px: int, title: str | None) -> Figure:
     require_matplotlib()
+    from matplotlib import rc_context
+
+    with rc_context({"text.usetex": False}):  # whatever the user's matplotlibrc says
+        return _draw(series, width_px, title)
+
+
+def _draw(series: Sequence[Series], width_px: int, title: str | None) -> Figure:
     from matplotlib.figure import Figure
 
     groups = panels(series)
@@ -75,21 +91,21 @@ def _figure(series: Sequence[Series], width_px: int, title: str | None) -> Figur
     for ax, group in zip(axes, groups, strict=True):
         for s in group:
             xs = [x - t_ref for x in s.t]
-            label = s.name + (" (downsampled)" if s.downsampled else "")
+            label = _plain(s.name) + (" (downsampled)" if s.downsampled else "")
             if s.labels:
                 ax.step(xs, list(s.v), where="post", label=label, linewidth=1.2)
                 _label_ticks(ax, s)
             else:
                 ax.plot(xs, list(s.v), label=label, linewidth=0.9)
         unit = group[0].unit
-        ax.set_ylabel(unit if unit else ("label" if group[0].labels else "value"))
+        ax.set_ylabel(_plain(unit) if unit else ("label" if group[0].labels else "value"))
         if not group[0].labels:
             ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         ax.grid(True, alpha=0.3)
         ax.legend(loc="upper right", fontsize="small")
     axes[-1].set_xlabel(f"time (s) after {iso_utc(t_ref)}" if starts else "time (s)")
     if title:
-        fig.suptitle(title)
+        fig.suptitle(_plain(title))
     return fig
 
 
@@ -99,7 +115,7 @@ def _label_ticks(ax: Any, s: Series) -> None:
         seen = {float(v) for v in s.v}
         items = [(k, name) for k, name in items if float(k) in seen][:MAX_TICK_LABELS]
     if items:
-        ax.set_yticks([float(k) for k, _ in items], [name[:24] for _, name in items])
+        ax.set_yticks([float(k) for k, _ in items], [_plain(name[:24]) for _, name in items])
 
 
 def render(
@@ -128,7 +144,8 @@ def _save(fig: Figure, fmt: str, dpi: float = _DPI) -> bytes:
 
     out = io.BytesIO()
     metadata = {"Software": None} if fmt == "png" else {"Date": None}
-    with rc_context({"svg.fonttype": "none"}):  # SVG text stays text: searchable, smaller
+    # SVG text stays text: searchable, smaller
+    with rc_context({"text.usetex": False, "svg.fonttype": "none"}):
         fig.savefig(out, format=fmt, dpi=dpi, metadata=metadata)
     return out.getvalue()
 

@@ -1,0 +1,66 @@
+"""Text from a database (units, value labels, signal names) is drawn as the text it is: a DBC
+is data, and matplotlib would read `$...$` in it as TeX math (a unit of nested `\\sqrt` made
+`plot_signals` fail with a RecursionError; a label `$5 off$` came out as italic math)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hwbridge.cli.main import main
+from hwbridge.plot import Series, render
+
+pytest.importorskip("matplotlib")
+pytestmark = pytest.mark.timeout(120)
+
+NESTED = "$" + "\\sqrt{" * 300 + "x" + "}" * 300 + "$"
+
+
+def _drawn_text(svg: bytes) -> str:
+    """The text an SVG shows: its <text> elements, without the comments matplotlib adds."""
+    body = re.sub(r"<!--.*?-->", "", svg.decode(), flags=re.DOTALL)
+    return " ".join(re.findall(r"<text[^>]*>(.*?)</text>", body, flags=re.DOTALL))
+
+
+def test_a_unit_that_is_tex_is_drawn_not_parsed() -> None:
+    speed = Series("Speed", NESTED, [0.0, 1.0, 2.0], [1.0, 2.0, 1.0], 3)
+    svg = render([speed], "svg")
+    assert "\\sqrt{\\sqrt{" in svg.decode()  # the unit as written, on the axis
+
+
+def test_labels_names_and_titles_keep_their_dollars() -> None:
+    mode = Series(
+        "Mode$x$", "$km/h$", [0.0, 1.0, 2.0], [0.0, 1.0, 0.0], 3,
+        labels={0.0: "$5 off$", 1.0: "on_x^2"},
+    )  # fmt: skip
+    shown = _drawn_text(render([mode], "svg", title="$a$ b"))
+    for text in ("$5 off$", "on_x^2", "Mode$x$", "$a$ b"):
+        assert text in shown, text
+
+
+def test_hwbridge_plot_draws_a_database_whose_unit_is_tex(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import can
+
+    dbc = tmp_path / "tex.dbc"
+    dbc.write_text(
+        'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\n'
+        "BO_ 256 Msg: 8 ECU\n"
+        f' SG_ Level : 0|8@1+ (1,0) [0|255] "{NESTED}" ECU\n'
+        ' SG_ State : 8|2@1+ (1,0) [0|3] "" ECU\n\n'
+        'VAL_ 256 State 0 "$5 off$" 1 "on" ;\n'
+    )
+    log = tmp_path / "drive.log"
+    with can.Logger(str(log)) as writer:
+        for i in range(50):
+            data = bytes([i % 256, i % 2, 0, 0, 0, 0, 0, 0])
+            writer(can.Message(timestamp=1.7e9 + i * 0.01, arbitration_id=256, data=data,
+                               is_extended_id=False))  # fmt: skip
+    out = tmp_path / "tex.svg"
+    code = main(["plot", str(log), "--dbc", str(dbc), "--signal", "Msg.*", "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    assert "$5 off$" in _drawn_text(out.read_bytes())
