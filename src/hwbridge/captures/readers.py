@@ -93,6 +93,8 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
             return Mf4Reader(p)
     if suffix == ".mf4":
         from hwbridge._deferred import require_asammdf
+        from hwbridge.captures.mdf_guard import check_for_asammdf
 
+        check_for_asammdf(p)  # python-can's reader is asammdf's: its loops refused first
         require_asammdf()
     return PythonCanReader(p)
