@@ -29,7 +29,7 @@ class BoundedLines:
     """The lines of a binary stream as text, none longer than `limit` characters; `number`
     is the number of the line handed out last (skipped lines count)."""
 
-    def __init__(self, binary: BinaryIO, report: Report, limit: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, binary: BinaryIO, report: Report, limit: int | None = None) -> None:
         self.encoding = locale.getpreferredencoding(False)  # python-can's text mode
         self._text = io.TextIOWrapper(
             binary,
@@ -38,7 +38,7 @@ class BoundedLines:
             newline=None,
         )
         self._report = report
-        self._limit = limit
+        self._limit = MAX_LINE_BYTES if limit is None else limit
         self.number = 0
 
     def __iter__(self) -> BoundedLines:
