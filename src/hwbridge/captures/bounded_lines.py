@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 import locale
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from hwbridge.captures.frame_checks import MAX_LINE_BYTES
@@ -40,28 +40,32 @@ class BoundedLines:
         self._report = report
         self._limit = MAX_LINE_BYTES if limit is None else limit
         self.number = 0
+        self._lines = self._read()
 
-    def __iter__(self) -> BoundedLines:
-        return self
+    def __iter__(self) -> Iterator[str]:
+        return self._lines  # one generator: a second `for` goes on where the first stopped
 
     def __next__(self) -> str:
-        while True:
-            line = self._text.readline(self._limit + 1)
-            if not line:
-                raise StopIteration
-            self.number += 1
-            if len(line) > self._limit and line[-1] != "\n":
-                self._skip_rest()
-                self._report(self.number, f"longer than {self._limit} characters")
-                continue
-            if not line.isascii() and not self._text_of_encoding(line):
-                self._report(self.number, f"not {self.encoding} text")
-                continue
-            return line
+        return next(self._lines)
 
     def readline(self, size: int = -1) -> str:
         """The next line ('' at the end); `size` is ignored (the bound holds)."""
-        return next(self, "")
+        return next(self._lines, "")
+
+    def _read(self) -> Iterator[str]:
+        readline, limit = self._text.readline, self._limit
+        while True:
+            line = readline(limit + 1)
+            if not line:
+                return
+            self.number += 1
+            if len(line) > limit and line[-1] != "\n":
+                self._skip_rest()
+                self._report(self.number, f"longer than {limit} characters")
+            elif line.isascii() or self._text_of_encoding(line):
+                yield line
+            else:
+                self._report(self.number, f"not {self.encoding} text")
 
     def _skip_rest(self) -> None:
         while True:

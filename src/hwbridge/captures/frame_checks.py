@@ -77,7 +77,16 @@ def frame_fault(timestamp: Any, arbitration_id: Any, data_bytes: int) -> str | N
 
 def message_fault(message: Any) -> str | None:
     """Why a python-can message has no place in the frame columns (None: it has one)."""
-    return frame_fault(message.timestamp, message.arbitration_id, len(message.data))
+    t, frame_id, size = message.timestamp, message.arbitration_id, len(message.data)
+    if (  # the usual message, in one expression: this runs once a frame
+        type(t) is float
+        and -MAX_SECONDS < t < MAX_SECONDS
+        and type(frame_id) is int
+        and 0 <= frame_id < MAX_ID
+        and size <= MAX_DATA
+    ):
+        return None
+    return frame_fault(t, frame_id, size)
 
 
 def _short(value: Any) -> str:

@@ -23,7 +23,7 @@ import numpy as np
 from hwbridge.captures.bounded_lines import BoundedLines
 from hwbridge.captures.frame_checks import message_fault
 from hwbridge.captures.frames import (
-    CHUNK_FRAMES,
+    DECODE_FRAMES,
     MAX_NOTE,
     CaptureError,
     FrameChunk,
@@ -93,10 +93,16 @@ def _options(path: Path) -> dict[str, Any]:
     return {}
 
 
+MESSAGE_FRAMES = DECODE_FRAMES
+"""Frames gathered as python-can messages before they are packed: a message held as Python
+objects costs about 150 bytes, so a chunk of them is about 12 MB (84 MB at CHUNK_FRAMES),
+and the decoder joins chunks up to this many frames anyway."""
+
+
 class PythonCanReader:
     """Frame chunks from any capture python-can reads."""
 
-    def __init__(self, path: str | Path, chunk_frames: int = CHUNK_FRAMES) -> None:
+    def __init__(self, path: str | Path, chunk_frames: int = MESSAGE_FRAMES) -> None:
         self.path = Path(path)
         self.counts = ReaderCounts()
         self._chunk = chunk_frames
@@ -187,7 +193,9 @@ class PythonCanReader:
                 ids.append(msg.arbitration_id)
                 extended.append(msg.is_extended_id)
                 payloads.append(bytes(msg.data))
-                channels.append(_channel(msg.channel))
+                channel = msg.channel
+                plain = type(channel) is int and -1 <= channel <= _MAX_CHANNEL
+                channels.append(channel if plain else _channel(channel))
                 if len(stamps) >= self._chunk:
                     yield pack_frames(stamps, ids, extended, payloads, channels)
                     stamps, ids, extended, payloads, channels = [], [], [], [], []
@@ -209,9 +217,12 @@ def pack_messages(messages: Sequence[Any]) -> FrameChunk:
     )
 
 
+_MAX_CHANNEL = 32767
+
+
 def _channel(channel: Any) -> int:
     """python-can's channel as the column holds it: a number (clipped), else -1."""
-    return max(-1, min(channel, 32767)) if isinstance(channel, int) else -1
+    return max(-1, min(channel, _MAX_CHANNEL)) if isinstance(channel, int) else -1
 
 
 def pack_frames(

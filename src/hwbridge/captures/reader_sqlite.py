@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hwbridge.captures.frame_checks import MAX_DATA, frame_fault
-from hwbridge.captures.frames import CHUNK_FRAMES, CaptureError, FrameChunk, ReaderCounts
-from hwbridge.captures.reader_pycan import pack_frames
+from hwbridge.captures.frames import CaptureError, FrameChunk, ReaderCounts
+from hwbridge.captures.reader_pycan import MESSAGE_FRAMES, pack_frames
 
 __all__ = ["SqliteReader"]
 
@@ -31,7 +31,7 @@ _COLUMNS = 7
 class SqliteReader:
     """Frame chunks from a python-can SQLite capture (`.db`)."""
 
-    def __init__(self, path: str | Path, chunk_frames: int = CHUNK_FRAMES) -> None:
+    def __init__(self, path: str | Path, chunk_frames: int = MESSAGE_FRAMES) -> None:
         self.path = Path(path)
         self.counts = ReaderCounts()
         self._chunk = chunk_frames
