@@ -272,13 +272,36 @@ def test_python_can_never_logs_more_than_a_bounded_line(
     path, lines = _trc_lines(tmp_path)
     written = sum(1 for line in lines if not line.startswith(";"))  # TRC has no FD frames
     at = _first_frame_line(lines, "0100")
-    lines.insert(at, "x" * 300_000)  # under the line bound: python-can reads it, and warns
+    # under the line bound: python-can reads it, and logs its type column ("unsupported")
+    lines.insert(at, "      1         0.000 " + "X" * 300_000 + "  1     0100 Rx -  0")
     path.write_text("\n".join(lines) + "\n")
     with caplog.at_level(logging.DEBUG, logger="can"):
         frames = sum(len(c) for c in open_capture(path).chunks())
     assert frames == written
-    assert caplog.records  # python-can did warn about the line
+    assert any("Unsupported type" in r.getMessage() for r in caplog.records)
     assert max(len(r.getMessage()) for r in caplog.records) < 1_000
+
+
+def test_a_trc_line_python_can_cannot_parse_is_a_malformed_line(tmp_path: Path) -> None:
+    """python-can drops such a line with a warning (IndexError) or ends the capture
+    (ValueError); here it is counted with its number, as in the other text formats."""
+    path, lines = _trc_lines(tmp_path)
+    written = sum(1 for line in lines if not line.startswith(";"))
+    at = _first_frame_line(lines, "0100")
+    lines[at + 1] = lines[at + 1].replace(" Rx ", "\x00Rx ", 1)  # ValueError: an odd id
+    lines[at + 3] = "garbage"  # IndexError: too few columns
+    path.write_text("\n".join(lines) + "\n")
+    reader = open_capture(path)
+    frames = sum(len(c) for c in reader.chunks())
+    assert frames == written - 2
+    assert [n.split(":")[0] for n in reader.counts.malformed] == [
+        f"line {at + 2}", f"line {at + 4}"
+    ]  # fmt: skip
+    only_garbage = tmp_path / "garbage.trc"
+    only_garbage.write_text("\n".join(line for line in lines if line.startswith(";")) + "\n"
+                            + "x" * 1000 + "\n")  # fmt: skip
+    with pytest.raises(CaptureError, match="no frame could be read: 1 malformed line"):
+        list(open_capture(only_garbage).chunks())
 
 
 # -- item 13: no frame wider than CAN FD allows, from any reader -----------------------------

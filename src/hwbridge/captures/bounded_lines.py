@@ -67,6 +67,10 @@ class BoundedLines:
             else:
                 self._report(self.number, f"not {self.encoding} text")
 
+    def malformed(self, reason: str) -> None:
+        """Report the line handed out last (its reader could not parse it)."""
+        self._report(self.number, reason)
+
     def _skip_rest(self) -> None:
         while True:
             piece = self._text.readline(_PIECE)

@@ -12,9 +12,10 @@ hundred characters of a line.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -67,6 +68,28 @@ for _name in _READER_LOGGERS:
     _logger = logging.getLogger(_name)
     if not any(type(f).__name__ == _ShortArguments.__name__ for f in _logger.filters):
         _logger.addFilter(_ShortArguments())
+
+
+@functools.cache
+def _line_tolerant_trc() -> type[Any]:
+    """python-can's TRC reader, but a line it cannot parse is counted as malformed (with its
+    number) and skipped, as the other text formats' lines are: python-can logs a warning and
+    drops it (IndexError, so 0 frames and nothing wrong), or stops the capture (ValueError)."""
+    from can.io.trc import TRCReader
+
+    class LineTolerantTrc(TRCReader):
+        malformed: Callable[[str], None]
+
+        def _parse_line(self, line: str) -> Any:  # python-can's, without its warning
+            if not line or line.startswith(";"):  # the header's last line: a file of no frame
+                return None
+            try:
+                return self._parse_cols(tuple(line.split(maxsplit=self._num_columns)))
+            except Exception as exc:  # IndexError, ValueError, KeyError: a field it lacks
+                self.malformed(f"{type(exc).__name__}: {exc}")
+                return None
+
+    return LineTolerantTrc
 
 
 def reader_suffix(path: Path) -> str:
@@ -130,6 +153,10 @@ class PythonCanReader:
             self._raw = open(self.path, "rb")  # noqa: SIM115 - closed in close()
             binary: Any = gzip.GzipFile(fileobj=self._raw, mode="rb") if compressed else self._raw
             self._lines = BoundedLines(binary, self.counts.malformed_line)
+            if reader_suffix(self.path) == ".trc":
+                trc = _line_tolerant_trc()(self._lines)
+                trc.malformed = self._lines.malformed
+                return trc
             return reader_type(self._lines, **_options(self.path))
         if compressed:
             return reader_type(gzip.open(self.path, "rb"), **_options(self.path))
