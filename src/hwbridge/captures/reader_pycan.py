@@ -6,8 +6,9 @@ objects and this module packs those into frame columns, so the rest of the pipel
 (decoding by message, writing Parquet) is the same for every format. A text file reaches
 python-can through `BoundedLines` (no line longer than MAX_LINE_BYTES), each message passes
 the frame checks before it is packed (`message_fault`: no nan time, no id beyond 32 bits,
-no frame wider than 64 bytes), and python-can's log records never quote more than a few
-hundred characters of a line.
+no frame wider than 64 bytes; one that fails is a malformed frame), a TRC line python-can
+cannot parse is a malformed line (python-can drops it with a warning or stops), and
+python-can's log records never quote more than a few hundred characters of a line.
 """
 
 from __future__ import annotations
