@@ -8,6 +8,7 @@ import struct
 import zlib
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 import can
 
@@ -47,7 +48,11 @@ def can_object(can_id: int = 0x100, *, stamp_ns: int = 0, size: int | None = Non
 
 
 def container(
-    payload: bytes, *, compress: bool = True, declared: int | None = None, stored: bytes | None = None
+    payload: bytes,
+    *,
+    compress: bool = True,
+    declared: int | None = None,
+    stored: bytes | None = None,
 ) -> bytes:
     """A log container of `payload`; `declared` overrides its uncompressed size, `stored`
     the bytes it holds (a zlib bomb, say)."""
@@ -90,3 +95,57 @@ def frame_ends(stream: bytes) -> list[int]:
         if obj_type in FRAME_TYPES:
             ends.append(at)
     return ends
+
+
+class Span(NamedTuple):
+    """Where one log container of a built file lies, in the file and in the inflated stream."""
+
+    start: int  # file byte of its object header
+    payload: int  # file byte where its (compressed or stored) data starts
+    end: int  # file byte after it and its padding
+    inflated: int  # inflated offset of its first byte
+    length: int  # inflated bytes it holds
+    stored: bool  # not compressed
+
+
+def laid_out(
+    header: bytes, stream: bytes, *, compress: bool, size: int
+) -> tuple[bytes, list[Span]]:
+    """header + `stream` in containers of `size` inflated bytes, and where each lies."""
+    parts = [header]
+    spans: list[Span] = []
+    at = len(header)
+    for i in range(0, len(stream), size):
+        packed = container(stream[i : i + size], compress=compress)
+        spans.append(
+            Span(at, at + 32, at + len(packed), i, len(stream[i : i + size]), not compress)
+        )
+        parts.append(packed)
+        at += len(packed)
+    return b"".join(parts), spans
+
+
+def inflated_offset(spans: list[Span], pos: int, *, exact: bool = True) -> int:
+    """The inflated offset from which a change at file byte `pos` can change what is read:
+    the byte itself in a stored container's data (if `exact`: a container cut short is
+    lost whole), else the start of its container; 0 in the file header (the start time and
+    header size change every frame)."""
+    if pos < HEADER_BYTES:
+        return 0
+    for span in spans:
+        if pos < span.end:
+            if exact and span.stored and pos >= span.payload:
+                return span.inflated + min(pos - span.payload, span.length)
+            return span.inflated
+    return spans[-1].inflated + spans[-1].length if spans else 0
+
+
+def object_starts(stream: bytes) -> list[int]:
+    """Inflated offsets of the objects of a clean stream."""
+    starts: list[int] = []
+    at = 0
+    while at + BASE.size <= len(stream):
+        at = stream.index(b"LOBJ", at, at + 8)
+        starts.append(at)
+        at += BASE.unpack_from(stream, at)[3]
+    return starts

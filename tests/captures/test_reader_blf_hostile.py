@@ -8,7 +8,7 @@ from __future__ import annotations
 import gzip
 import struct
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,7 @@ def peak_bytes(work: Callable[[], Any]) -> tuple[Any, int]:
 
 
 @pytest.fixture
-def scanned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
+def scanned(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Inflated bytes the reader looked for objects in, one entry per look."""
     looks: list[int] = []
     chain = BlfReader._chain
@@ -72,7 +72,7 @@ def scanned(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
         return chain(self, buf, n)
 
     monkeypatch.setattr(BlfReader, "_chain", counted)
-    yield looks
+    return looks
 
 
 def same_frames(a: FrameChunk, b: FrameChunk) -> bool:
@@ -232,7 +232,9 @@ def test_a_container_of_4_gb_is_refused_before_it_is_read(
     path.write_bytes(gzip.compress(data) if gz else data)
     (chunk, error), peak = peak_bytes(lambda: read_all(path))
     assert error is not None
-    assert ("truncated: an object of 4294967295 bytes" if not gz else "more than any") in error.reason
+    assert (
+        "truncated: an object of 4294967295 bytes" if not gz else "more than any"
+    ) in error.reason
     assert error.position == f"byte {HEADER_BYTES + len(good)}"
     assert same_frames(chunk, reference(tmp_path, clean))
     assert peak < 40_000_000  # not the 4 GB it claims

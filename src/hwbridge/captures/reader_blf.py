@@ -23,6 +23,7 @@ import datetime as dt
 import gzip
 import struct
 import zlib
+from array import array
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -62,6 +63,9 @@ _MAX_STORED = MAX_BLOCK_BYTES + (MAX_BLOCK_BYTES >> 10) + 64
 """The longest object of the file itself: a container of MAX_BLOCK_BYTES that deflate could
 not shrink (its stored blocks add 5 bytes per 64 KiB), with its headers."""
 _PAD = 256
+_WALK_WINDOW = 4096
+_CROWDED = 4096
+"""Containers whose bytes may wait to be parsed (tiny containers would else pile up)."""
 _NO_OBJECT = "no BLF object where one should start"
 
 
@@ -115,17 +119,23 @@ def _walk(linked: npt.NDArray[np.bool_], nxt: npt.NDArray[np.intp]) -> npt.NDArr
     """Indices of the chain of objects from the first candidate: from each object to the
     next candidate after it (`nxt`) while it is `linked` there. Runs of regular objects (each
     followed by the next candidate) are taken whole; only where a payload happens to spell
-    LOBJ does the chain jump over a candidate, and each jump costs a few list operations."""
+    LOBJ does the chain jump over a candidate. The jumps are followed over lists of at most
+    _WALK_WINDOW irregular candidates at a time, so that each costs a few list operations and
+    no more memory than a buffer of LOBJ after LOBJ can make."""
     count = len(linked)
     irregular = np.flatnonzero(~linked | (nxt != np.arange(1, count + 1)))
-    stops = irregular.tolist()
-    jumps = nxt[irregular].tolist()
-    onward = linked[irregular].tolist()
-    firsts: list[int] = []
-    lasts: list[int] = []
+    firsts = array("q")
+    lasts = array("q")
+    stops: list[int] = []  # a window of the irregular candidates, where runs stop
+    jumps: list[int] = []  # where the chain goes on from each
+    onward: list[bool] = []  # whether it goes on
     i = k = 0
     while True:
-        k = bisect.bisect_left(stops, i, k)  # the last candidate is never linked: k exists
+        k = bisect.bisect_left(stops, i, k)
+        if k == len(stops):  # the last candidate is never linked: there is a stop from i on
+            window = irregular[np.searchsorted(irregular, i) :][:_WALK_WINDOW]
+            stops, jumps, onward = window.tolist(), nxt[window].tolist(), linked[window].tolist()
+            k = 0
         firsts.append(i)
         lasts.append(stops[k])
         if not onward[k] or jumps[k] >= count:
@@ -133,19 +143,63 @@ def _walk(linked: npt.NDArray[np.bool_], nxt: npt.NDArray[np.intp]) -> npt.NDArr
         i = jumps[k]
     if len(firsts) == 1:
         return np.arange(firsts[0], lasts[0] + 1, dtype=np.int64)
-    first = np.array(firsts, np.int64)
-    runs = np.array(lasts, np.int64) - first + 1
+    first = np.frombuffer(firsts, np.int64)
+    runs = np.frombuffer(lasts, np.int64) - first + 1
     before = np.cumsum(runs) - runs
     shift: npt.NDArray[np.int64] = np.repeat(first - before, runs)
     return np.arange(int(runs.sum()), dtype=np.int64) + shift
 
 
-class _Block(NamedTuple):
-    """Inflated bytes still to be parsed, and where they came from (for an error's position)."""
+class _Inflated:
+    """Inflated bytes of the containers read so far that are not objects yet, and where each
+    container's bytes start (for an error's position)."""
 
-    at: int  # the file byte where their log container starts
-    skip: int  # where in that container's inflated bytes they start
-    data: bytes
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.base = 0  # inflated offset (from the first container on) of data[0]
+        self.need = 0  # bytes from data[0] that make the object starting there whole, if known
+        self.starts = array("q")  # inflated offset of each container's first byte
+        self.ats = array("q")  # the file byte where that container starts
+
+    def add(self, at: int, inflated: bytes) -> None:
+        if not inflated:
+            return
+        start = self.base + len(self.data)
+        self.data += inflated
+        if len(self.data) > self.need:  # else it lies inside an object found before
+            self.starts.append(start)
+            self.ats.append(at)
+
+    def due(self) -> bool:
+        """Whether to make objects now: a buffer's worth (or many containers) came, and the
+        object found incomplete before, if any, is whole."""
+        have = len(self.data)
+        return have >= self.need and (have >= BUFFER_BYTES or len(self.starts) >= _CROWDED)
+
+    def drop(self, n: int, need: int = 0) -> None:
+        """Forget the first `n` bytes (objects now); `need` bytes complete the next one."""
+        del self.data[:n]
+        self.base += n
+        self.need = need
+        first = bisect.bisect_right(self.starts, self.base) - 1
+        if first > 0:
+            del self.starts[:first]
+            del self.ats[:first]
+
+    def window(self, n: int) -> npt.NDArray[np.uint8]:
+        """The first `n` bytes and a few after (zeros past the end): reads of fixed size near
+        the end never leave the buffer."""
+        buf = np.zeros(n + _PAD, np.uint8)
+        have = min(len(self.data), n + _PAD)
+        with memoryview(self.data) as held:  # released at once: data may grow again
+            buf[:have] = np.frombuffer(held, np.uint8, count=have)
+        return buf
+
+    def where(self, offset: int) -> str:
+        """data[offset]'s container (its file byte) and its byte in that container."""
+        at = self.base + offset
+        k = bisect.bisect_right(self.starts, at) - 1
+        return f"byte {self.ats[k]}, inflated byte {at - self.starts[k]}"
 
 
 class _Chain(NamedTuple):
@@ -302,10 +356,7 @@ class BlfReader:
     # -- objects -------------------------------------------------------------------------
 
     def chunks(self) -> Iterator[FrameChunk]:
-        pending: list[_Block] = []  # inflated bytes not parsed yet, an object split off first
-        size = 0  # bytes in pending
-        fresh = 0  # of them, bytes that came since the last parse
-        need = 0  # bytes pending must hold to complete the object it starts with
+        pending = _Inflated()
         broken: CaptureError | None = None
         try:
             containers = self._containers()
@@ -317,26 +368,13 @@ class BlfReader:
                 except CaptureError as exc:  # decode what came before the break first
                     broken = exc
                     break
-                pending.append(_Block(at, 0, inflated))
-                size += len(inflated)
-                fresh += len(inflated)
-                # an object split off is looked at again only once it can be whole
-                if fresh >= BUFFER_BYTES and size >= need:
-                    chunk, need, fault = self._parse(pending)
-                    size = fresh = sum(len(b.data) for b in pending)
-                    fresh = 0
-                    if len(chunk):
-                        yield chunk
-                    if fault is not None:
-                        raise fault
-            chunk, _, fault = self._parse(pending)
-            if len(chunk):
-                yield chunk
-            if fault is not None:
-                raise fault
+                pending.add(at, inflated)
+                if pending.due():
+                    yield from self._objects(pending, final=False)
+            yield from self._objects(pending, final=True)
             if broken is not None:
                 raise broken
-            if pending and pending[0].data.strip(b"\0"):
+            if pending.data.strip(b"\0"):
                 raise CaptureError(
                     self.path,
                     f"byte {self._offset}, after {self._objects_read} objects",
@@ -345,39 +383,40 @@ class BlfReader:
         finally:
             self.close()
 
-    def _parse(self, blocks: list[_Block]) -> tuple[FrameChunk, int, CaptureError | None]:
-        """The CAN frames of the complete objects in `blocks`, the bytes the object split
-        off at their end needs to be whole, and where the objects break (if they do).
-        `blocks` is emptied, but for the bytes of that object."""
-        lengths = [len(b.data) for b in blocks]
-        n = sum(lengths)
-        starts = np.cumsum([0, *lengths[:-1]])
-        origins = [(b.at, b.skip) for b in blocks]
-        # zero padding: fixed-size reads near the end never leave the buffer
-        data = b"".join([*(b.data for b in blocks), bytes(_PAD)])
-        blocks.clear()
-        if not n:
-            return concat_chunks([]), 0, None
-
-        def origin(offset: int) -> tuple[int, int]:
-            """(file byte of its container, inflated byte in it) of a buffer offset."""
-            i = int(np.searchsorted(starts, offset, side="right")) - 1
-            return origins[i][0], origins[i][1] + offset - int(starts[i])
-
-        buf = np.frombuffer(data, np.uint8)
-        chain = self._chain(buf, n)
-        self._objects_read += len(chain.objects)
-        fault = None
-        if chain.fault is not None:
-            at, inflated = origin(chain.fault[0])
-            fault = CaptureError(
-                self.path,
-                f"byte {at}, inflated byte {inflated}, after {self._objects_read} objects",
-                f"corrupt: {chain.fault[1]}",
-            )
-        elif chain.rest < n:
-            blocks.append(_Block(*origin(chain.rest), data[chain.rest : n]))
-        return self._frames_of(buf, chain.objects), chain.need, fault
+    def _objects(self, pending: _Inflated, *, final: bool) -> Iterator[FrameChunk]:
+        """The frames of the whole objects in `pending`, BUFFER_BYTES at a time (all there is
+        at the end of the file). An object split off at a buffer's end is looked through
+        again with the next buffer; one longer than a buffer is taken whole once it is, its
+        bytes not looked through. Raises where the objects break, after the frames before."""
+        while True:
+            have = len(pending.data)
+            if have < pending.need:
+                return  # the object split off is not whole yet
+            if pending.need > BUFFER_BYTES:
+                chunk = self._frames_of(pending.window(_PAD), np.zeros(1, np.int64))
+                self._objects_read += 1
+                pending.drop(pending.need)
+                if len(chunk):
+                    yield chunk
+                continue
+            if not have or (have < BUFFER_BYTES and not final and not pending.due()):
+                return
+            n = min(have, BUFFER_BYTES)
+            buf = pending.window(n)
+            chain = self._chain(buf, n)
+            self._objects_read += len(chain.objects)
+            chunk = self._frames_of(buf, chain.objects)
+            if len(chunk):
+                yield chunk
+            if chain.fault is not None:
+                raise CaptureError(
+                    self.path,
+                    f"{pending.where(chain.fault[0])}, after {self._objects_read} objects",
+                    f"corrupt: {chain.fault[1]}",
+                )
+            if not chain.rest and not chain.need:
+                return  # a few bytes short of an object header: more must come
+            pending.drop(chain.rest, chain.need)
 
     def _chain(self, buf: npt.NDArray[np.uint8], n: int) -> _Chain:
         """The complete objects in the first `n` bytes of `buf`, and what is left: an
@@ -399,21 +438,19 @@ class BlfReader:
         following = np.append(cand, np.iinfo(np.int64).max)[nxt]
         linked = (sizes >= _BASE.size) & (following - ends <= 4)
         order = _walk(linked, nxt)
-        out = (sizes[order] < _BASE.size) | (sizes[order] > MAX_BLOCK_BYTES)
-        if bool(np.any(out)):
-            cut = int(np.argmax(out))
-            size = int(sizes[order[cut]])
-            why = "less than its header" if size < _BASE.size else "more than any BLF writer makes"
-            return _Chain(
-                cand[order[:cut]], 0, 0, (int(cand[order[cut]]), f"object size {size}, {why}")
-            )
+        # the chain goes on only from an object that ends where the next starts, so each but
+        # the last is at least a header long and no longer than the buffer
         last = int(order[-1])
+        size = int(sizes[last])
+        if size < _BASE.size or size > MAX_BLOCK_BYTES:
+            why = "less than its header" if size < _BASE.size else "more than any BLF writer makes"
+            return _Chain(cand[order[:-1]], 0, 0, (int(cand[last]), f"object size {size}, {why}"))
         if ends[last] <= n:
-            if not linked[last] and ends[last] + 4 + _BASE.size <= n:  # room, but no object
+            if ends[last] + 4 + _BASE.size <= n:  # room for another object, but none there
                 return _Chain(cand[order], 0, 0, (int(ends[last]), _NO_OBJECT))
             return _Chain(cand[order], int(ends[last]), 0, None)
-        # only the last object of a chain can be incomplete: each other ends where one starts
-        return _Chain(cand[order[:-1]], int(cand[last]), int(sizes[last]), None)
+        # only the last object can be incomplete: each other ends where one starts
+        return _Chain(cand[order[:-1]], int(cand[last]), size, None)
 
     def _frames_of(self, buf: npt.NDArray[np.uint8], objects: npt.NDArray[np.int64]) -> FrameChunk:
         """The CAN frames of the objects at `objects`, in file order."""
