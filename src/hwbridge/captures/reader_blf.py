@@ -8,12 +8,13 @@ spell `LOBJ`. The fields of all CAN objects of a buffer are then read as arrays 
 Objects python-can ignores (markers, other buses) are skipped here too.
 
 Every size the file gives is checked before it is used, so that no file costs more than
-bounded memory and work per byte: a container inflates to exactly the size it declares and at
-most MAX_BLOCK_BYTES; no object or file header is longer than that (nor, outside the
-containers of a plain .blf, than the file has left); an object split between containers is
-looked at again only once enough containers came to complete it. Each frame is an object of
-at least 16 inflated bytes, so a file yields at most one frame per 16 bytes its containers
-inflate to.
+bounded memory, and work in proportion to what its containers inflate to: a container
+inflates to exactly the size it declares, at most MAX_BLOCK_BYTES; no object or file header
+is longer than that (nor, outside the containers of a plain .blf, than the file has left);
+objects are looked for BUFFER_BYTES at a time, each byte at most twice, and an object longer
+than that is taken whole once it is complete, its bytes never looked through. A frame is an
+object of at least 16 inflated bytes: a file yields at most a frame per 16 bytes its
+containers inflate to.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 import gzip
+import os
 import struct
 import zlib
 from array import array
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -62,8 +65,8 @@ a writer makes, while a size field that lies costs at most this much memory."""
 _MAX_STORED = MAX_BLOCK_BYTES + (MAX_BLOCK_BYTES >> 10) + 64
 """The longest object of the file itself: a container of MAX_BLOCK_BYTES that deflate could
 not shrink (its stored blocks add 5 bytes per 64 KiB), with its headers."""
-_PAD = 256
-_WALK_WINDOW = 4096
+_PAD = 256  # bytes past a buffer's end that fixed-size reads of its last object may touch
+_WALK_WINDOW = 4096  # irregular candidates made a list at once when walking a chain
 _CROWDED = 4096
 """Containers whose bytes may wait to be parsed (tiny containers would else pile up)."""
 _NO_OBJECT = "no BLF object where one should start"
@@ -152,51 +155,92 @@ def _walk(linked: npt.NDArray[np.bool_], nxt: npt.NDArray[np.intp]) -> npt.NDArr
 
 class _Inflated:
     """Inflated bytes of the containers read so far that are not objects yet, and where each
-    container's bytes start (for an error's position)."""
+    container's bytes start (for an error's position). Of an object longer than a buffer only
+    the first bytes are kept (its fields); the rest is counted as it passes."""
 
     def __init__(self) -> None:
-        self.data = bytearray()
-        self.base = 0  # inflated offset (from the first container on) of data[0]
-        self.need = 0  # bytes from data[0] that make the object starting there whole, if known
+        self.blocks: deque[memoryview] = deque()  # the bytes, as the containers gave them
+        self.have = 0  # bytes in blocks
+        self.base = 0  # inflated offset (from the first container on) of the first of them
+        self.need = 0  # bytes from the first on that make the object starting there whole
+        self.skip = 0  # bytes of a long object still to pass over
+        self.head = bytearray()  # its first bytes (its fields), its frame read once it is whole
+        self.head_short = 0  # bytes the head still lacks
         self.starts = array("q")  # inflated offset of each container's first byte
         self.ats = array("q")  # the file byte where that container starts
 
     def add(self, at: int, inflated: bytes) -> None:
-        if not inflated:
-            return
-        start = self.base + len(self.data)
-        self.data += inflated
-        if len(self.data) > self.need:  # else it lies inside an object found before
+        start = self.base + self.have
+        view = memoryview(inflated)
+        if self.skip:
+            passed = min(self.skip, len(view))
+            kept = min(passed, self.head_short)
+            self.head += view[:kept]
+            self.head_short -= kept
+            self.skip -= passed
+            self.base += passed
+            view = view[passed:]
+        if len(view):
             self.starts.append(start)
             self.ats.append(at)
+            self.blocks.append(view)
+            self.have += len(view)
 
     def due(self) -> bool:
         """Whether to make objects now: a buffer's worth (or many containers) came, and the
-        object found incomplete before, if any, is whole."""
-        have = len(self.data)
-        return have >= self.need and (have >= BUFFER_BYTES or len(self.starts) >= _CROWDED)
+        object split off before, if any, is whole."""
+        return (
+            not self.skip
+            and self.have >= self.need
+            and (self.have >= BUFFER_BYTES or len(self.starts) >= _CROWDED)
+        )
+
+    def window(self, n: int) -> npt.NDArray[np.uint8]:
+        """The first `n` bytes and a few after (zeros past the end): reads of fixed size near
+        the end never leave the buffer."""
+        parts: list[memoryview | bytes] = []
+        want = n + _PAD
+        for block in self.blocks:
+            parts.append(block[:want])
+            want -= len(parts[-1])
+            if not want:
+                break
+        parts.append(bytes(want))
+        return np.frombuffer(b"".join(parts), np.uint8)
 
     def drop(self, n: int, need: int = 0) -> None:
-        """Forget the first `n` bytes (objects now); `need` bytes complete the next one."""
-        del self.data[:n]
-        self.base += n
+        """Forget the first `n` bytes (objects now); the next object is `need` bytes long
+        (0: unknown). One longer than a buffer is passed over, but for its first bytes."""
+        self._forget(n)
         self.need = need
+        if need > BUFFER_BYTES:
+            self.head = bytearray(self.window(0)[: min(_PAD, self.have)])
+            self.head_short = _PAD - len(self.head)
+            passed = min(need, self.have)
+            self._forget(passed)
+            self.skip = need - passed
+            self.need = 0
+
+    def _forget(self, n: int) -> None:
+        self.have -= n
+        self.base += n
+        while n:
+            block = self.blocks[0]
+            if len(block) > n:
+                self.blocks[0] = block[n:]
+                break
+            n -= len(block)
+            self.blocks.popleft()
         first = bisect.bisect_right(self.starts, self.base) - 1
         if first > 0:
             del self.starts[:first]
             del self.ats[:first]
 
-    def window(self, n: int) -> npt.NDArray[np.uint8]:
-        """The first `n` bytes and a few after (zeros past the end): reads of fixed size near
-        the end never leave the buffer."""
-        buf = np.zeros(n + _PAD, np.uint8)
-        have = min(len(self.data), n + _PAD)
-        with memoryview(self.data) as held:  # released at once: data may grow again
-            buf[:have] = np.frombuffer(held, np.uint8, count=have)
-        return buf
+    def rest(self) -> bytes:
+        return b"".join(self.blocks)
 
     def where(self, offset: int) -> str:
-        """data[offset]'s container (its file byte) and its byte in that container."""
+        """The `offset`th byte's container (its file byte) and its byte in that container."""
         at = self.base + offset
         k = bisect.bisect_right(self.starts, at) - 1
         return f"byte {self.ats[k]}, inflated byte {at - self.starts[k]}"
@@ -268,6 +312,13 @@ class BlfReader:
         except (OSError, EOFError, zlib.error) as exc:
             raise CaptureError(self.path, f"byte {at}", f"unreadable: {exc}") from None
 
+    def _left(self, n: int) -> int:
+        """Bytes a plain file holds after those read, if fewer than `n` (its size looked up
+        again then: it may have grown since it was opened); `n` else."""
+        if self._bytes - self._offset < n:
+            self._bytes = os.fstat(self._raw.fileno()).st_size
+        return min(n, self._bytes - self._offset)
+
     def close(self) -> None:
         if self._file is not self._raw:
             self._file.close()
@@ -290,12 +341,12 @@ class BlfReader:
             if obj_size < _BASE.size:
                 raise CaptureError(self.path, f"byte {at}", f"corrupt: object size {obj_size}")
             body_size = obj_size - _BASE.size
-            left = self._bytes - self._offset  # what a plain file can still hold
-            if self._file is self._raw and body_size > left:
+            if self._file is self._raw and self._left(body_size) < body_size:
                 raise CaptureError(
                     self.path,
                     f"byte {at}",
-                    f"truncated: an object of {obj_size} bytes ends after {left + _BASE.size}",
+                    f"truncated: an object of {obj_size} bytes ends after "
+                    f"{self._left(body_size) + _BASE.size}",
                 )
             if obj_size > _MAX_STORED:
                 raise CaptureError(
@@ -374,7 +425,7 @@ class BlfReader:
             yield from self._objects(pending, final=True)
             if broken is not None:
                 raise broken
-            if pending.data.strip(b"\0"):
+            if pending.skip or pending.rest().strip(b"\0"):
                 raise CaptureError(
                     self.path,
                     f"byte {self._offset}, after {self._objects_read} objects",
@@ -386,19 +437,21 @@ class BlfReader:
     def _objects(self, pending: _Inflated, *, final: bool) -> Iterator[FrameChunk]:
         """The frames of the whole objects in `pending`, BUFFER_BYTES at a time (all there is
         at the end of the file). An object split off at a buffer's end is looked through
-        again with the next buffer; one longer than a buffer is taken whole once it is, its
-        bytes not looked through. Raises where the objects break, after the frames before."""
-        while True:
-            have = len(pending.data)
-            if have < pending.need:
-                return  # the object split off is not whole yet
-            if pending.need > BUFFER_BYTES:
-                chunk = self._frames_of(pending.window(_PAD), np.zeros(1, np.int64))
+        again with the next buffer; one longer than a buffer is passed over and its frame
+        read from its first bytes once it is whole. Raises where the objects break, after the
+        frames before."""
+        while not pending.skip:
+            if pending.head:
+                head = np.frombuffer(bytes(pending.head) + bytes(2 * _PAD), np.uint8)
+                pending.head = bytearray()
                 self._objects_read += 1
-                pending.drop(pending.need)
+                chunk = self._frames_of(head, np.zeros(1, np.int64))
                 if len(chunk):
                     yield chunk
                 continue
+            have = pending.have
+            if have < pending.need:
+                return  # the object split off is not whole yet
             if not have or (have < BUFFER_BYTES and not final and not pending.due()):
                 return
             n = min(have, BUFFER_BYTES)
