@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import can
-from hwbridge.can.discovery import discover
 from hwbridge.captures import decode_captures
 from hwbridge.captures.frames import FrameChunk, concat_chunks
 from hwbridge.captures.reader_asc import AscReader
 from hwbridge.captures.reader_pycan import PythonCanReader, pack_messages
 from hwbridge.captures.readers import open_capture
 from hwbridge.captures.text_blocks import unfit
+from hwbridge.discovery import discover
 from tests.shared_data import needs_shared
 
 from .conftest import TRUCK, drive, write_capture

@@ -15,7 +15,6 @@ if TYPE_CHECKING:
         DatabaseImportWarning,
         DatabaseRepairWarning,
     )
-    from hwbridge.can.discovery.api import discover
     from hwbridge.can.driver import CanDriver
     from hwbridge.can.tools import (
         CanToolDriver,
@@ -23,6 +22,7 @@ if TYPE_CHECKING:
         counter_and_checksum,
         xor_checksum,
     )
+    from hwbridge.discovery.api import discover
     from hwbridge.policy import SendPolicy, SendRequest
 
 __all__ = [
@@ -52,7 +52,7 @@ _LAZY = {
     "xor_checksum": "hwbridge.can.tools",
     "SendPolicy": "hwbridge.policy",
     "SendRequest": "hwbridge.policy",
-    "discover": "hwbridge.can.discovery.api",  # needs numpy (the `discovery` extra)
+    "discover": "hwbridge.discovery.api",  # needs numpy (the `discovery` extra)
 }
 
 __getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
