@@ -1,12 +1,16 @@
-"""Tool sets a package above the CAN bridge attaches to a CanDriver, found by entry point.
+"""What the packages above the CAN bridge attach to it, found by entry point: tool sets on a
+CanDriver (`hwbridge.can.extensions`) and listeners on a bus read through a database
+(`hwbridge.can.listeners`).
 
 `CanDriver.from_bus(...)` and `CanDriver.from_dbc(..., discovery=True)` give a driver the
 discovery tools, but discovery is built on the bridge (`hwbridge.discovery` reads databases,
 networks and OBD-II), so the bridge must not import it. It names what it needs instead: the
 extension registered under the entry point group `hwbridge.can.extensions` (hwbridge's own
 `pyproject.toml` registers `discovery = "hwbridge.discovery.live.attach:EXTENSION"`), loaded
-the first time a driver asks for it, as python-can finds its interfaces by entry point. A
-third party may register an extension the same way.
+the first time a driver asks for it, as python-can finds its interfaces by entry point. In
+the same way J1939 reassembles the multi-packet messages a database describes
+(`j1939 = "hwbridge.j1939.transport.multipacket:listener_for"`). A third party may register
+its own under either group.
 """
 
 from __future__ import annotations
@@ -22,12 +26,23 @@ if TYPE_CHECKING:
     from hwbridge.can.driver import CanDriver
     from hwbridge.can.network import Network
     from hwbridge.can.tools.tool_driver import CanToolDriver
+    from hwbridge.can.transport.adapter import FrameListener
+    from hwbridge.can.transport.monitor import BusMonitor
     from hwbridge.core.models import Tool
     from hwbridge.policy import SendPolicy
 
-__all__ = ["GROUP", "AttachedTools", "CanExtension", "extension"]
+__all__ = [
+    "GROUP",
+    "LISTENERS",
+    "AttachedTools",
+    "CanExtension",
+    "ListenerFactory",
+    "extension",
+    "listeners_for",
+]
 
 GROUP = "hwbridge.can.extensions"
+LISTENERS = "hwbridge.can.listeners"
 
 AfterOpen = Callable[["CanDriver", "Network", "SendPolicy"], None]
 """What an extension does to a driver once it is built (e.g. start polling OBD-II)."""
@@ -64,6 +79,13 @@ class CanExtension(Protocol):
         to the driver once it is built."""
 
 
+class ListenerFactory(Protocol):
+    """What an entry point of `LISTENERS` names: the listener a bus read through `db` needs
+    beside the monitor's own (None: none)."""
+
+    def __call__(self, db: CanDatabase, monitor: BusMonitor) -> FrameListener | None: ...
+
+
 @cache
 def extension(name: str) -> CanExtension:
     """The extension registered as `name` (ImportError when none is)."""
@@ -74,3 +96,14 @@ def extension(name: str) -> CanExtension:
         f"no CAN extension {name!r} is installed (entry point group {GROUP}): "
         "reinstall mcs-hwbridge"
     )
+
+
+@cache
+def _listener_factories() -> tuple[ListenerFactory, ...]:
+    return tuple(point.load() for point in entry_points(group=LISTENERS))
+
+
+def listeners_for(db: CanDatabase, monitor: BusMonitor) -> list[FrameListener]:
+    """The listeners the registered factories give a bus read through `db`."""
+    found = (factory(db, monitor) for factory in _listener_factories())
+    return [listener for listener in found if listener is not None]

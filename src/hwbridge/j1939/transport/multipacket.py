@@ -5,17 +5,21 @@ identification), which travel in the transport protocol (BAM or RTS/CTS). This l
 reassembles them passively with the J1939 driver's own `TpReceiver` (it never answers: a
 `CanDriver` only listens) and hands each whole message that the database describes to the
 BusMonitor as the latest of its PGN's id, so `read_signals` decodes it like any frame.
+
+The CAN bridge finds it by entry point (`hwbridge.can.listeners`: `listener_for`), as it
+finds the discovery tools, so that it never imports J1939.
 """
 
 from __future__ import annotations
 
 import can
 from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.transport.adapter import FrameListener
 from hwbridge.can.transport.monitor import BusMonitor
 from hwbridge.j1939.database.ids import MAX_PGN, make_id
 from hwbridge.j1939.transport.tp import Completed, TpReceiver
 
-__all__ = ["MultiPacketListener", "describes_multipacket"]
+__all__ = ["MultiPacketListener", "describes_multipacket", "listener_for"]
 
 _TP_FORMATS = (0xEB, 0xEC)  # PDU formats of TP.DT and TP.CM
 
@@ -26,6 +30,12 @@ def describes_multipacket(db: CanDatabase) -> bool:
         m.protocol == "j1939" and m.is_extended_frame and m.length > 8 and not m.is_fd
         for m in db.messages
     )
+
+
+def listener_for(db: CanDatabase, monitor: BusMonitor) -> FrameListener | None:
+    """The listener a bus read through `db` needs: one when it describes J1939 messages
+    longer than 8 bytes (registered under `hwbridge.can.listeners`)."""
+    return MultiPacketListener(db, monitor).on_message if describes_multipacket(db) else None
 
 
 class MultiPacketListener:

@@ -5,6 +5,7 @@ and the frames that carried it stay what the history holds."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,10 @@ import pytest
 import can
 from hwbridge.can import CanDriver
 from hwbridge.can.database.database import CanDatabase
-from hwbridge.can.transport.multipacket import describes_multipacket
+from hwbridge.j1939.transport.multipacket import describes_multipacket
 from tests.shared_data import DATA, needs_shared
 
-EC1_DBC = Path(__file__).parent / "data" / "j1939_ec1.dbc"
+EC1_DBC = Path(__file__).parents[1] / "can" / "data" / "j1939_ec1.dbc"
 # the engine configuration the real truck sends (PGN 65251, 39 bytes, from address 0)
 EC1 = bytes.fromhex(
     "5014bd32418c201cdfc02be15834d3a041ffff5209e0470341d07de13041bc03ffff80e0ffffff"
@@ -37,6 +38,14 @@ def _values(driver: CanDriver, timeout_ms: int = 3000) -> dict[str, Any]:
     r = _call(driver, "read_signals", signals=list(EXPECTED), timeout_ms=timeout_ms)
     assert r.call_executed, r.call_detail
     return {k: v["value"] for k, v in r.tool_call_result["values"].items()}
+
+
+@pytest.fixture
+def peer(channel: str) -> Iterator[can.BusABC]:
+    """A plain python-can bus on `channel` (not this folder's J1939 peer): raw TP frames."""
+    bus = can.Bus(interface="virtual", channel=channel)
+    yield bus
+    bus.shutdown()
 
 
 def _frame(frame_id: int, data: bytes) -> can.Message:
