@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwbridge._lazy import lazy_names
+from hwbridge._lazy import lazy_package
 
 if TYPE_CHECKING:
     from hwbridge.discovery.analysis.match import match_databases
@@ -28,30 +28,5 @@ if TYPE_CHECKING:
         ReferenceMatch,
     )
 
-_LAZY = {
-    "discover": "hwbridge.discovery.api",
-    "match_databases": "hwbridge.discovery.analysis.match",
-    "DatabaseMatch": "hwbridge.discovery.report.models",
-    "MatchChecks": "hwbridge.discovery.report.models",
-    "DiscoveryReport": "hwbridge.discovery.report.models",
-    "FieldReport": "hwbridge.discovery.report.models",
-    "MessageReport": "hwbridge.discovery.report.models",
-    "Note": "hwbridge.discovery.report.models",
-    "ReferenceMatch": "hwbridge.discovery.report.models",
-}
-
-
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
-
-
-__all__ = [
-    "DatabaseMatch",
-    "DiscoveryReport",
-    "FieldReport",
-    "MatchChecks",
-    "MessageReport",
-    "Note",
-    "ReferenceMatch",
-    "discover",
-    "match_databases",
-]
+# the public names are the imports above (written once): loaded on first use
+__getattr__, __dir__ = lazy_package(globals())
