@@ -1,4 +1,5 @@
-"""What a decoded dataset must hold: per table, exactly cantools' values for every frame."""
+"""What a decoded dataset must hold (per table, exactly cantools' values for every frame),
+and what a reader promises on any input (`assert_bounded`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,19 @@ import pyarrow.dataset as pads  # type: ignore[import-untyped]
 
 import can
 from hwbridge.can.database import CanDatabase
+from hwbridge.captures.frame_checks import MAX_DATA, chunk_faults
+from hwbridge.captures.frames import FrameChunk
+
+FRAME_BYTES = 8
+"""The readers' bound: at most one frame per this many bytes of text (after gzip)."""
+
+
+def assert_bounded(frames: FrameChunk, text: bytes) -> None:
+    """At most one frame per FRAME_BYTES of `text` (its last line may lack its line break),
+    every frame passes the frame checks, and no chunk is wider than a frame may be."""
+    assert FRAME_BYTES * len(frames) <= len(text) + 1, (len(frames), len(text))
+    assert not chunk_faults(frames).any()
+    assert frames.data.shape[1] <= MAX_DATA
 
 
 def read_table(out: Path, table: str, source: str | None = None) -> list[dict[str, Any]]:

@@ -50,6 +50,30 @@ def test_a_broken_capture_exits_1_and_names_it(
     assert "broken.blf" in err and "truncated" in err and "byte" in err
 
 
+def test_malformed_lines_and_frames_are_printed_as_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet_dbc: Path
+) -> None:
+    """Counted and the first of each named; a note quoting the capture is text, not markup."""
+    log = write_capture(tmp_path / "drive.log", drive(1.0))
+    log.write_text(log.read_text() + "(1.5) can0 [/bold]#00\n")
+    trc = write_capture(tmp_path / "drive.trc", drive(1.0))
+    lines = trc.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if " 0100 Rx" in line)
+    stamp = lines[at].split()[1]
+    lines[at] = lines[at].replace(stamp, "nan".rjust(len(stamp)), 1)
+    trc.write_text("\n".join(lines) + "\n")
+    code, out, err = run(
+        capsys, "decode", str(log), str(trc), "--dbc", str(fleet_dbc), "--out", str(tmp_path / "ds")
+    )
+    assert code == 0, err
+    flat = " ".join(out.split())
+    assert "malformed lines skipped: 1 (first: drive.log line " in flat
+    assert "[/bold]" in flat
+    assert (
+        "malformed frames dropped: 1 (first: drive.trc frame 1: timestamp nan out of range)" in flat
+    )
+
+
 def test_usage_errors_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], fleet_dbc: Path
 ) -> None:

@@ -30,6 +30,7 @@ from hwbridge.captures.text_blocks import unfit
 from hwbridge.discovery import discover
 from tests.shared_data import needs_shared
 
+from .checks import assert_bounded
 from .conftest import TRUCK, drive, write_capture
 
 
@@ -102,6 +103,7 @@ def _check(tmp_path: Path, data: bytes, block_bytes: int) -> AscReader:
     ours, reader = _ours(path, block_bytes)
     theirs, errors, remotes, bad = _reference(data)
     _assert_same(ours, theirs)
+    assert_bounded(ours, data)
     assert (reader.counts.error_frames, reader.counts.remote_frames) == (errors, remotes)
     assert reader.counts.malformed_lines == len(bad)
     numbers = [int(note.split(":")[0].removeprefix("line ")) for note in reader.counts.malformed]
@@ -276,7 +278,7 @@ def test_gzip_through_open_capture(tmp_path: Path) -> None:
     packed = tmp_path / "drive.asc.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     reader = open_capture(packed)
-    assert isinstance(reader, AscReader)
+    assert isinstance(reader.reader, AscReader)
     ours = concat_chunks(list(reader.chunks()))
     _assert_same(ours, concat_chunks(list(PythonCanReader(packed).chunks())))
     assert reader.progress == 1.0

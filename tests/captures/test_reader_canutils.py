@@ -20,18 +20,20 @@ from hypothesis import strategies as st
 
 import can
 from hwbridge.captures import decode_captures
+from hwbridge.captures.frame_checks import message_fault
 from hwbridge.captures.frames import FrameChunk, concat_chunks
-from hwbridge.captures.reader_canutils import MAX_SECONDS, CanutilsReader
+from hwbridge.captures.reader_canutils import CanutilsReader
 from hwbridge.captures.reader_pycan import PythonCanReader, pack_messages
 from hwbridge.captures.readers import open_capture
 from tests.shared_data import needs_shared
 
+from .checks import assert_bounded
 from .conftest import TRUCK, drive, write_capture
 
 
 def _reference(data: bytes) -> tuple[FrameChunk, int, int, list[int]]:
     """python-can on each text-mode line: (data frames, error frames, remote frames, the
-    numbers of the lines it cannot read, or reads with a timestamp no column holds)."""
+    numbers of the lines it cannot read, or reads into a frame no column holds)."""
     frames: list[Any] = []
     errors = remotes = 0
     bad: list[int] = []
@@ -44,7 +46,7 @@ def _reference(data: bytes) -> tuple[FrameChunk, int, int, list[int]]:
         except Exception:
             bad.append(number)
             continue
-        if not all(abs(m.timestamp) < MAX_SECONDS for m in messages):
+        if any(message_fault(m) for m in messages):  # a frame no column holds
             bad.append(number)
             continue
         for m in messages:
@@ -78,6 +80,7 @@ def _check(tmp_path: Path, data: bytes, block_bytes: int) -> CanutilsReader:
     ours, reader = _ours(path, block_bytes)
     theirs, errors, remotes, bad = _reference(data)
     _assert_same(ours, theirs)
+    assert_bounded(ours, data)
     assert (reader.counts.error_frames, reader.counts.remote_frames) == (errors, remotes)
     assert reader.counts.malformed_lines == len(bad)
     numbers = [int(note.split(":")[0].removeprefix("line ")) for note in reader.counts.malformed]
@@ -199,7 +202,7 @@ def test_gzip(tmp_path: Path) -> None:
     packed = tmp_path / "drive.log.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     reader = open_capture(packed)
-    assert isinstance(reader, CanutilsReader)
+    assert isinstance(reader.reader, CanutilsReader)
     ours = concat_chunks(list(reader.chunks()))
     _assert_same(ours, concat_chunks(list(PythonCanReader(packed).chunks())))
     assert reader.progress == 1.0

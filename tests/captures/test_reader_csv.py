@@ -26,6 +26,7 @@ from hwbridge.captures.readers import open_capture
 from hwbridge.captures.text_blocks import unfit
 from tests.shared_data import needs_shared
 
+from .checks import assert_bounded
 from .conftest import TRUCK, drive, write_capture
 
 
@@ -83,6 +84,7 @@ def _check(tmp_path: Path, data: bytes, block_bytes: int) -> CsvReader:
     ours, reader = _ours(path, block_bytes)
     theirs, errors, remotes, bad = _reference(data)
     _assert_same(ours, theirs)
+    assert_bounded(ours, data)
     assert (reader.counts.error_frames, reader.counts.remote_frames) == (errors, remotes)
     assert reader.counts.malformed_lines == len(bad)
     numbers = [int(note.split(":")[0].removeprefix("line ")) for note in reader.counts.malformed]
@@ -178,7 +180,7 @@ def test_gzip_through_open_capture(tmp_path: Path) -> None:
     packed = tmp_path / "drive.csv.gz"
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     reader = open_capture(packed)
-    assert isinstance(reader, CsvReader)
+    assert isinstance(reader.reader, CsvReader)
     _assert_same(concat_chunks(list(reader.chunks())),
                  concat_chunks(list(PythonCanReader(packed).chunks())))  # fmt: skip
 

@@ -72,7 +72,7 @@ def test_python_can_written_files(tmp_path: Path, compression: int) -> None:
         for msg in _messages():
             writer.on_message_received(msg)
     reader = open_capture(path)
-    assert isinstance(reader, MdfReader)
+    assert isinstance(reader.reader, MdfReader)
     chunks = list(MdfReader(path, chunk_frames=500).chunks())  # several chunks
     assert len(chunks) > 1
     ours = concat_chunks(chunks)
@@ -91,7 +91,7 @@ def test_the_truck_saved_sorted_by_asammdf(tmp_path: Path, compression: int) -> 
     path = tmp_path / "truck.mf4"
     MDF(TRUCK).save(path, compression=compression)  # type: ignore[arg-type]
     reader = open_capture(path)
-    assert isinstance(reader, MdfReader)
+    assert isinstance(reader.reader, MdfReader)
     ours = concat_chunks(list(MdfReader(path, chunk_frames=10_000).chunks()))
     assert len(ours) == 57_849
     _assert_same(ours, path)
@@ -103,7 +103,7 @@ def test_the_truck_saved_sorted_by_asammdf(tmp_path: Path, compression: int) -> 
 def test_unsorted_logger_files_go_to_asammdf(path: Path) -> None:
     with pytest.raises(Unsupported):
         MdfReader(path)
-    assert isinstance(open_capture(path), Mf4Reader)
+    assert isinstance(open_capture(path).reader, Mf4Reader)
 
 
 def test_a_truncated_file_breaks_where_the_records_end(tmp_path: Path) -> None:

@@ -126,7 +126,7 @@ def run_task(
     error: str | None = None
     position: str | None = None
     rows: dict[str, int] = {}
-    errors = remotes = malformed_lines = 0
+    errors = remotes = malformed_lines = malformed_frames = 0
     malformed: list[str] = []
     assembler = IsoTpAssembler(tables.isotp_keys)
     j1939 = _J1939(tables) if task.j1939 else None
@@ -162,6 +162,8 @@ def run_task(
         reader.close()
         errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
         malformed_lines, malformed = reader.counts.malformed_lines, reader.counts.malformed
+        malformed_frames = reader.counts.malformed_frames
+        malformed = malformed + reader.counts.frame_notes
     if progress is not None:
         progress(1.0)
     return FileSummary(
@@ -178,6 +180,7 @@ def run_task(
         remote_frames=remotes,
         malformed_lines=malformed_lines,
         malformed=list(malformed),
+        malformed_frames=malformed_frames,
         isotp_frames=assembler.stats.frames,
         isotp_transfers=assembler.stats.transfers,
         **(j1939.counts() if j1939 is not None else {}),

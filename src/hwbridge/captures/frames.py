@@ -24,6 +24,7 @@ __all__ = [
     "coalesced",
     "concat_chunks",
     "empty_chunk",
+    "note_text",
 ]
 
 CHUNK_FRAMES = 262_144
@@ -133,6 +134,11 @@ def coalesced(chunks: Iterable[FrameChunk], frames: int = DECODE_FRAMES) -> Iter
         yield concat_chunks(pending)
 
 
+MAX_NOTE = 200
+"""Characters of a reason kept in a note: a reason may quote the file (python-can's errors
+quote the field they could not read), and a note is shown, not the file."""
+
+
 @dataclass(slots=True)
 class ReaderCounts:
     """What a reader saw besides data frames."""
@@ -141,11 +147,29 @@ class ReaderCounts:
     remote_frames: int = 0
     malformed_lines: int = 0  # lines of a text capture that could not be read, skipped
     malformed: list[str] = field(default_factory=list)  # the first few: "line 12: reason"
+    malformed_frames: int = 0  # frames no column holds (see frame_checks), dropped
+    frame_notes: list[str] = field(default_factory=list)  # the first few: "frame 9: reason"
 
     def malformed_line(self, number: int, reason: str) -> None:
         self.malformed_lines += 1
         if len(self.malformed) < MAX_MALFORMED:
-            self.malformed.append(f"line {number}: {reason}")
+            self.malformed.append(f"line {number}: {note_text(reason)}")
+
+    def malformed_frame(self, number: int, reason: str) -> None:
+        """The `number`th frame of the capture (from 1) was dropped for `reason`."""
+        self.malformed_frames += 1
+        if len(self.frame_notes) < MAX_MALFORMED:
+            self.frame_notes.append(f"frame {number}: {note_text(reason)}")
+
+
+def note_text(reason: str) -> str:
+    """`reason` as a note shows it: at most MAX_NOTE characters, control characters escaped
+    (a note is printed to a terminal)."""
+    if len(reason) > MAX_NOTE:
+        reason = reason[: MAX_NOTE - 3] + "..."
+    if reason.isprintable():
+        return reason
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in reason)
 
 
 class CaptureError(Exception):

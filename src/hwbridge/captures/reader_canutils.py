@@ -9,8 +9,9 @@ by their positions, digits and hex digits through fixed-width windows. Any line 
 that shape (other whitespace, non-ASCII bytes, odd hex, signs, exponents, very long
 timestamps) goes through python-can's own `CanutilsLogReader`, one line at a time, so every
 line gives what python-can gives; a line python-can cannot read is counted with its line
-number and skipped, where python-can stops with an exception (so is a line whose timestamp
-is not a number of seconds a microsecond column holds: nan, inf, 1e300).
+number and skipped, where python-can stops with an exception (so is a line whose frame no
+column holds: a timestamp that is nan, inf or 1e300, more than 64 data bytes, which
+python-can keeps and which would widen every row of its chunk).
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from hwbridge.captures.text_blocks import (
     first_after,
     microseconds,
     number_right,
-    out_of_range,
     window,
 )
 
@@ -178,8 +178,7 @@ class CanutilsReader(TextCaptureReader):
     `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
 
     def _parse(self, text: bytes, first_line: int) -> FrameChunk:
-        # python-can keeps any frame of a line whose timestamp a column holds
-        return self._with_slow_lines(parse_lines(text), first_line, _candump, check=out_of_range)
+        return self._with_slow_lines(parse_lines(text), first_line, _candump)
 
 
 def _candump(line: str) -> Iterable[Any]:

@@ -12,6 +12,12 @@ chunk at a time and their fields cut out with numpy.
 Anything else (unfinalized or unsorted files, as CANedge loggers write them, MDF3, column
 storage, conversions on the members) raises `Unsupported` when the file is opened, before
 any frame is read, and asammdf's reader (`Mf4Reader`) reads it instead.
+
+Before its layout is read, the file's link graph is checked (`scan_links`): no list loops and
+no data block is listed twice, so a group yields at most the records its data blocks hold,
+each block read once: frames <= (bytes of its DT blocks + bytes its DZ blocks inflate to, at
+most 1032 times their own) / record size. Memory stays a piece of a data block
+(`PIECE_BYTES`, or one DZ block of at most `MAX_BLOCK_BYTES`) and a chunk of records.
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ import numpy as np
 import numpy.typing as npt
 
 from hwbridge.captures.frames import CaptureError, FrameChunk, ReaderCounts
-from hwbridge.captures.reader_mf4 import FIELDS, data_frames
+from hwbridge.captures.mdf_links import MAX_BLOCK_BYTES, MdfLinks, scan_links
+from hwbridge.captures.reader_mf4 import FIELDS, MAX_RECORD_BYTES, data_frames
 
-__all__ = ["MdfReader", "Unsupported"]
+__all__ = ["INFLATE_ERRORS", "MAX_BLOCK_BYTES", "MdfReader", "Unsupported", "inflater"]
 
 _HEAD = struct.Struct("<4s4xQQ")  # block id, length, link count
 _HD_DATA = struct.Struct("<QhhBBB")  # start ns, tz offset min, dst offset min, time flags, ...
@@ -57,26 +64,25 @@ CHUNK_FRAMES = 65_536
 """Records made into a chunk at once (records of FD-capable loggers hold 64 data bytes)."""
 
 
-_INFLATE_ERRORS: tuple[type[Exception], ...]
+INFLATE_ERRORS: tuple[type[Exception], ...]
 try:  # the inflater asammdf installs, twice as fast as zlib's
     from isal import isal_zlib
 
-    _inflater: Any = isal_zlib
-    _INFLATE_ERRORS = (zlib.error, cast(type[Exception], isal_zlib.error))
+    inflater: Any = isal_zlib
+    INFLATE_ERRORS = (zlib.error, cast(type[Exception], isal_zlib.error))
 except ImportError:
-    _inflater = zlib
-    _INFLATE_ERRORS = (zlib.error,)
+    inflater = zlib
+    INFLATE_ERRORS = (zlib.error,)
 
-MAX_BLOCK_BYTES = 256 * 1024 * 1024
-"""A DZ block that says it inflates to more is corrupt (writers use a few MiB); one that
-inflates to more than it says stops there, so a deflate bomb costs nothing."""
+# MAX_BLOCK_BYTES: a DZ block that says it inflates to more is corrupt (writers use a few
+# MiB); one that inflates to more than it says stops there, so a deflate bomb costs nothing.
 MAX_SIGNAL_BYTES = 4096
 """Variable-length DataBytes longer than this are corrupt (a CAN FD frame carries 64)."""
 
 
 def _inflate(data: bytes, size: int) -> bytes:
     """`data` inflated, at most `size` bytes and one more (to tell a wrong size)."""
-    out: bytes = _inflater.decompressobj().decompress(data, size + 1)
+    out: bytes = inflater.decompressobj().decompress(data, size + 1)
     return out
 
 
@@ -90,6 +96,7 @@ class _Block:
     links: tuple[int, ...]
     at: int  # where the data section starts
     size: int  # its length
+    addr: int = 0  # where the block starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +120,13 @@ class _Master:
 @dataclass(slots=True)
 class _Group:
     index: int
-    cycles: int
+    cycles: int  # as the group says
     record_size: int
     data: int  # address of the data block (tree)
     master: _Master
     fields: dict[str, _Field] = field(default_factory=dict)
+    most: int = 0  # the records its data blocks can hold
+    signal_bytes: int = 0  # the bytes of its variable-length DataBytes' signal data
 
 
 class _File:
@@ -139,7 +148,7 @@ class _File:
             raise CaptureError("", f"byte {addr}", f"corrupt block {kind[2:]!r}")
         links = struct.unpack(f"<{count}q", self.file.read(8 * count))
         start = addr + _HEAD.size + 8 * count
-        block = _Block(kind[2:], links, start, addr + length - start)
+        block = _Block(kind[2:], links, start, addr + length - start, addr)
         if expected and block.kind not in expected:
             raise Unsupported(f"a {block.kind!r} block where {expected} was expected")
         return block
@@ -177,16 +186,24 @@ def _start_seconds(hd: bytes) -> float:
     return dt.datetime.fromtimestamp(seconds, zone).timestamp()
 
 
-class _Layout:
-    """The CAN groups of a sorted, finalized MDF4 file."""
+def _finalized_mdf4(f: _File) -> None:
+    f.file.seek(0)
+    ident = f.file.read(64)
+    if len(ident) < 64 or ident[:8] != b"MDF     ":
+        raise Unsupported("not a finalized MDF file")
+    if struct.unpack_from("<H", ident, 28)[0] < 400:
+        raise Unsupported("MDF version 3")
 
-    def __init__(self, f: _File) -> None:
-        f.file.seek(0)
-        ident = f.file.read(64)
-        if len(ident) < 64 or ident[:8] != b"MDF     ":
-            raise Unsupported("not a finalized MDF file")
-        if struct.unpack_from("<H", ident, 28)[0] < 400:
-            raise Unsupported("MDF version 3")
+
+_RECORD_BLOCKS = frozenset({"DT", "DZ", "DL", "HL"})
+_SIGNAL_BLOCKS = frozenset({"SD", "DZ", "DL", "HL"})
+
+
+class _Layout:
+    """The CAN groups of a sorted, finalized MDF4 file whose links have been checked."""
+
+    def __init__(self, f: _File, links: MdfLinks) -> None:
+        self.links = links
         hd = f.block(64, b"HD")
         self.start_us = round(_start_seconds(f.data(hd)) * 1_000_000)
         self.groups: list[_Group] = []
@@ -198,13 +215,14 @@ class _Layout:
             if record_id_size or len(groups) > 1:
                 raise Unsupported("an unsorted data group")
             for cg in groups:
-                self._group(f, index, cg, dg.links[2])
+                self._group(f, index, cg, dg)
                 index += 1
 
-    def _group(self, f: _File, index: int, cg: _Block, data: int) -> None:
+    def _group(self, f: _File, index: int, cg: _Block, dg: _Block) -> None:
         _, cycles, flags, _, data_bytes, inval_bytes = _CG_DATA.unpack_from(f.data(cg))
         if flags & _FLAG_CG_VLSD:
             raise Unsupported("a variable-length-data channel group")
+        most = min(cycles, self.links.max_records(cg.addr, dg.addr))
         if not flags & _FLAG_CG_BUS_EVENT or not cycles or not cg.links[3]:
             return
         source_type, bus_type, _ = _SI_DATA.unpack_from(f.data(f.block(cg.links[3], b"SI")))
@@ -214,21 +232,37 @@ class _Layout:
         names = [f.text(cn.links[2]) for cn in channels]
         if "CAN_DataFrame" in names:
             frame = channels[names.index("CAN_DataFrame")]
-            group = _Group(index, cycles, data_bytes + inval_bytes, data, self._master(f, channels))
+            record = data_bytes + inval_bytes
+            if record > MAX_RECORD_BYTES:
+                raise Unsupported(f"CAN_DataFrame records of {record} bytes")
+            data = dg.links[2]
+            self._blocks(data, _RECORD_BLOCKS, "records")
+            group = _Group(index, cycles, record, data, self._master(f, channels, data_bytes))
+            group.most = most
             for member in f.chain(frame.links[1], b"CN"):
                 name = f.text(member.links[2]).removeprefix("CAN_DataFrame.")
                 if name in FIELDS:
-                    group.fields[name] = _member(f, member, name)
+                    group.fields[name] = _member(f, member, name, data_bytes)
             if "ID" not in group.fields:
                 raise Unsupported("no CAN_DataFrame.ID member")
+            vlsd = group.fields["DataBytes"].vlsd if "DataBytes" in group.fields else 0
+            if vlsd:
+                self._blocks(vlsd, _SIGNAL_BLOCKS, "signal data")
+                group.signal_bytes = self.links.data_bytes(vlsd)
             self.groups.append(group)
         elif "CAN_ErrorFrame" in names:
-            self.error_frames += cycles
+            self.error_frames += most
         elif "CAN_RemoteFrame" in names:
-            self.remote_frames += cycles
+            self.remote_frames += most
+
+    def _blocks(self, at: int, kinds: frozenset[str], what: str) -> None:
+        """Unsupported unless the data tree at `at` is of `kinds` of block."""
+        found = {node.kind for node in self.links.tree(at)}
+        if not found <= kinds:
+            raise Unsupported(f"{what} in {'/'.join(sorted(found - kinds))} blocks")
 
     @staticmethod
-    def _master(f: _File, channels: list[_Block]) -> _Master:
+    def _master(f: _File, channels: list[_Block], data_bytes: int) -> _Master:
         for cn in channels:
             kind, sync, data_type, bit_offset, byte_offset, bits, _ = _CN_DATA.unpack_from(
                 f.data(cn, 64)
@@ -239,6 +273,8 @@ class _Layout:
                 raise Unsupported("a master channel other than time")
             if data_type not in (_UINT_LE, _INT_LE, _FLOAT_LE):
                 raise Unsupported(f"time of data type {data_type}")
+            if byte_offset + bits // 8 > data_bytes:
+                raise Unsupported("a time stamp outside its record")
             factor, offset = _linear(f, cn.links[4])
             return _Master(byte_offset, bits, data_type, factor, offset)
         raise Unsupported("no time channel")
@@ -259,8 +295,12 @@ def _linear(f: _File, addr: int) -> tuple[float, float]:
     return factor, offset
 
 
-def _member(f: _File, cn: _Block, name: str) -> _Field:
+def _member(f: _File, cn: _Block, name: str, data_bytes: int) -> _Field:
+    """A member of CAN_DataFrame, which must lie within the `data_bytes` of its record."""
     kind, _, data_type, bit_offset, byte_offset, bits, _ = _CN_DATA.unpack_from(f.data(cn, 64))
+    width = 8 if kind == _CN_VLSD else (bit_offset + bits + 7) // 8
+    if byte_offset + width > data_bytes:
+        raise Unsupported(f"CAN_DataFrame.{name} outside its record")
     if cn.links[4]:
         factor, offset = _linear(f, cn.links[4])
         if (factor, offset) != (1.0, 0.0):
@@ -272,7 +312,7 @@ def _member(f: _File, cn: _Block, name: str) -> _Field:
             if bits != 64 or not cn.links[5]:
                 raise Unsupported("variable-length DataBytes without signal data")
             return _Field(byte_offset, 0, 64, _UINT_LE, vlsd=cn.links[5])
-        if kind != _CN_FIXED or bits % 8:
+        if kind != _CN_FIXED or bits % 8 or not bits:
             raise Unsupported("DataBytes of an unknown kind")
         return _Field(byte_offset, 0, bits, _BYTES)
     if kind != _CN_FIXED or data_type not in (_UINT_LE, _UINT_BE) or bit_offset + bits > 64:
@@ -284,9 +324,10 @@ class _Stream:
     """The bytes of a data block tree (DT, SD, DZ, DL, HL), in order, a piece at a time;
     each piece comes as an array that starts with the bytes the previous one left over."""
 
-    def __init__(self, f: _File, addr: int, path: Path) -> None:
+    def __init__(self, f: _File, addr: int, path: Path, size: int = 0) -> None:
         self.f = f
         self.path = path
+        self.size = size  # the bytes its blocks hold, as the scan found them
         self.leaves = self._leaves(addr)
         self.buffer = np.zeros(0, np.uint8)  # for `fill`: the stream from `start` on
         self.start = 0
@@ -337,7 +378,7 @@ class _Stream:
             )
         try:
             data = _inflate(self.f.file.read(size), original)
-        except _INFLATE_ERRORS as exc:
+        except INFLATE_ERRORS as exc:
             raise CaptureError(self.path, f"byte {block.at}", f"corrupt DZ block: {exc}") from None
         if len(data) != original:
             raise CaptureError(self.path, f"byte {block.at}", "corrupt DZ block: wrong size")
@@ -399,13 +440,19 @@ class MdfReader:
         self._raw: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         self._file = _File(self._raw, self.path.stat().st_size)
         try:
-            self._layout = _Layout(self._file)
+            _finalized_mdf4(self._file)
+            links = scan_links(self._raw, self._file.size, self.path)  # corrupt for any reader
+        except (CaptureError, Unsupported):
+            self.close()
+            raise
+        try:
+            self._layout = _Layout(self._file, links)
         except (CaptureError, Unsupported, struct.error, ValueError, OverflowError) as exc:
             self.close()  # a file this reader cannot lay out is asammdf's to judge
             raise Unsupported(str(exc)) from None
         self.counts.error_frames = self._layout.error_frames
         self.counts.remote_frames = self._layout.remote_frames
-        self._total = sum(g.cycles for g in self._layout.groups)
+        self._total = sum(g.most for g in self._layout.groups)
         self._done = 0
         self._where = "file header"
 
@@ -426,13 +473,15 @@ class MdfReader:
                 yield from self._group(group)
         except CaptureError as exc:
             raise CaptureError(self.path, exc.position or self._where, exc.reason) from None
+        except Unsupported as exc:  # the file changed since it was opened: too late for asammdf
+            raise CaptureError(self.path, self._where, f"corrupt: {exc}") from None
         finally:
             self.close()
 
     def _group(self, group: _Group) -> Iterator[FrameChunk]:
         records = _Stream(self._file, group.data, self.path)
         vlsd = group.fields["DataBytes"].vlsd if "DataBytes" in group.fields else 0
-        signal = _Stream(self._file, vlsd, self.path) if vlsd else None
+        signal = _Stream(self._file, vlsd, self.path, group.signal_bytes) if vlsd else None
         size = group.record_size
         done = 0
         tail = np.zeros(0, np.uint8)
@@ -486,6 +535,13 @@ class MdfReader:
         where = offsets.astype(np.int64)
         if len(where) and int(where.min()) < signal.start:
             raise CaptureError(self.path, self._where, "unsupported: signal data out of order")
+        # entries follow each other: the offsets of n records span at most n entries, so a
+        # chunk holds at most that much of the stream, and none lies past its blocks' bytes
+        if len(where) and (
+            int(where.max()) + 4 > signal.size
+            or int(where.max() - where.min()) > len(where) * (4 + MAX_SIGNAL_BYTES)
+        ):
+            raise CaptureError(self.path, self._where, "corrupt: signal data offsets")
         signal.fill(int(where.max(initial=0)) + 4)
         buf = signal.buffer
         at = where - signal.start

@@ -3,6 +3,8 @@
 Every reader has the same small surface: `chunks()` yields `FrameChunk`s in file order,
 `counts` holds the error and remote frames it skipped, `progress` (0..1) and `position`
 (where it is, for an error message) describe how far it got, `close()` releases the file.
+`open_capture` hands it out inside a `CheckedReader`: every frame of every format passes the
+same frame checks.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from hwbridge.captures.frame_checks import CheckedReader
 from hwbridge.captures.frames import FrameChunk, ReaderCounts
 from hwbridge.captures.reader_pycan import PythonCanReader, reader_suffix
 
-__all__ = ["CaptureReader", "capture_formats", "check_capture", "open_capture"]
+__all__ = ["CaptureReader", "CheckedReader", "capture_formats", "check_capture", "open_capture"]
 
 
 class CaptureReader(Protocol):
@@ -60,10 +63,14 @@ def check_capture(path: str | Path) -> Path:
     return p
 
 
-def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
+def open_capture(path: str | Path, *, fast: bool = True) -> CheckedReader:
     """A reader for `path`: BLF, MF4, candump .log, ASC and CSV as arrays (when `fast`),
-    anything else via python-can."""
-    p = check_capture(path)
+    SQLite by its own reader, anything else via python-can; whichever it is, its frames pass
+    the frame checks (`CheckedReader`, the reader itself is its `reader`)."""
+    return CheckedReader(_reader(check_capture(path), fast))
+
+
+def _reader(p: Path, fast: bool) -> CaptureReader:
     suffix = reader_suffix(p)
     compressed = p.suffix.lower() == ".gz"
     if fast and suffix == ".blf":
@@ -91,8 +98,14 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CaptureReader:
             from hwbridge.captures.reader_mf4 import Mf4Reader
 
             return Mf4Reader(p)
+    if suffix == ".db":  # python-can's reader writes to the file and reads views
+        from hwbridge.captures.reader_sqlite import SqliteReader
+
+        return SqliteReader(p)
     if suffix == ".mf4":
         from hwbridge._deferred import require_asammdf
+        from hwbridge.captures.mdf_guard import check_for_asammdf
 
+        check_for_asammdf(p)  # python-can's reader is asammdf's: its loops refused first
         require_asammdf()
     return PythonCanReader(p)

@@ -16,7 +16,8 @@ __all__ = ["MAX_MALFORMED", "DecodeSummary", "FileSummary"]
 
 MAX_UNKNOWN_IDS = 20
 MAX_MALFORMED = 20
-"""Malformed lines of a text capture listed by number (all of them are counted)."""
+"""Malformed lines of a text capture listed by number, and malformed frames of any capture
+(all of them are counted)."""
 
 
 class _Model(BaseModel):
@@ -46,7 +47,13 @@ class FileSummary(_Model):
     )
     malformed: list[str] = Field(
         default_factory=list,
-        description=f"the first {MAX_MALFORMED} malformed lines: 'line 12: why'",
+        description=f"the first {MAX_MALFORMED} malformed lines ('line 12: why') and the first "
+        f"{MAX_MALFORMED} malformed frames ('frame 1234: why')",
+    )
+    malformed_frames: int = Field(
+        default=0,
+        description="frames no column holds (a timestamp that is nan, inf or beyond 10^12 s, "
+        "an id outside 32 bits, more than 64 data bytes), dropped",
     )
     isotp_frames: int = 0
     isotp_transfers: int = 0
@@ -78,6 +85,7 @@ class DecodeSummary(_Model):
     error_frames: int
     remote_frames: int
     malformed_lines: int
+    malformed_frames: int = Field(default=0, description="malformed frames of every capture")
     rows: dict[str, int]
     failed: list[str]
     seconds: float
@@ -103,6 +111,7 @@ class DecodeSummary(_Model):
             error_frames=sum(f.error_frames for f in files),
             remote_frames=sum(f.remote_frames for f in files),
             malformed_lines=sum(f.malformed_lines for f in files),
+            malformed_frames=sum(f.malformed_frames for f in files),
             rows=dict(sorted(rows.items())),
             failed=[f.path for f in files if not f.ok],
             seconds=round(seconds, 3),

@@ -19,6 +19,13 @@ from typing import Any, BinaryIO, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from hwbridge.captures.frame_checks import (
+    MAX_DATA,
+    MAX_LINE_BYTES,
+    MAX_SECONDS,
+    frame_fault,
+    message_fault,
+)
 from hwbridge.captures.frames import FrameChunk, ReaderCounts, concat_chunks
 from hwbridge.captures.reader_pycan import pack_messages
 
@@ -38,13 +45,8 @@ __all__ = [
 BLOCK_BYTES = 1024 * 1024
 """Bytes of text parsed at once (about 21,000 candump lines, 16,000 ASC lines): the arrays
 of a block are tens of times its size, and larger blocks gain little speed."""
-MAX_LINE_BYTES = 1024 * 1024
-"""A line longer than this (a binary file named .log) is reported, not buffered whole."""
-MAX_SECONDS = 1e12
-"""Timestamps beyond this many seconds from 1970 (31,700 years) are malformed: microseconds
-since 1970 would not fit the 64-bit column."""
-MAX_DATA = 64
-"""Data bytes a frame may carry (CAN FD's most); a line giving more is malformed."""
+# MAX_LINE_BYTES (a longer line, e.g. of a binary file named .log, is reported, not buffered
+# whole), MAX_SECONDS and MAX_DATA are frame_checks' bounds, the same for every reader.
 
 LEFT = 16  # zero bytes before the text: windows ending near its start stay inside
 RIGHT = 192  # and after it: a window of 128 hex digits starting near its end
@@ -199,21 +201,12 @@ Read = Callable[[str], Iterable[Any]]
 def out_of_range(message: Any) -> str | None:
     """Why a python-can message's timestamp has no place in the microsecond column (nan,
     inf, beyond MAX_SECONDS), or None."""
-    if not abs(message.timestamp) < MAX_SECONDS:
-        return f"timestamp {message.timestamp} out of range"
-    return None
+    return frame_fault(message.timestamp, 0, 0)
 
 
-def unfit(message: Any) -> str | None:
-    """Why a python-can message read from a line has no place in the frame columns (None:
-    it has one); such a line is malformed."""
-    if reason := out_of_range(message):
-        return reason
-    if not 0 <= message.arbitration_id < 2**32:
-        return f"id {message.arbitration_id} out of range"
-    if len(message.data) > MAX_DATA:
-        return f"{len(message.data)} data bytes (at most {MAX_DATA})"
-    return None
+unfit = message_fault
+"""Why a python-can message read from a line has no place in the frame columns (None: it
+has one); such a line is malformed. The check every reader applies (frame_checks)."""
 
 
 def in_line_order(

@@ -180,6 +180,16 @@ def _ids(summary: DecodeSummary) -> str:
     return f"{count} id" if count == 1 else f"{count} ids"
 
 
+def _first(summary: DecodeSummary, kind: str) -> str:
+    """' (first: <capture> <note>)' for the first note of this kind ('line ' or 'frame ');
+    printed as plain text, never as markup: a note may quote the capture."""
+    for f in summary.files:
+        for note in f.malformed:
+            if note.startswith(kind):
+                return f" (first: {f.source} {note})"
+    return ""
+
+
 def show_summary(console: Console, summary: DecodeSummary) -> None:
     """Frames read, decoded and unknown; rows per table; failed captures."""
     from rich.table import Table
@@ -199,10 +209,15 @@ def show_summary(console: Console, summary: DecodeSummary) -> None:
         f"error frames {summary.error_frames:,}, remote frames {summary.remote_frames:,}"
     )
     if summary.malformed_lines:
-        first = next(f for f in summary.files if f.malformed)
         console.print(
-            f"malformed lines skipped: {summary.malformed_lines:,} "
-            f"(first: {first.source} {first.malformed[0]})",
+            Text(f"malformed lines skipped: {summary.malformed_lines:,}{_first(summary, 'line ')}"),
+            soft_wrap=True,
+        )
+    if summary.malformed_frames:
+        console.print(
+            Text(
+                f"malformed frames dropped: {summary.malformed_frames:,}{_first(summary, 'frame ')}"
+            ),
             soft_wrap=True,
         )
     isotp = sum(f.isotp_frames for f in summary.files)
