@@ -133,7 +133,7 @@ def _read_by_hand() -> list[tuple[int, int, bytes]]:
 
 
 def _read_ours() -> list[tuple[int, int, bytes]]:
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
 
     reader = open_capture(TRUCK)
     try:
@@ -152,7 +152,7 @@ def _line(what: str, ours: list[float], theirs: list[float], goal: str) -> None:
 
 
 def reassembly() -> None:
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
 
     with can.MF4Reader(TRUCK) as reader:
         messages = list(reader)

@@ -238,7 +238,7 @@ def _truck() -> Score | None:
     module's speed alone (its other signals are to be found like the rest)."""
     from cantools.database.can import Database, Message
 
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
     from hwbridge.discovery.api import discover
     from hwbridge.discovery.frames import Collector
 
@@ -303,7 +303,7 @@ _HOSTILE = textwrap.dedent(
 )
 _IDLE = (
     "from pathlib import Path; from hwbridge.discovery.api import discover; "
-    "import hwbridge.discovery.analysis.survey, hwbridge.captures.readers, numpy, can, cantools; "
+    "import hwbridge.discovery.analysis.survey, hwbridge.can.io.readers, numpy, can, cantools; "
     "print(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0])"
 )
 

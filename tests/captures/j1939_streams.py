@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hwbridge.captures.frames import FrameChunk
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.j1939_tp import J1939TpAssembler
 from hwbridge.j1939.database.ids import TP_CM_PGN, TP_DT_PGN, make_id
 from hwbridge.j1939.transport.tp import (

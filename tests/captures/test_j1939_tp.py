@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hwbridge.captures.frames import FrameChunk, concat_chunks
+from hwbridge.can.io.frames import FrameChunk, concat_chunks
 from hwbridge.captures.j1939_tp import J1939TpAssembler
-from hwbridge.captures.readers import open_capture
+from hwbridge.can.io.readers import open_capture
 from hwbridge.j1939.database.ids import DM1_PGN, TP_CM_PGN, TP_DT_PGN, make_id
 from hwbridge.j1939.transport.tp import MAX_SIZE
 from tests.shared_data import needs_shared

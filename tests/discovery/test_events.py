@@ -227,7 +227,7 @@ def test_on_the_real_truck_log_the_marked_field_ranks_first() -> None:
     require_shared()
     import cantools
 
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
     from hwbridge.discovery.bits import bit_matrix, cantools_chain, values
     from hwbridge.discovery.frames import Collector
 

@@ -110,7 +110,7 @@ def test_the_truck_log_ranks_its_j1939_database_first() -> None:
     ]
     candidates, _ = known_databases(j1939, opendbc=False)
     collector = Collector()
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
 
     reader = open_capture(TRUCK)
     for chunk in reader.chunks():

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from hwbridge._lazy import lazy_package
 
 if TYPE_CHECKING:
+    from hwbridge.can.io.frames import CaptureError
     from hwbridge.captures.decode import DecodeProgress, decode_captures
     from hwbridge.captures.driver import CaptureDriver
-    from hwbridge.captures.frames import CaptureError
     from hwbridge.captures.summary import DecodeSummary, FileSummary
 
 # the public names are the imports above (written once): loaded on first use

@@ -19,7 +19,7 @@ from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.questions import OPS, Questions, _utc
 from hwbridge.captures.series import SeriesReader
-from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
+from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.lifetime import Closing

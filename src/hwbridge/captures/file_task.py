@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from hwbridge.can.io.frames import CaptureError, FrameChunk, coalesced, concat_chunks
+from hwbridge.can.io.readers import open_capture
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
-from hwbridge.captures.frames import CaptureError, FrameChunk, coalesced, concat_chunks
 from hwbridge.captures.isotp import IsoTpAssembler
-from hwbridge.captures.readers import open_capture
 from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
 from hwbridge.captures.tables import MessageTables, key_text
 from hwbridge.captures.writer import DatasetWriter, clear_source

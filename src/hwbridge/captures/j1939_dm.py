@@ -23,8 +23,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.arrow_columns import column, strings
-from hwbridge.captures.frames import FrameChunk
 from hwbridge.captures.texts import capture_texts
 from hwbridge.j1939.database.dm import LAMPS, MAX_DTCS
 from hwbridge.j1939.database.ids import DM1_PGN, DM2_PGN

@@ -38,7 +38,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.captures.frames import FrameChunk
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.j1939.transport.tp import ABORT, BAM, CTS, EOMA, MAX_SIZE, RTS, T1, T2, T4
 
 __all__ = ["MAX_OPEN", "J1939TpAssembler", "TpMessages", "TpStats"]

@@ -74,8 +74,8 @@ def discover(
     ValueError) for events that cannot be read.
     """
     require_numpy()
-    from hwbridge.captures.frames import CaptureError
-    from hwbridge.captures.readers import check_capture, open_capture
+    from hwbridge.can.io.frames import CaptureError
+    from hwbridge.can.io.readers import check_capture, open_capture
     from hwbridge.discovery import frames as frames_module
     from hwbridge.discovery.analysis.survey import MIN_R, analyse_frames, build_report
 
