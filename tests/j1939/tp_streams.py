@@ -14,7 +14,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from hwbridge.can.io.frames import FrameChunk
-from hwbridge.captures.j1939_tp import J1939TpAssembler
 from hwbridge.j1939.database.ids import TP_CM_PGN, TP_DT_PGN, make_id
 from hwbridge.j1939.transport.tp import (
     Aborted,
@@ -26,6 +25,7 @@ from hwbridge.j1939.transport.tp import (
     eoma_frame,
     rts_frame,
 )
+from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 
 TICK_US = 15_625
 BASE_US = 1_700_000_000 * 1_000_000

@@ -14,14 +14,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hwbridge.can.io.frames import FrameChunk, concat_chunks
-from hwbridge.captures.j1939_tp import J1939TpAssembler
 from hwbridge.can.io.readers import open_capture
 from hwbridge.j1939.database.ids import DM1_PGN, TP_CM_PGN, TP_DT_PGN, make_id
 from hwbridge.j1939.transport.tp import MAX_SIZE
-from tests.shared_data import needs_shared
-
-from .conftest import TRUCK
-from .j1939_streams import (
+from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
+from tests.captures.conftest import TRUCK
+from tests.j1939.tp_streams import (
     Frame,
     abort,
     bam,
@@ -32,6 +30,7 @@ from .j1939_streams import (
     reference,
     rts_session,
 )
+from tests.shared_data import needs_shared
 
 EC1_PGN = 0xFEE3
 # ticks of 1/64 s between frames: mostly a few, now and then around T1 (48: exactly 750 ms),

@@ -39,7 +39,18 @@ import numpy as np
 import numpy.typing as npt
 
 from hwbridge.can.io.frames import FrameChunk
-from hwbridge.j1939.transport.tp import ABORT, BAM, CTS, EOMA, MAX_SIZE, RTS, T1, T2, T4
+from hwbridge.j1939.transport.tp import (
+    ABORT,
+    BAM,
+    CTS,
+    EOMA,
+    MAX_SIZE,
+    RTS,
+    T1,
+    T2,
+    T4,
+    Announcement,
+)
 
 __all__ = ["MAX_OPEN", "J1939TpAssembler", "TpMessages", "TpStats"]
 
@@ -654,12 +665,11 @@ class J1939TpAssembler:
             self._keep(current, session)
 
     def _announced(self, kind: int, head: bytes, t: int) -> _Open | None:
-        size = head[1] | head[2] << 8
-        count = head[3]
-        if not 0 < size <= MAX_SIZE or count != (size + 6) // 7:
+        announced = Announcement.of(head)  # as TpReceiver reads it
+        if announced.problem() is not None:
             self.stats.aborted += 1  # refused
             return None
-        pgn = int.from_bytes(head[5:8], "little")
+        pgn, size, count = announced.pgn, announced.size, announced.packets
         return _Open(BAM if kind == _F_BAM else RTS, pgn, size, count, t, t + _T1, bytearray())
 
     def _packet(self, session: _Open, seq: int, payload: bytes, t: int) -> _Open | None:
