@@ -17,7 +17,7 @@ from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
-from hwbridge.captures.questions import OPS, Questions, _utc
+from hwbridge.captures.questions import Questions, _utc
 from hwbridge.captures.series import SeriesReader
 from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
@@ -197,10 +197,6 @@ class CaptureDriver(HybridDriver, Closing):
 
     def driver_guidance(self, model_name: str | None = None) -> str:
         return self.texts.guidance.dataset.strip()
-
-    @property
-    def operators(self) -> tuple[str, ...]:
-        return OPS
 
     # -- lifetime --------------------------------------------------------------------------
 

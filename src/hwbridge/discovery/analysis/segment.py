@@ -275,15 +275,6 @@ def _poisson_tail(k: int, lam: float) -> float:
     return max(0.0, 1.0 - below)
 
 
-def _coflip(stats: BitStats, lo: int, hi: int) -> float:
-    """P(lo flips | hi flips)."""
-    n_hi = stats.count[hi]
-    if not n_hi:
-        return 0.0
-    both = np.count_nonzero(stats.flips[:, lo] & stats.flips[:, hi])
-    return float(both) / float(n_hi)
-
-
 def _joins(stats: BitStats, below: list[int], hi: int) -> float:
     """How well `hi` continues the field whose top bits are `below` (0: it does not).
 
