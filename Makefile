@@ -24,9 +24,12 @@ $(DEV_STAMP): pyproject.toml src/hwbridge/__about__.py | $(BIN)/python
 	$(BIN)/python -m pip install -q --disable-pip-version-check -e ".[dev]"
 	@touch $(RUN_STAMP) $(DEV_STAMP)
 
+# ruff, then the layer order of docs/layout.md: every package imports only from the layers
+# below it, no circles (.ci/check_layers.py; tests/test_layers.py shows it failing)
 lint: install
 	$(BIN)/ruff check src firmware-sim tests benchmarks examples .ci docs/conf.py docs/_ext
 	$(BIN)/ruff format --check src firmware-sim tests benchmarks examples .ci docs/conf.py docs/_ext
+	$(BIN)/python .ci/check_layers.py src
 
 typecheck: install
 	$(BIN)/mypy

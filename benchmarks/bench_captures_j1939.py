@@ -82,7 +82,7 @@ def bam_by_hand(messages: Sequence[can.Message]) -> list[tuple[int, int, bytes]]
 
 
 def _ours(chunks: Sequence[Any]) -> list[tuple[int, int, bytes]]:
-    from hwbridge.captures.j1939_tp import J1939TpAssembler
+    from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 
     assembler = J1939TpAssembler()
     done: list[tuple[int, int, bytes]] = []
@@ -96,7 +96,7 @@ def _ours(chunks: Sequence[Any]) -> list[tuple[int, int, bytes]]:
 
 
 def _ours_reassembly_only(chunks: Sequence[Any]) -> int:
-    from hwbridge.captures.j1939_tp import J1939TpAssembler
+    from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 
     assembler = J1939TpAssembler()
     completed = sum(len(assembler.feed(chunk)) for chunk in chunks)
@@ -116,7 +116,7 @@ def _dm_rows_by_hand(messages: Sequence[can.Message]) -> int:
 
 def _dm_rows_ours(chunks: Sequence[Any]) -> int:
     from hwbridge.captures.j1939_dm import DmTable, dm_mask
-    from hwbridge.captures.j1939_tp import J1939TpAssembler
+    from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 
     assembler, table, rows = J1939TpAssembler(), DmTable(), 0
     for chunk in chunks:
@@ -133,7 +133,7 @@ def _read_by_hand() -> list[tuple[int, int, bytes]]:
 
 
 def _read_ours() -> list[tuple[int, int, bytes]]:
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
 
     reader = open_capture(TRUCK)
     try:
@@ -152,7 +152,7 @@ def _line(what: str, ours: list[float], theirs: list[float], goal: str) -> None:
 
 
 def reassembly() -> None:
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
 
     with can.MF4Reader(TRUCK) as reader:
         messages = list(reader)

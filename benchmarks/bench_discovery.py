@@ -129,7 +129,7 @@ def _python_can(path: Path) -> int:
 
 
 def _cost(path: Path, label: str) -> float:
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     frames = _python_can(path)  # also warms both up
     discover([path])
@@ -168,7 +168,7 @@ def _drives(
 ) -> Score:
     """Every car's drive from `make` (a generator), discovered with `reference` (DBC text)
     and scored against its truth; a line per car."""
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     total = Score()
     ref = folder / f"reference-{make.__name__}.dbc"
@@ -238,9 +238,9 @@ def _truck() -> Score | None:
     module's speed alone (its other signals are to be found like the rest)."""
     from cantools.database.can import Database, Message
 
-    from hwbridge.can.discovery.api import discover
-    from hwbridge.can.discovery.frames import Collector
-    from hwbridge.captures.readers import open_capture
+    from hwbridge.can.io.readers import open_capture
+    from hwbridge.discovery.api import discover
+    from hwbridge.discovery.frames import Collector
 
     if not TRUCK.exists():
         print("  truck_j1939_gps.MF4: not here, skipped")
@@ -292,7 +292,7 @@ _HOSTILE = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
     start = time.perf_counter()
     report = discover([sys.argv[1]])
     took = time.perf_counter() - start
@@ -302,8 +302,8 @@ _HOSTILE = textwrap.dedent(
     """
 )
 _IDLE = (
-    "from pathlib import Path; from hwbridge.can.discovery.api import discover; "
-    "import hwbridge.can.discovery.survey, hwbridge.captures.readers, numpy, can, cantools; "
+    "from pathlib import Path; from hwbridge.discovery.api import discover; "
+    "import hwbridge.discovery.analysis.survey, hwbridge.can.io.readers, numpy, can, cantools; "
     "print(Path('/proc/self/status').read_text().split('VmHWM:')[1].split()[0])"
 )
 
@@ -349,7 +349,7 @@ def _hostile(folder: Path) -> None:
 def _hostile_busy(folder: Path) -> None:
     """One busy id whose 64-byte frames hold 256 two-bit fields, each changing now and then:
     the most pieces a payload can offer the joining passes."""
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     rng = np.random.default_rng(0)
     n = 16_384
@@ -386,7 +386,7 @@ def _hostile_pieces(folder: Path) -> None:
     across every byte edge: every run of pieces up to 63 bits a clock candidate), and 64
     values walking through 0, 85, 170 and 255, now and then one off (pieces that join by
     code length, none by a quantum)."""
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     rng = np.random.default_rng(0)
     n = 16_384
@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> None:
     [--cars N] [--seconds S] [-v]` (a subset while developing; `make bench` runs it all)."""
     import argparse
 
-    from hwbridge.can.discovery._deps import require_numpy
+    from hwbridge.discovery._deps import require_numpy
 
     parser = argparse.ArgumentParser(prog="bench_discovery")
     parser.add_argument("--parts", default="cost,tuned,dev,heldout,fresh,truck,hostile")

@@ -85,7 +85,7 @@ def _lies_in(c: dict[str, Any], event: MarkedEvent) -> bool:
 def _one(
     path: Path, make: Callable[..., Drive], car: str | None, seed: int, folder: Path
 ) -> tuple[Tally, float]:
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     tally = Tally(drives=1)
     original = make(path, SECONDS, car=car, seed=seed, max_messages=MESSAGES)
@@ -169,7 +169,7 @@ def _print(label: str, t: Tally) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from hwbridge.can.discovery._deps import require_numpy
+    from hwbridge.discovery._deps import require_numpy
 
     require_numpy()
     if not OPENDBC.is_dir():

@@ -1,5 +1,5 @@
 """The database that fits: captures generated from opendbc databases, matched against all of
-them (`hwbridge discover --match-known`, `hwbridge.can.discovery.match`).
+them (`hwbridge discover --match-known`, `hwbridge.discovery.analysis.match`).
 
 - candidates: every database of the opendbc package (its DBC files and the DBCs it generates)
   and the files of ../shared/data/opendbc it lacks, given as `--dbc` gives them;
@@ -57,7 +57,7 @@ class Tally:
 
 
 def _candidates() -> tuple[list[Any], str]:
-    from hwbridge.can.discovery.known import known_databases, opendbc_databases
+    from hwbridge.discovery.analysis.known import known_databases, opendbc_databases
 
     package, _ = opendbc_databases()
     names = {k.name for k in package}
@@ -83,7 +83,7 @@ def _path(known: Any, folder: Path) -> Path:
 
 
 def _framesets(drive: Drive) -> tuple[dict[Any, Any], int]:
-    from hwbridge.can.discovery.frames import Collector
+    from hwbridge.discovery.frames import Collector
 
     collector = Collector()
     collector.add(drive.t, drive.ids, drive.extended, drive.length, drive.data)
@@ -92,8 +92,8 @@ def _framesets(drive: Drive) -> tuple[dict[Any, Any], int]:
 
 def _explained(known: Any, framesets: dict[Any, Any]) -> frozenset[Any]:
     """The ids of the capture `known` has a message of the right length for."""
-    from hwbridge.can.discovery.known import SkippedDatabase, index_of
-    from hwbridge.can.discovery.match import frame_size
+    from hwbridge.discovery.analysis.known import SkippedDatabase, index_of
+    from hwbridge.discovery.analysis.match import frame_size
 
     try:
         index = index_of(known)
@@ -115,7 +115,7 @@ def _one(
     *,
     verbose: bool,
 ) -> None:
-    from hwbridge.can.discovery.match import match_databases
+    from hwbridge.discovery.analysis.match import match_databases
 
     framesets, frames = _framesets(drive)
     start = time.perf_counter()
@@ -148,7 +148,7 @@ def _one(
 def _absent(truth: Any, candidates: list[Any], drive: Drive) -> str | None:
     """What a capture is decoded with when its database (and those tied with it) is not
     among the candidates."""
-    from hwbridge.can.discovery.match import match_databases
+    from hwbridge.discovery.analysis.match import match_databases
 
     framesets, frames = _framesets(drive)
     first = match_databases(framesets, candidates, total_frames=frames, adopt=False)
@@ -177,8 +177,8 @@ def _cost(candidates: list[Any], drive: Drive) -> None:
     database with cantools and looking the capture's ids up in it."""
     import cantools
 
-    from hwbridge.can.discovery import known as known_module
-    from hwbridge.can.discovery.match import match_databases
+    from hwbridge.discovery.analysis import known as known_module
+    from hwbridge.discovery.analysis.match import match_databases
 
     framesets, frames = _framesets(drive)
     known_module._index.cache_clear()
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--parts", default="tuned,heldout,cost", help="a subset, while developing")
     args = parser.parse_args(argv or [])
     parts = set(args.parts.split(","))
-    from hwbridge.can.discovery.known import opendbc_available
+    from hwbridge.discovery.analysis.known import opendbc_available
 
     if not opendbc_available():
         print("  the opendbc package is not installed (pip install '.[opendbc]'): skipped")

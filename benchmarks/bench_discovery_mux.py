@@ -81,7 +81,7 @@ def _path(name: str, folder: Path) -> Path | None:
 def run(
     cars: list[tuple[str, str | None]], *, held_out: bool, seconds: float, verbose: bool
 ) -> LayoutScore:
-    from hwbridge.can.discovery.api import discover
+    from hwbridge.discovery.api import discover
 
     total = LayoutScore()
     with tempfile.TemporaryDirectory(prefix="hwbridge-bench-mux-") as tmp:
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
     [--seconds S] [-v]`"""
     import argparse
 
-    from hwbridge.can.discovery._deps import require_numpy
+    from hwbridge.discovery._deps import require_numpy
 
     parser = argparse.ArgumentParser(prog="bench_discovery_mux")
     parser.add_argument("--parts", default="tuned,heldout,fresh,newfresh")

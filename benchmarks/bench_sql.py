@@ -29,7 +29,7 @@ import orjson
 
 from benchmarks.bench_captures import _dbc, _messages, _write
 from hwbridge.captures import CaptureDriver, decode_captures
-from hwbridge.captures.sql_results import json_row
+from hwbridge.captures.sql.results import json_row
 from hwbridge.core.models import ToolError
 
 TIMEOUT_S = 1.0

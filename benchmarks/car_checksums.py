@@ -2,8 +2,8 @@
 
 Written from the algorithms as opendbc documents them (opendbc/car/*/...can.py, MIT), in
 plain Python and bit by bit where the original is a table, so that they share nothing with
-hwbridge's vectorised recognisers (`hwbridge.can.discovery.checksums`): the drives generated
-with these are an independent test of those. `tests/can/discovery/test_car_checksums.py`
+hwbridge's vectorised recognisers (`hwbridge.discovery.analysis.checksums`): the drives generated
+with these are an independent test of those. `tests/discovery/test_car_checksums.py`
 checks them against frames recorded from real cars (opendbc's test vectors).
 
 Each function takes the frame id, the payload (with the checksum field still zero) and the

@@ -12,8 +12,8 @@ import pyarrow.dataset as pads  # type: ignore[import-untyped]
 
 import can
 from hwbridge.can.database import CanDatabase
-from hwbridge.captures.frame_checks import MAX_DATA, chunk_faults
-from hwbridge.captures.frames import FrameChunk
+from hwbridge.can.io.frame_checks import MAX_DATA, chunk_faults
+from hwbridge.can.io.frames import FrameChunk
 
 FRAME_BYTES = 8
 """The readers' bound: at most one frame per this many bytes of text (after gzip)."""

@@ -44,7 +44,7 @@ def test_opening_a_dataset_imports_neither_pandas_nor_pyarrow_dataset(tmp_path: 
     code = (
         "import sys; from hwbridge.captures.dataset import Dataset;"
         "from hwbridge.captures.series import SeriesReader;"
-        "from hwbridge.captures.sql_engine import SqlEngine;"
+        "from hwbridge.captures.sql.engine import SqlEngine;"
         "import hwbridge.cli.main, hwbridge.cli.plot;"
         f"d = Dataset.open({str(root)!r}); print(d.start.isoformat(), d.end.isoformat());"
         "print([m for m in ('pandas', 'pyarrow.dataset', 'pydantic') if m in sys.modules])"

@@ -136,7 +136,7 @@ def test_settings_are_locked_and_unreadable(driver: CaptureDriver) -> None:
     code, detail = _query(driver, "SELECT current_setting('lock_configuration')")
     assert code == "QUERY_REFUSED" and "current_setting" in str(detail)
     # ... and the worker's connection has them locked
-    from hwbridge.captures.sql_worker import Worker
+    from hwbridge.captures.sql.worker import Worker
 
     settings = {"max_rows": 10, "max_chars": 1000, "max_columns": 10}
     worker = Worker(

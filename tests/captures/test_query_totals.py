@@ -15,7 +15,7 @@ import pytest
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.decode import decode_captures
 from hwbridge.captures.driver import CaptureDriver
-from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
+from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
 from tests.captures.conftest import FLEET_DBC, drive, write_capture
 
 # 1e10 rows: the first rows come at once, counting them all takes minutes

@@ -13,8 +13,8 @@ import pytest
 
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.decode import decode_captures
-from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
-from hwbridge.captures.sql_process import WorkerProcess, site_flags
+from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
+from hwbridge.captures.sql.process import WorkerProcess, site_flags
 from hwbridge.core.models import ToolError
 from tests.captures.conftest import FLEET_DBC, drive, write_capture
 

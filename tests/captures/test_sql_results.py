@@ -10,7 +10,7 @@ import pyarrow as pa  # type: ignore[import-untyped]
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hwbridge.captures.sql_results import bounded_rows, json_value, row_costs
+from hwbridge.captures.sql.results import bounded_rows, json_value, row_costs
 
 _SCALARS: list[tuple[pa.DataType, st.SearchStrategy[Any]]] = [
     (pa.int64(), st.integers(-(2**63), 2**63 - 1)),

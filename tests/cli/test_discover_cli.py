@@ -9,8 +9,8 @@ import cantools
 import pytest
 from benchmarks.drives import Drive
 
-from tests.can.discovery.test_discover import make_drive
 from tests.cli.conftest import Run
+from tests.discovery.test_discover import make_drive
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 
 from firmware_sim import VirtualVehicle
 from hwbridge.cli.main import main
-from tests.can.discovery.obd_requests import Requests, vehicle_speed
+from tests.discovery.obd_requests import Requests, vehicle_speed
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 

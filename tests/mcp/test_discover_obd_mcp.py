@@ -15,8 +15,8 @@ import pytest
 
 from firmware_sim import VirtualVehicle
 from firmware_sim.socketcand import SocketcandServer
-from tests.can.discovery.obd_requests import Requests, vehicle_speed
 from tests.cli.conftest import DEMO, Run, run  # noqa: F401  (the runner fixture)
+from tests.discovery.obd_requests import Requests, vehicle_speed
 from tests.mcp.conftest import Session, stdio_session, text_of
 
 pytestmark = pytest.mark.timeout(90)

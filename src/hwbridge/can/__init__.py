@@ -6,7 +6,7 @@ its tools or python-can's buses.
 
 from typing import TYPE_CHECKING
 
-from hwbridge._lazy import lazy_names
+from hwbridge._lazy import lazy_package
 
 if TYPE_CHECKING:
     from hwbridge.can.database import (
@@ -15,7 +15,6 @@ if TYPE_CHECKING:
         DatabaseImportWarning,
         DatabaseRepairWarning,
     )
-    from hwbridge.can.discovery.api import discover
     from hwbridge.can.driver import CanDriver
     from hwbridge.can.tools import (
         CanToolDriver,
@@ -23,36 +22,8 @@ if TYPE_CHECKING:
         counter_and_checksum,
         xor_checksum,
     )
+    from hwbridge.discovery.api import discover
     from hwbridge.policy import SendPolicy, SendRequest
 
-__all__ = [
-    "CanDatabase",
-    "CanDriver",
-    "CanToolDriver",
-    "DatabaseError",
-    "DatabaseImportWarning",
-    "DatabaseRepairWarning",
-    "FrameHook",
-    "SendPolicy",
-    "SendRequest",
-    "counter_and_checksum",
-    "discover",
-    "xor_checksum",
-]
-
-_LAZY = {
-    "CanDatabase": "hwbridge.can.database",
-    "DatabaseError": "hwbridge.can.database",
-    "DatabaseImportWarning": "hwbridge.can.database",
-    "DatabaseRepairWarning": "hwbridge.can.database",
-    "CanDriver": "hwbridge.can.driver",
-    "CanToolDriver": "hwbridge.can.tools",
-    "FrameHook": "hwbridge.can.tools",
-    "counter_and_checksum": "hwbridge.can.tools",
-    "xor_checksum": "hwbridge.can.tools",
-    "SendPolicy": "hwbridge.policy",
-    "SendRequest": "hwbridge.policy",
-    "discover": "hwbridge.can.discovery.api",  # needs numpy (the `discovery` extra)
-}
-
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
+# the public names are the imports above (written once): loaded on first use
+__getattr__, __dir__ = lazy_package(globals())

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.can.database.database import CanDatabase
-from hwbridge.can.discovery._deps import require_numpy
+from hwbridge.can.extensions import AttachedTools, extension
 from hwbridge.can.health import SILENT_AFTER_S, database_raw_spec, networks_health
 from hwbridge.can.network import Network
 from hwbridge.can.tools.sending import HookFactory
@@ -28,9 +28,6 @@ from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
 from hwbridge.policy import SendPolicy
-
-if TYPE_CHECKING:
-    from hwbridge.can.discovery.tools import DiscoveryTools
 
 __all__ = ["CanDriver"]
 
@@ -63,25 +60,6 @@ def _check_limits_exist(policy: SendPolicy, networks: Sequence[Network]) -> None
         raise ValueError(
             "signal_limits name signals the database does not have: " + "; ".join(problems)
         )
-
-
-def _discovery_tools(
-    tool_driver: CanToolDriver, known: Sequence[str | Path] = ()
-) -> DiscoveryTools:
-    """The discovery tools over a tool driver's one network; defining a signal swaps that
-    network for one reading the grown database (`CanToolDriver.replace_network`)."""
-    from hwbridge.can.discovery.session import DiscoverySession
-    from hwbridge.can.discovery.tools import DiscoveryTools
-
-    if len(tool_driver.networks) != 1:
-        raise ValueError("discovery works on a driver with one network")
-    name = next(iter(tool_driver.networks))
-
-    def grow(db: CanDatabase) -> None:
-        tool_driver.replace_network(tool_driver.networks[name].with_database(db))
-
-    session = DiscoverySession(tool_driver.networks[name].db, on_grow=grow)
-    return DiscoveryTools(lambda: tool_driver.networks[name], session, known=known)
 
 
 def _existing(paths: Sequence[str | Path]) -> tuple[str | Path, ...]:
@@ -117,14 +95,16 @@ class CanDriver(HybridDriver, Closing):
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         self.policy = policy or SendPolicy()
         self._networks = tuple(networks)
-        self.discovery: DiscoveryTools | None = None
+        self.discovery: AttachedTools | None = None  # the discovery tools, when asked for
         try:
             _check_limits_exist(self.policy, self._networks)
             self.tool_driver = CanToolDriver(
                 self._networks, self.policy, exposure=exposure, fits=self._fits
             )
             if discovery:
-                self.discovery = _discovery_tools(self.tool_driver, _existing(known_databases))
+                self.discovery = extension("discovery").attach(
+                    self.tool_driver, _existing(known_databases)
+                )
         except BaseException:
             for network in self._networks:
                 network.close()
@@ -159,7 +139,7 @@ class CanDriver(HybridDriver, Closing):
         """
         policy = policy or SendPolicy()
         if discovery:
-            require_numpy()
+            extension("discovery").check()
         net = Network.open(
             network, path, bus, policy, history_s=history_s, bitrate=bitrate, hooks=hooks
         )
@@ -204,13 +184,10 @@ class CanDriver(HybridDriver, Closing):
         the databases are one known part, the first describing an id wins.
         Needs numpy: pip install 'mcs-hwbridge[discovery]'.
         """
-        require_numpy()
-        from hwbridge.can.discovery.obd_reference import split_obd
-        from hwbridge.can.discovery.reference import known_database
-
+        discovery = extension("discovery")  # hwbridge.discovery, attached from above
+        discovery.check()
         policy = policy or SendPolicy()
-        databases, obd = split_obd(reference)
-        db = known_database(databases)
+        db, after_open = discovery.reference(reference)
         net = Network.open(network, db, bus, policy, history_s=history_s, bitrate=bitrate)
         driver = cls(
             [net],
@@ -221,11 +198,9 @@ class CanDriver(HybridDriver, Closing):
             discovery=True,
             known_databases=known_databases,
         )
-        if obd:
-            from hwbridge.can.discovery.obd_poll import attach_obd
-
+        if after_open is not None:
             try:
-                attach_obd(driver, net, policy)
+                after_open(driver, net, policy)
             except BaseException:
                 driver.close()
                 raise

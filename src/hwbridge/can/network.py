@@ -14,12 +14,12 @@ from typing import Any
 
 from hwbridge.can.database.bits import extract
 from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.extensions import listeners_for
 from hwbridge.can.tools.reading import Reader
 from hwbridge.can.tools.sending import HookFactory, Sender
 from hwbridge.can.transport.adapter import BusSpec, CanAdapter, PythonCanAdapter
 from hwbridge.can.transport.bus_url import is_replay_url
 from hwbridge.can.transport.monitor import BusMonitor
-from hwbridge.can.transport.multipacket import MultiPacketListener, describes_multipacket
 from hwbridge.can.transport.replay import ReplayAdapter
 from hwbridge.policy import SendPolicy
 
@@ -87,9 +87,8 @@ class Network:
                 bitrate=bitrate,
                 known=lambda aid, ext: frame_owner(db, aid, ext),
             )
-            listeners = [monitor.on_message]
-            if describes_multipacket(db):  # J1939 messages longer than 8 bytes
-                listeners.append(MultiPacketListener(db, monitor).on_message)
+            # after the monitor's own: J1939's multi-packet messages, when the database has them
+            listeners = [monitor.on_message, *listeners_for(db, monitor)]
             if isinstance(bus, CanAdapter):
                 adapter = bus
                 for listener in listeners:

@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwbridge.can.io.readers import check_capture
 from hwbridge.captures.bridge import DatabaseError, DatabaseRepairWarning
 from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
-from hwbridge.captures.readers import check_capture
 from hwbridge.captures.summary import DecodeSummary, FileSummary
 
 if TYPE_CHECKING:

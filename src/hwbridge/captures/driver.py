@@ -17,9 +17,9 @@ from typing import Any
 
 from hwbridge.__about__ import __version__
 from hwbridge.captures.dataset import Dataset
-from hwbridge.captures.questions import OPS, Questions, _utc
+from hwbridge.captures.questions import Questions, _utc
 from hwbridge.captures.series import SeriesReader
-from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
+from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
 from hwbridge.captures.texts import CaptureTexts, capture_texts
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.lifetime import Closing
@@ -197,10 +197,6 @@ class CaptureDriver(HybridDriver, Closing):
 
     def driver_guidance(self, model_name: str | None = None) -> str:
         return self.texts.guidance.dataset.strip()
-
-    @property
-    def operators(self) -> tuple[str, ...]:
-        return OPS
 
     # -- lifetime --------------------------------------------------------------------------
 

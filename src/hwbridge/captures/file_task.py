@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from hwbridge.can.io.frames import CaptureError, FrameChunk, coalesced, concat_chunks
+from hwbridge.can.io.readers import open_capture
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
-from hwbridge.captures.frames import CaptureError, FrameChunk, coalesced, concat_chunks
 from hwbridge.captures.isotp import IsoTpAssembler
-from hwbridge.captures.readers import open_capture
 from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
 from hwbridge.captures.tables import MessageTables, key_text
 from hwbridge.captures.writer import DatasetWriter, clear_source
@@ -214,7 +214,7 @@ class _J1939:
     def __init__(self, tables: MessageTables) -> None:
         # imported here: only captures a J1939 database describes need them
         from hwbridge.captures.j1939_dm import DmTable
-        from hwbridge.captures.j1939_tp import J1939TpAssembler
+        from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 
         self.tables = tables
         self.tp = J1939TpAssembler()
@@ -223,7 +223,7 @@ class _J1939:
 
     def feed(self, chunk: FrameChunk, writer: DatasetWriter) -> None:
         from hwbridge.captures.j1939_dm import dm_mask
-        from hwbridge.captures.j1939_tp import CHUNK_BYTES
+        from hwbridge.j1939.transport.tp_chunks import CHUNK_BYTES
 
         messages = self.tp.feed(chunk)
         frames = messages.frames() if len(messages) else []

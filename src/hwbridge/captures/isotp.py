@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hwbridge.captures.frames import FrameChunk
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.tables import frame_keys
 
 __all__ = ["IsoTpAssembler"]

@@ -23,10 +23,10 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa  # type: ignore[import-untyped]
 
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.arrow_columns import column, strings
-from hwbridge.captures.frames import FrameChunk
 from hwbridge.captures.texts import capture_texts
-from hwbridge.j1939.database.dm import LAMPS, MAX_DTCS
+from hwbridge.j1939.database.dm import LAMPS, MAX_DTCS, NOT_AVAILABLE_SPN, code_fields
 from hwbridge.j1939.database.ids import DM1_PGN, DM2_PGN
 from hwbridge.j1939.database.tables import fmi_text, spn_name
 
@@ -37,7 +37,6 @@ _MESSAGES: Final = {DM1_PGN: "DM1", DM2_PGN: "DM2"}
 _STATES: Final = ("off", "on", "not_available")
 _STATE_INDEX: Final = np.array([0, 1, 2, 2], np.int32)  # 2 bits -> _STATES (10 and 11: n/a)
 _FLASHES: Final = ("slow", "fast")
-_NOT_AVAILABLE_SPN: Final = 0x7FFFF
 _MIN_BYTES: Final = 6
 
 
@@ -109,12 +108,11 @@ class DmTable:
         payload = np.zeros((n, 2 + 4 * width), np.uint8)
         payload[:, : min(data.shape[1], payload.shape[1])] = data[:, : payload.shape[1]]
         codes = payload[:, 2:].reshape(n, width, 4).astype(np.int64)
-        b0, b1, b2, b3 = codes[..., 0], codes[..., 1], codes[..., 2], codes[..., 3]
-        method = b3 >> 7
-        spn = np.where(method == 1, b0 << 11 | b1 << 3 | b2 >> 5, b0 | b1 << 8 | (b2 >> 5) << 16)
-        fmi = b2 & 0x1F
+        spn, fmi, method, counts = code_fields(
+            codes[..., 0], codes[..., 1], codes[..., 2], codes[..., 3]
+        )  # as parse_dtc reads one code
         present = np.arange(width)[None, :] < slots[:, None]
-        present &= ~((spn == 0) & (fmi == 0)) & (spn != _NOT_AVAILABLE_SPN)
+        present &= ~((spn == 0) & (fmi == 0)) & (spn != NOT_AVAILABLE_SPN)
         # rows: each code in message order, and one row for a message without any
         with_code, slot = np.nonzero(present)
         bare = np.flatnonzero(~present.any(axis=1))
@@ -126,7 +124,7 @@ class DmTable:
         at = np.maximum(row_slot, 0)
         row_spn = spn[row_message, at]
         row_fmi = fmi[row_message, at]
-        row_count = (b3 & 0x7F)[row_message, at]
+        row_count = counts[row_message, at]
         row_method = method[row_message, at]
         ids = messages.arbitration_id[row_message].astype(np.int64)
         pgn = (ids >> 8) & 0x3FFFF

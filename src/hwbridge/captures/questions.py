@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwbridge.captures.dataset import Column, Dataset, Table
-from hwbridge.captures.sql_engine import SqlEngine
-from hwbridge.captures.sql_results import json_value
+from hwbridge.captures.sql.engine import SqlEngine
+from hwbridge.captures.sql.results import json_value
 from hwbridge.core.errors import ToolError
 
 __all__ = ["OPS", "Condition", "Questions", "SignalRef"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from hwbridge.captures.dataset import Dataset
 from hwbridge.captures.questions import Questions, SignalRef, quote
-from hwbridge.captures.sql_engine import SqlEngine
+from hwbridge.captures.sql.engine import SqlEngine
 from hwbridge.core.errors import ToolError
 from hwbridge.plot.series import Series, bucket_points
 

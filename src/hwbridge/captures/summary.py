@@ -12,12 +12,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hwbridge.can.io.frames import MAX_MALFORMED
+
 __all__ = ["MAX_MALFORMED", "DecodeSummary", "FileSummary"]
 
 MAX_UNKNOWN_IDS = 20
-MAX_MALFORMED = 20
-"""Malformed lines of a text capture listed by number, and malformed frames of any capture
-(all of them are counted)."""
 
 
 class _Model(BaseModel):

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.bridge import CanDatabase
-from hwbridge.captures.decoding import MessagePlan
-from hwbridge.captures.frames import FrameChunk
+from hwbridge.captures.message_decoder import MessagePlan
 
 __all__ = ["MessageTables", "Routed", "frame_keys", "key_text"]
 

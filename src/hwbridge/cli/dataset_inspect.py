@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError
-from hwbridge.cli.inspector import Inspector
+from hwbridge.cli.repl import Inspector
 
 if TYPE_CHECKING:
     from rich.console import Console

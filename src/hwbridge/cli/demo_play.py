@@ -155,16 +155,29 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with simulator(dbc) as bus:
         if args.inspect or os.environ.get("HWBRIDGE_INSPECT") == "1":
-            from hwbridge.cli.main import main as cli
-
             allow = [a for name in session.allowed for a in ("--allow", name)]
             rate = [] if session.bitrate is None else ["--bitrate", str(session.bitrate)]
-            return cli(["inspect", "--dbc", str(dbc), "--bus", bus, *rate, *allow])
+            return _inspect(args, ["--dbc", str(dbc), "--bus", bus, *rate, *allow])
         surprises = play(console, session, dbc, bus)
     console.print(Text(f"demo finished in {time.monotonic() - started:.1f} s", style="dim"))
     if surprises:
         raise CliError("the demo did not go as recorded: " + "; ".join(surprises), EXIT_RUNTIME)
     return EXIT_OK
+
+
+def _inspect(outer: argparse.Namespace, words: list[str]) -> int:
+    """`hwbridge inspect WORDS` run inside this command: its options parsed as inspect's, the
+    global ones (--debug...) kept as this command was given them."""
+    from hwbridge.cli import inspector
+
+    parser = argparse.ArgumentParser(prog="hwbridge")
+    inspector.register(parser.add_subparsers())
+    args = parser.parse_args(["inspect", *words])
+    for name, value in vars(outer).items():
+        if not hasattr(args, name):
+            setattr(args, name, value)
+    code: int = args.func(args)
+    return code
 
 
 @contextmanager

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.text import Text
 
-    from hwbridge.can.discovery.report import DiscoveryReport, FieldReport
+    from hwbridge.discovery.report.models import DiscoveryReport, FieldReport
 
 __all__ = ["register", "run", "show_matches", "show_report"]
 
@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        from hwbridge.can.discovery.api import discover
+        from hwbridge.discovery.api import discover
     except ImportError as exc:  # pragma: no cover - numpy missing
         raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
     if not 0.0 < args.min_r <= 1.0:
@@ -177,7 +177,7 @@ def _output(report: DiscoveryReport, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {out}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
     if args.html:
-        from hwbridge.can.discovery.html import render_html
+        from hwbridge.discovery.report.html import render_html
 
         page = Path(args.html)
         try:

@@ -47,7 +47,7 @@ def record_live(bus: str, duration_s: float, folder: Path, *, obd: bool) -> tupl
     poller = None
     try:
         if obd:
-            from hwbridge.can.discovery.obd_poll import ObdPoller
+            from hwbridge.discovery.live.obd_poll import ObdPoller
             from hwbridge.policy import SendPolicy
 
             poller = ObdPoller(adapter, SendPolicy())

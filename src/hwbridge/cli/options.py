@@ -184,12 +184,12 @@ def driver_database(args: argparse.Namespace) -> CanDatabase:
             debug = bool(args.debug)
             return load_database(paths[0], debug=debug) if paths else CanDatabase.empty()
         try:
-            from hwbridge.can.discovery._deps import require_numpy
+            from hwbridge.discovery._deps import require_numpy
 
             require_numpy()
         except ImportError as exc:
             raise CliError(one_line(str(exc)), EXIT_RUNTIME) from None
-        from hwbridge.can.discovery.reference import known_database
+        from hwbridge.discovery.analysis.reference import known_database
 
         return known_database([load_database(p, debug=bool(args.debug)) for p in paths])
     return load_database(database_path(args), debug=bool(args.debug))

@@ -27,7 +27,7 @@ from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase
-    from hwbridge.captures.sql_process import WorkerProcess
+    from hwbridge.captures.sql.process import WorkerProcess
     from hwbridge.plot import Series
 
 __all__ = ["register", "run"]
@@ -161,7 +161,7 @@ def _run(args: argparse.Namespace, fmt: str, worker: WorkerProcess | None) -> in
 
 def _start_worker() -> WorkerProcess | None:
     try:
-        from hwbridge.captures.sql_process import WorkerProcess
+        from hwbridge.captures.sql.process import WorkerProcess
     except ImportError:  # said where the dataset is opened
         return None
     try:
@@ -209,7 +209,7 @@ def _from_dataset(
     try:
         from hwbridge.captures.dataset import Dataset
         from hwbridge.captures.series import SeriesReader
-        from hwbridge.captures.sql_engine import QueryLimits, SqlEngine
+        from hwbridge.captures.sql.engine import QueryLimits, SqlEngine
     except ImportError as exc:
         raise CliError(
             f"{exc.name or exc}: plotting a dataset needs pip install 'mcs-hwbridge[captures]'",

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.console import make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
-from hwbridge.cli.inspector import Inspector
+from hwbridge.cli.repl import Inspector
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,7 +30,6 @@ __all__ = [
     "resolve_spec",
     "run_inspect",
     "run_prompt",
-    "run_tools",
     "wanted",
 ]
 
@@ -120,40 +118,6 @@ def open_serial_driver(args: argparse.Namespace, policy: SendPolicy | None = Non
         raise CliError(f"{one_line(exc.message)} ({exc.code})", EXIT_RUNTIME) from exc
     except ValueError as exc:
         raise CliError(f"--port: {one_line(str(exc))}") from exc
-
-
-def run_tools(args: argparse.Namespace) -> int:
-    from hwbridge.cli.render import tools_table
-    from hwbridge.cli.tools import summary
-
-    with open_serial_driver(args) as driver:
-        tools = driver.list_tools()
-        facts = summary(driver, args.model)  # type: ignore[arg-type]
-        allowed = facts["policy"]["allow_commands"]
-        device = driver.spec.spec.device.name if driver.spec else None
-        if args.json:
-            document = {
-                "spec": args.spec,
-                "device": device,
-                "port": args.port,
-                "model": args.model,
-                **facts,
-                "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
-            }
-            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-            return EXIT_OK
-        console = make_console()
-        source = f"{args.spec} ({device})" if device else f"port {args.port}"
-        console.print(tools_table(tools, f"{len(tools)} tools from {source}"))
-        console.print(
-            f"System prompt: {facts['system_prompt_tokens']:,} tokens "
-            f"({facts['system_prompt_chars']:,} characters), pack {facts['pack']}, "
-            f"budget {facts['token_budget']:,} tokens"
-        )
-        console.print(
-            "Send policy: " + (f"may run {', '.join(allowed)}" if allowed else "read-only")
-        )
-    return EXIT_OK
 
 
 def run_prompt(args: argparse.Namespace) -> int:

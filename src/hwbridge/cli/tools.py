@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from hwbridge.cli.render import tools_table
 
     if serial_cli.wanted(args):
-        return serial_cli.run_tools(args)
+        return _run_serial(args)
 
     with open_driver(args) as driver:
         tools = driver.list_tools()
@@ -86,4 +86,39 @@ def run(args: argparse.Namespace) -> int:
             f"budget {facts['token_budget']:,} tokens"
         )
         console.print("Send policy: " + (f"may send {allowed}" if allowed else "read-only"))
+    return EXIT_OK
+
+
+def _run_serial(args: argparse.Namespace) -> int:
+    """`hwbridge tools --spec/--port`: the tools of a serial device."""
+    from hwbridge.cli import serial_cli
+    from hwbridge.cli.render import tools_table
+
+    with serial_cli.open_serial_driver(args) as driver:
+        tools = driver.list_tools()
+        facts = summary(driver, args.model)  # type: ignore[arg-type]
+        allowed = facts["policy"]["allow_commands"]
+        device = driver.spec.spec.device.name if driver.spec else None
+        if args.json:
+            document = {
+                "spec": args.spec,
+                "device": device,
+                "port": args.port,
+                "model": args.model,
+                **facts,
+                "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
+            }
+            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+            return EXIT_OK
+        console = make_console()
+        source = f"{args.spec} ({device})" if device else f"port {args.port}"
+        console.print(tools_table(tools, f"{len(tools)} tools from {source}"))
+        console.print(
+            f"System prompt: {facts['system_prompt_tokens']:,} tokens "
+            f"({facts['system_prompt_chars']:,} characters), pack {facts['pack']}, "
+            f"budget {facts['token_budget']:,} tokens"
+        )
+        console.print(
+            "Send policy: " + (f"may run {', '.join(allowed)}" if allowed else "read-only")
+        )
     return EXIT_OK

@@ -7,7 +7,7 @@ rest of it.
 
 from typing import TYPE_CHECKING
 
-from hwbridge._lazy import lazy_names
+from hwbridge._lazy import lazy_package
 
 if TYPE_CHECKING:
     from hwbridge.core.aio import ExecutionCancelled
@@ -53,90 +53,5 @@ if TYPE_CHECKING:
         wheel_digest,
     )
 
-_LAZY = {
-    "AuditLog": "hwbridge.core.decorators",
-    "CallOutcome": "hwbridge.core.runner",
-    "Capability": "hwbridge.core.contract",
-    "ChatClient": "hwbridge.core.runner",
-    "ChatSetup": "hwbridge.core.runner",
-    "ChatTurn": "hwbridge.core.runner",
-    "ConsentGate": "hwbridge.core.decorators",
-    "DriverBinding": "hwbridge.core.models",
-    "DriverMeta": "hwbridge.core.models",
-    "DriverResponse": "hwbridge.core.models",
-    "DriverTrustError": "hwbridge.core.trust",
-    "ExecutionCancelled": "hwbridge.core.aio",
-    "Health": "hwbridge.core.health",
-    "Hooks": "hwbridge.core.decorators",
-    "HybridDriver": "hwbridge.core.hybrid",
-    "MCSDriver": "hwbridge.core.contract",
-    "MCSToolDriver": "hwbridge.core.contract",
-    "NativeToolContext": "hwbridge.core.models",
-    "Orchestrator": "hwbridge.core.orchestrator",
-    "PromptPackError": "hwbridge.core.prompts",
-    "PromptStrategy": "hwbridge.core.prompts",
-    "ProviderError": "hwbridge.core.runner",
-    "RateLimit": "hwbridge.core.decorators",
-    "RawSpec": "hwbridge.core.health",
-    "RunResult": "hwbridge.core.runner",
-    "Runner": "hwbridge.core.runner",
-    "Step": "hwbridge.core.runner",
-    "Tool": "hwbridge.core.models",
-    "ToolCall": "hwbridge.core.models",
-    "ToolDriverDecorator": "hwbridge.core.decorators",
-    "ToolError": "hwbridge.core.errors",
-    "ToolParameter": "hwbridge.core.models",
-    "TrustManifest": "hwbridge.core.models",
-    "Usage": "hwbridge.core.runner",
-    "estimate_tokens": "hwbridge.core.prompts",
-    "installed_drivers": "hwbridge.core.trust",
-    "load_driver": "hwbridge.core.trust",
-    "verify_distribution": "hwbridge.core.trust",
-    "wheel_digest": "hwbridge.core.trust",
-}
-
-
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
-
-
-__all__ = [
-    "AuditLog",
-    "CallOutcome",
-    "Capability",
-    "ChatClient",
-    "ChatSetup",
-    "ChatTurn",
-    "ConsentGate",
-    "DriverBinding",
-    "DriverMeta",
-    "DriverResponse",
-    "DriverTrustError",
-    "ExecutionCancelled",
-    "Health",
-    "Hooks",
-    "HybridDriver",
-    "MCSDriver",
-    "MCSToolDriver",
-    "NativeToolContext",
-    "Orchestrator",
-    "PromptPackError",
-    "PromptStrategy",
-    "ProviderError",
-    "RateLimit",
-    "RawSpec",
-    "RunResult",
-    "Runner",
-    "Step",
-    "Tool",
-    "ToolCall",
-    "ToolDriverDecorator",
-    "ToolError",
-    "ToolParameter",
-    "TrustManifest",
-    "Usage",
-    "estimate_tokens",
-    "installed_drivers",
-    "load_driver",
-    "verify_distribution",
-    "wheel_digest",
-]
+# the public names are the imports above (written once): loaded on first use
+__getattr__, __dir__ = lazy_package(globals())

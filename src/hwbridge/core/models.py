@@ -194,11 +194,6 @@ class ToolCall(_Frozen):
     # The LLM output this call was found in; used to echo it back in `messages`.
     _origin: str | dict[str, Any] | None = PrivateAttr(default=None)
 
-    def with_origin(self, origin: str | dict[str, Any]) -> ToolCall:
-        """Remember the LLM output this call came from (not part of the schema)."""
-        self._origin = origin
-        return self
-
     @property
     def origin(self) -> str | dict[str, Any] | None:
         private = self.__pydantic_private__

@@ -15,7 +15,7 @@ hwbridge driver already passes the reference SDK's capability checks (see
 from __future__ import annotations
 
 try:
-    import mcs.driver.core  # noqa: F401
+    import mcs.driver.core
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "hwbridge.interop needs the MCS reference SDK: pip install 'mcs-hwbridge[mcs]'"

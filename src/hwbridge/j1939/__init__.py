@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwbridge._lazy import lazy_names
+from hwbridge._lazy import lazy_package
 
 if TYPE_CHECKING:
     from hwbridge.j1939.database import DiagnosticMessage, Dtc, J1939Name, Lamps, parse_dm
@@ -18,32 +18,5 @@ if TYPE_CHECKING:
     from hwbridge.j1939.tools import J1939Settings, J1939ToolDriver
     from hwbridge.j1939.transport.link import J1939Link
 
-_LAZY = {
-    "DiagnosticMessage": "hwbridge.j1939.database",
-    "Dtc": "hwbridge.j1939.database",
-    "J1939Name": "hwbridge.j1939.database",
-    "Lamps": "hwbridge.j1939.database",
-    "parse_dm": "hwbridge.j1939.database",
-    "J1939Database": "hwbridge.j1939.database.catalog",
-    "J1939Driver": "hwbridge.j1939.driver",
-    "J1939Settings": "hwbridge.j1939.tools",
-    "J1939ToolDriver": "hwbridge.j1939.tools",
-    "J1939Link": "hwbridge.j1939.transport.link",
-}
-
-
-__getattr__, __dir__ = lazy_names(__name__, _LAZY, globals())
-
-
-__all__ = [
-    "DiagnosticMessage",
-    "Dtc",
-    "J1939Database",
-    "J1939Driver",
-    "J1939Link",
-    "J1939Name",
-    "J1939Settings",
-    "J1939ToolDriver",
-    "Lamps",
-    "parse_dm",
-]
+# the public names are the imports above (written once): loaded on first use
+__getattr__, __dir__ = lazy_package(globals())

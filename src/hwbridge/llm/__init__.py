@@ -11,9 +11,9 @@ Importing this package needs none of them; a client whose SDK is missing raises
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from hwbridge._lazy import lazy_package
 from hwbridge.core.runner import ProviderError
 from hwbridge.llm._base import MissingExtraError
 
@@ -22,19 +22,5 @@ if TYPE_CHECKING:
     from hwbridge.llm.ollama_client import OllamaClient
     from hwbridge.llm.openai_client import OpenAIClient
 
-__all__ = ["AnthropicClient", "MissingExtraError", "OllamaClient", "OpenAIClient", "ProviderError"]
-
-_CLIENTS = {
-    "OpenAIClient": "hwbridge.llm.openai_client",
-    "AnthropicClient": "hwbridge.llm.anthropic_client",
-    "OllamaClient": "hwbridge.llm.ollama_client",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _CLIENTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hwbridge.llm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# the public names: the imports above (written once), the clients loaded on first use
+__getattr__, __dir__ = lazy_package(globals())

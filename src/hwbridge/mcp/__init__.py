@@ -16,31 +16,23 @@ and with `--remote URL` serves many benches behind one endpoint.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 try:
-    import mcp.server  # noqa: F401
+    import mcp.server
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
         "hwbridge.mcp needs the MCP Python SDK: pip install 'mcs-hwbridge[mcp]'"
     ) from exc
 
-from hwbridge._lazy import lazy_names
+from hwbridge._lazy import lazy_package
 from hwbridge.mcp.calls import PROGRESS_INTERVAL_S
 from hwbridge.mcp.http import MCP_PATH, HttpLimits
 from hwbridge.mcp.resources import DRIVER_URI, HEALTH_URI, SPEC_PREFIX
 from hwbridge.mcp.server import build_server, run_stdio, serve
 
-__all__ = [
-    "DRIVER_URI",
-    "HEALTH_URI",
-    "MCP_PATH",
-    "PROGRESS_INTERVAL_S",
-    "SPEC_PREFIX",
-    "HttpLimits",
-    "McpToolDriver",
-    "build_server",
-    "run_stdio",
-    "serve",
-]
+if TYPE_CHECKING:  # the client side loads only when it is used
+    from hwbridge.mcp.remote import McpToolDriver
 
-# the client side loads only when it is used
-__getattr__, __dir__ = lazy_names(__name__, {"McpToolDriver": "hwbridge.mcp.remote"}, globals())
+# the public names are the imports above (written once)
+__getattr__, __dir__ = lazy_package(globals())

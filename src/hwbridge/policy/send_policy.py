@@ -137,9 +137,6 @@ class SendPolicy:
     def limits_for(self, message: str, signal: str) -> tuple[float, float] | None:
         return self._can.limits.get(f"{message}.{signal}")
 
-    def command_limits_for(self, command: str, parameter: str) -> tuple[float, float] | None:
-        return self._commands.limits.get(f"{command}.{parameter}")
-
     def describe(self) -> dict[str, Any]:
         """The policy as data, for status tools and the prompt's guidance. `read_only` is
         about CAN frames; the serial and diagnostic parts say what they allow."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import math
-import random
 import socket
 import threading
 import time
@@ -22,8 +21,15 @@ from typing import Any, Self
 
 import can
 from hwbridge.can.transport.bus_url import bus_kwargs, describe_bus
+from hwbridge.can.transport.pycan_internals import (
+    LivenessProbe,
+    RxNotifier,
+    socketcand_probe,
+    socketcand_socket,
+)
 from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import ToolError
+from hwbridge.core.reconnect import Reconnector
 
 __all__ = [
     "CAN_FD_LENGTHS",
@@ -221,32 +227,6 @@ class CanAdapter(Closing, ABC):
 # --- python-can implementation -------------------------------------------------------
 
 
-LivenessProbe = Callable[[], str | None]
-"""Returns a reason when the transport is dead, None while it looks alive."""
-
-
-def _socketcand_socket(bus: can.BusABC) -> socket.socket | None:
-    # python-can's socketcand client never reports a closed TCP connection: recv() just
-    # returns None forever. Reaching its socket is the only way to see the EOF.
-    sock = getattr(bus, "_SocketCanDaemonBus__socket", None)
-    return sock if isinstance(sock, socket.socket) else None
-
-
-def _socketcand_probe(sock: socket.socket) -> LivenessProbe:
-    flags = socket.MSG_PEEK | socket.MSG_DONTWAIT
-
-    def probe() -> str | None:
-        try:
-            peeked = sock.recv(1, flags)
-        except (BlockingIOError, InterruptedError, TimeoutError):
-            return None
-        except OSError as exc:
-            return f"socketcand connection lost: {exc}"
-        return None if peeked else "socketcand server closed the connection"
-
-    return probe
-
-
 def _preflight_socketcand(host: str, port: int, timeout_s: float) -> None:
     """Fail fast when no socketcand server answers.
 
@@ -306,98 +286,6 @@ def _open_with_timeout(kwargs: Mapping[str, Any], timeout_s: float) -> can.BusAB
     if isinstance(outcome, BaseException):
         raise outcome
     return outcome
-
-
-Receive = Callable[[float], tuple[can.Message | None, bool]]
-"""Like python-can's `_recv_internal`: (frame or None, whether filters were applied)."""
-
-
-def _receiver(bus: can.BusABC) -> Receive:
-    """How the receive loop reads `bus`, without python-can's per-frame bookkeeping when
-    that changes nothing.
-
-    `BusABC.recv` wraps the interface's `_recv_internal` in a timing loop, a filter check
-    and a log call at level 9: about a quarter of a virtual bus's receive cost. When the
-    interface keeps python-can's `recv` and that log level is off, frames come from
-    `_recv_internal` directly and the loop applies the bus's filters itself. An interface
-    with its own `recv` (or a `ThreadSafeBus`) keeps it.
-    """
-    if type(bus).recv is can.BusABC.recv and not logging.getLogger("can.bus").isEnabledFor(
-        bus.RECV_LOGGING_LEVEL
-    ):
-        return bus._recv_internal
-    recv = bus.recv
-
-    def receive(timeout: float) -> tuple[can.Message | None, bool]:
-        return recv(timeout), True
-
-    return receive
-
-
-class _RxNotifier(can.Notifier):
-    """python-can's Notifier with a leaner receive loop and failure reporting.
-
-    The stock loop takes a lock and walks a listener list per frame; here each frame costs
-    one call of the adapter's current dispatcher, and frames come from `_receiver`
-    (benchmarks/bench_monitor.py compares adapter plus monitor against a bare `bus.recv()`
-    loop). A listener exception is logged and the loop goes on (the stock loop would die);
-    a receive exception or a failed liveness probe is reported to the adapter.
-    """
-
-    def __init__(
-        self,
-        bus: can.BusABC,
-        owner: PythonCanAdapter,
-        generation: int,
-        timeout: float,
-        probe: LivenessProbe | None,
-    ) -> None:
-        # Set before super().__init__, which starts the thread.
-        self._owner = owner
-        self._generation = generation
-        self._probe = probe
-        super().__init__(bus, [], timeout=timeout)
-        for reader in self._readers:
-            if isinstance(reader, threading.Thread):
-                reader.name = f"hwbridge-can-rx[{owner.description}]"
-
-    def _rx_thread(self, bus: can.BusABC) -> None:
-        owner = self._owner
-        generation = self._generation
-        receive = _receiver(bus)
-        matches = bus._matches_filters
-        timeout = self.timeout
-        probe = self._probe
-        clock = time.monotonic
-        next_probe = 0.0
-        while not self._stopped:
-            try:
-                msg, filtered = receive(timeout)
-            except Exception as exc:
-                if not self._stopped:
-                    self.exception = exc
-                    owner._on_transport_failure(generation, f"receive failed: {exc}")
-                return
-            if msg is None:
-                if probe is not None and not self._stopped:
-                    now = clock()
-                    if now >= next_probe:
-                        # A dead socketcand link makes recv() return None at once, so
-                        # this runs often exactly when it matters.
-                        next_probe = now + 0.002
-                        reason = probe()
-                        if reason is not None:
-                            owner._on_transport_failure(generation, reason)
-                            return
-                continue
-            if not filtered and bus._filters and not matches(msg):
-                continue
-            if msg.is_error_frame:
-                owner._error_frames += 1
-            try:
-                owner._dispatch(msg)
-            except Exception:
-                owner._on_listener_error()
 
 
 # Interfaces (by configured name or bus class) whose protocol has no CAN FD or remote frames.
@@ -571,22 +459,15 @@ class PythonCanAdapter(CanAdapter):
         poll_interval_s: float = 0.1,
     ) -> None:
         self._bitrate_switch = bitrate_switch
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._open_timeout_s = open_timeout_s
         self._send_timeout_s = send_timeout_s
         self._poll_interval_s = poll_interval_s
 
         self._lock = threading.Lock()
-        self._closing = threading.Event()
         self._connected_event = threading.Event()
         self._bus: can.BusABC | None = None
-        self._notifier: _RxNotifier | None = None
-        self._generation = 0
+        self._notifier: RxNotifier | None = None
         self._closed = False
-        self._last_error: str | None = None
-        self._recovery: threading.Thread | None = None
-        self._reconnects = 0
         self._periodic: list[_Periodic] = []
         self._listeners: tuple[FrameListener, ...] = tuple(listeners)
         self._dispatch: FrameListener = _noop
@@ -599,7 +480,7 @@ class PythonCanAdapter(CanAdapter):
             self._interface: str | None = type(bus).__name__
             self.description = str(bus.channel_info)
             self._owns_bus = bool(own_bus)
-            self._reconnect = False
+            self._rc = self._reconnector(False, backoff_initial_s, backoff_max_s)
             self._install(bus)
             return
 
@@ -611,22 +492,34 @@ class PythonCanAdapter(CanAdapter):
         self._interface = config.get("interface")
         self.description = describe_bus(config)
         self._owns_bus = True if own_bus is None else own_bus
-        self._reconnect = reconnect
+        self._rc = self._reconnector(reconnect, backoff_initial_s, backoff_max_s)
         try:
             opened = self._open()
         except _CONFIG_ERRORS:
             raise
         except Exception as exc:
-            self._last_error = f"open failed: {exc}"
+            self._rc.note(f"open failed: {exc}")
             if require_connection or not reconnect:
                 raise ToolError(
                     "BUS_DOWN", f"cannot open {self.description}: {exc}", retryable=True
                 ) from exc
-            self._start_recovery(None, None)
+            self._rc.start()
             return
         self._install(opened)
 
     # -- opening and recovery ---------------------------------------------------------
+
+    def _reconnector(self, enabled: bool, initial_s: float, max_s: float) -> Reconnector[Any]:
+        """The reconnect loop; a bus given open (no configuration to reopen) has none."""
+        return Reconnector(
+            f"CAN bus {self.description}",
+            reopen=self._open,
+            install=self._install,
+            enabled=enabled and self._kwargs is not None,
+            backoff_initial_s=initial_s,
+            backoff_max_s=max_s,
+            thread_name=f"hwbridge-can-recover[{self.description}]",
+        )
 
     def _open(self) -> can.BusABC:
         assert self._kwargs is not None
@@ -635,15 +528,15 @@ class PythonCanAdapter(CanAdapter):
         if config.get("interface") == "socketcand":
             _preflight_socketcand(str(config["host"]), int(config["port"]), self._open_timeout_s)
         bus = _open_with_timeout(config, max(0.1, deadline - time.monotonic()))
-        sock = _socketcand_socket(bus)
+        sock = socketcand_socket(bus)
         if sock is not None:
             # Bounds sendall() when the server stops reading; recv() is select()-guarded.
             sock.settimeout(self._send_timeout_s)
         return bus
 
     def _probe_for(self, bus: can.BusABC) -> LivenessProbe | None:
-        sock = _socketcand_socket(bus)
-        return _socketcand_probe(sock) if sock is not None else None
+        sock = socketcand_socket(bus)
+        return socketcand_probe(sock) if sock is not None else None
 
     def _install(self, bus: can.BusABC) -> None:
         """Make `bus` current: notifier, periodic tasks, connected flag."""
@@ -652,10 +545,10 @@ class PythonCanAdapter(CanAdapter):
                 if self._owns_bus:
                     bus.shutdown()
                 return
-            self._generation += 1
+            generation = self._rc.next_generation()
             self._bus = bus
-            self._notifier = _RxNotifier(
-                bus, self, self._generation, self._poll_interval_s, self._probe_for(bus)
+            self._notifier = RxNotifier(
+                bus, self, generation, self._poll_interval_s, self._probe_for(bus)
             )
             periodic = list(self._periodic)
             self._connected_event.set()
@@ -670,28 +563,17 @@ class PythonCanAdapter(CanAdapter):
     def _on_transport_failure(self, generation: int, reason: str) -> None:
         """Called from any thread when the current bus is found dead."""
         with self._lock:
-            if self._closed or generation != self._generation or self._bus is None:
+            if self._closed or not self._rc.is_current(generation) or self._bus is None:
                 return
             log.warning("CAN bus %s is down: %s", self.description, reason)
-            self._last_error = reason
+            self._rc.note(reason)
             bus, notifier = self._bus, self._notifier
             self._bus = None
             self._notifier = None
             self._connected_event.clear()
-            self._start_recovery(bus, notifier)
+            self._rc.start(lambda: self._teardown(bus, notifier))
 
-    def _start_recovery(self, bus: can.BusABC | None, notifier: _RxNotifier | None) -> None:
-        # Caller holds the lock (or is the constructor); one recovery thread at a time.
-        thread = threading.Thread(
-            target=self._recover,
-            args=(bus, notifier),
-            name=f"hwbridge-can-recover[{self.description}]",
-            daemon=True,
-        )
-        self._recovery = thread
-        thread.start()
-
-    def _teardown(self, bus: can.BusABC | None, notifier: _RxNotifier | None) -> None:
+    def _teardown(self, bus: can.BusABC | None, notifier: RxNotifier | None) -> None:
         for handle in list(self._periodic):
             handle.detach()
         if notifier is not None:
@@ -701,26 +583,6 @@ class PythonCanAdapter(CanAdapter):
                 bus.shutdown()
             except Exception as exc:
                 log.debug("shutting down %s failed: %s", self.description, exc)
-
-    def _recover(self, bus: can.BusABC | None, notifier: _RxNotifier | None) -> None:
-        self._teardown(bus, notifier)
-        if not self._reconnect or self._kwargs is None:
-            return
-        delay = self._backoff_initial_s
-        while not self._closing.wait(delay * random.uniform(0.8, 1.0)):
-            try:
-                opened = self._open()
-            except Exception as exc:
-                with self._lock:
-                    self._last_error = f"reconnect failed: {exc}"
-                log.debug("reconnect to %s failed: %s", self.description, exc)
-                delay = min(delay * 2.0, self._backoff_max_s)
-                continue
-            with self._lock:
-                self._reconnects += 1
-            log.info("CAN bus %s reconnected", self.description)
-            self._install(opened)
-            return
 
     # -- listeners ----------------------------------------------------------------------
 
@@ -763,22 +625,14 @@ class PythonCanAdapter(CanAdapter):
     # -- sending ------------------------------------------------------------------------
 
     def _down_error(self) -> ToolError:
-        if self._closed:
-            return ToolError("BUS_DOWN", f"adapter for {self.description} is closed")
-        reason = self._last_error or "not connected"
-        hint = "; reconnecting" if self._reconnect else ""
-        return ToolError(
-            "BUS_DOWN",
-            f"CAN bus {self.description} is down ({reason}){hint}",
-            retryable=self._reconnect,
-        )
+        return self._rc.down_error("BUS_DOWN", f"CAN bus {self.description}", closed=self._closed)
 
     def _current(self) -> tuple[can.BusABC, int]:
         with self._lock:
             bus = self._bus
             if bus is None or self._closed:
                 raise self._down_error()
-            return bus, self._generation
+            return bus, self._rc.generation
 
     def wait_connected(self, timeout_s: float) -> bool:
         """Block until the bus is up (True) or `timeout_s` passes (False)."""
@@ -855,16 +709,9 @@ class PythonCanAdapter(CanAdapter):
     def status(self) -> AdapterStatus:
         with self._lock:
             bus = self._bus
-            recovery = self._recovery
-            reconnecting = (
-                bus is None
-                and not self._closed
-                and recovery is not None
-                and recovery.is_alive()
-                and self._reconnect
-            )
+            reconnecting = self._rc.reconnecting(bus is not None, self._closed)
             periodic = sum(1 for handle in self._periodic if handle.active)
-            last_error = self._last_error
+            last_error = self._rc.last_error
         state = "unknown"
         if bus is not None:
             try:
@@ -879,7 +726,7 @@ class PythonCanAdapter(CanAdapter):
             error_frames=self._error_frames,
             last_error=last_error,
             reconnecting=reconnecting,
-            reconnects=self._reconnects,
+            reconnects=self._rc.reconnects,
             periodic_tasks=periodic,
             listener_errors=self._listener_errors,
         )
@@ -894,17 +741,15 @@ class PythonCanAdapter(CanAdapter):
             if self._closed:
                 return
             self._closed = True
-            self._closing.set()
+            self._rc.closing.set()
             self._connected_event.clear()
             bus, notifier = self._bus, self._notifier
             self._bus = None
             self._notifier = None
-            recovery = self._recovery
             periodic = list(self._periodic)
             self._periodic.clear()
         for handle in periodic:
             handle._stopped = True
             handle.detach()
         self._teardown(bus, notifier)
-        if recovery is not None and recovery is not threading.current_thread():
-            recovery.join(self._open_timeout_s + self._poll_interval_s + 2.0)
+        self._rc.stop(self._open_timeout_s + self._poll_interval_s + 2.0)

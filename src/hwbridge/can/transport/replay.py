@@ -3,26 +3,25 @@
     CanDriver.from_dbc("truck.dbc", bus="replay:logs/truck.MF4?speed=10&loop=1")
 
 `ReplayAdapter` reads .asc, .blf, .csv, .db, .log (candump), .trc and .mf4 files (optionally
-gzip-compressed, e.g. `.asc.gz`) with python-can's readers on one thread, keeps the recorded
-gaps between frames (divided by `speed`), and stamps every frame with the live clock, so the
-monitor's ages, rates and histories work as on a real bus. The file is opened on the replay
-thread: constructing the adapter only checks the path, the format and the options.
+gzip-compressed, e.g. `.asc.gz`) through the capture readers (`hwbridge.can.io`: the same
+bounded readers and frame checks as `hwbridge decode`) on one thread, keeps the recorded gaps
+between frames (divided by `speed`), and stamps every frame with the live clock, so the
+monitor's ages, rates and histories work as on a real bus. Error and remote frames are
+counted, not replayed. The file is opened on the replay thread: constructing the adapter
+only checks the path, the format and the options.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import math
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from can.io.player import MESSAGE_READERS
 
 import can
 from hwbridge.can.transport.adapter import (
@@ -62,8 +61,11 @@ from now instead of bursting to catch up, so live timestamps stay close to the c
 
 
 def supported_suffixes() -> list[str]:
-    """File suffixes python-can can read (plugins included), lower case."""
-    return sorted(MESSAGE_READERS)
+    """File suffixes of the captures that can be replayed, lower case."""
+    # the readers (numpy) load when a capture is first replayed, not with the CAN bridge
+    from hwbridge.can.io.readers import capture_formats
+
+    return capture_formats()
 
 
 def _formats_help() -> str:
@@ -80,7 +82,7 @@ def _format_of(path: Path) -> str:
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
     suffix = suffixes[-1] if suffixes else ""
-    if suffix not in MESSAGE_READERS:
+    if suffix not in supported_suffixes():
         shown = "".join(path.suffixes) or "no suffix"
         raise ValueError(
             f"cannot replay {str(path)!r}: unknown capture format ({shown}); {_formats_help()}"
@@ -102,14 +104,42 @@ def _check_dependencies(suffix: str) -> None:
     if suffix == ".mf4":
         from hwbridge._deferred import require_asammdf
 
-        with contextlib.suppress(ImportError):  # said below
+        try:
             require_asammdf()
-        from can.io import mf4
-
-        if getattr(mf4, "asammdf", None) is None:
+        except ImportError:
             raise ImportError(
                 "replaying .mf4 captures needs asammdf: pip install 'mcs-hwbridge[mf4]'"
-            )
+            ) from None
+
+
+def _messages(path: Path, counts: list[int]) -> Generator[can.Message, None, None]:
+    """The data frames of a capture as python-can messages, in file order, read through the
+    bounded readers; its error frames are added to `counts[0]` once the file is read."""
+    from hwbridge.can.io.readers import open_capture
+
+    reader = open_capture(path)
+    try:
+        for chunk in reader.chunks():
+            stamps = (chunk.timestamp_us / 1e6).tolist()
+            ids = chunk.arbitration_id.tolist()
+            extended = chunk.extended.tolist()
+            lengths = chunk.length.tolist()
+            channels = chunk.channel.tolist()
+            data = chunk.data
+            for row in range(len(chunk)):
+                size = lengths[row]
+                yield can.Message(
+                    timestamp=stamps[row],
+                    arbitration_id=ids[row],
+                    is_extended_id=extended[row],
+                    data=data[row, :size].tobytes(),
+                    is_fd=size > 8,
+                    channel=channels[row] if channels[row] >= 0 else None,
+                    check=False,
+                )
+        counts[0] += reader.counts.error_frames
+    finally:
+        reader.close()
 
 
 # --- options ---------------------------------------------------------------------------
@@ -321,16 +351,18 @@ class ReplayAdapter(CanAdapter):
         pacer = _Pacer(self.speed)
         base = 0.0  # recorded seconds played in earlier passes
         while self.plays is None or self._play < self.plays:
-            reader = can.LogReader(self.path)
+            errors = [0]
+            frames = _messages(self.path, errors)
             try:
                 with self._lock:
                     if self._stop.is_set():
                         return
                     self._state = "replaying"
                     self._play += 1
-                count, span = self._play_once(iter(reader), pacer, base)
+                count, span = self._play_once(frames, pacer, base)
             finally:
-                reader.stop()
+                frames.close()
+            self._error_frames += errors[0]
             if self._stop.is_set():
                 return
             if self._frames_per_play is None:

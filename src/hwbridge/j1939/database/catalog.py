@@ -47,9 +47,6 @@ class J1939Database:
     def database_spn_name(self, spn: int) -> str | None:
         return self._spns.get(spn)
 
-    def describes(self, pgn: int, source: int = 0xFE) -> bool:
-        return self._message(pgn, source) is not None
-
     def _message(self, pgn: int, source: int) -> Any | None:
         if self.db is None:
             return None

@@ -11,18 +11,25 @@ most significant bits first); 0 is the layout of version 4, which nearly every E
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from hwbridge.j1939.database.tables import fmi_text, spn_name
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 __all__ = [
     "LAMPS",
+    "MAX_DTCS",
+    "NOT_AVAILABLE_SPN",
     "DiagnosticMessage",
     "Dtc",
     "LampState",
     "Lamps",
+    "code_fields",
     "dtc_bytes",
     "parse_dm",
     "parse_dtc",
@@ -36,7 +43,8 @@ _STATE: dict[int, LampState] = {0: "off", 1: "on", 2: "not_available", 3: "not_a
 _FLASH: dict[int, Flash] = {0: "slow", 1: "fast"}
 _STATE_BITS: dict[LampState, int] = {"off": 0, "on": 1, "not_available": 3}
 _FLASH_BITS: dict[Flash, int] = {"slow": 0, "fast": 1}
-_NOT_AVAILABLE_SPN = 0x7FFFF
+NOT_AVAILABLE_SPN = 0x7FFFF
+"""The SPN of a code that says no SPN is available (not a fault)."""
 
 SpnNamer = Callable[[int], str | None]
 
@@ -109,15 +117,22 @@ def dtc_bytes(dtc: Dtc) -> bytes:
     return bytes([b0, b1, b2 | dtc.fmi, dtc.conversion_method << 7 | count])
 
 
+Code = TypeVar("Code", int, "npt.NDArray[np.int64]")
+
+
+def code_fields(b0: Code, b1: Code, b2: Code, b3: Code) -> tuple[Code, Code, Code, Code]:
+    """(spn, fmi, conversion method, occurrence count) of a code's four bytes: of one code
+    (ints) or of many at once (int64 arrays: the `j1939_dm` table of a capture)."""
+    method = b3 >> 7
+    spn = method * (b0 << 11 | b1 << 3 | b2 >> 5) + (1 - method) * (b0 | b1 << 8 | b2 >> 5 << 16)
+    return spn, b2 & 0x1F, method, b3 & 0x7F
+
+
 def parse_dtc(data: bytes, namer: SpnNamer | None = None) -> Dtc | None:
     """The code in 4 bytes; None for padding, SPN 0/FMI 0 (no fault) or SPN 'not available'."""
-    b0, b1, b2, b3 = data[0], data[1], data[2], data[3]
-    method = b3 >> 7
-    spn = b0 << 11 | b1 << 3 | b2 >> 5 if method else b0 | b1 << 8 | b2 >> 5 << 16
-    fmi = b2 & 0x1F
-    if (spn == 0 and fmi == 0) or spn == _NOT_AVAILABLE_SPN:
+    spn, fmi, method, count = code_fields(data[0], data[1], data[2], data[3])
+    if (spn == 0 and fmi == 0) or spn == NOT_AVAILABLE_SPN:
         return None
-    count = b3 & 0x7F
     name = (namer(spn) if namer is not None else None) or spn_name(spn)
     return Dtc(
         spn=spn,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Final, Literal, NamedTuple
 
 from hwbridge.j1939.database.ids import GLOBAL, TP_CM_PGN, TP_DT_PGN, make_id, parse_id
 
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_SIZE",
     "RTS",
     "Aborted",
+    "Announcement",
     "Completed",
     "Progress",
     "Reply",
@@ -95,6 +96,28 @@ def packets(data: bytes) -> list[bytes]:
 
 def _count(size: int) -> int:
     return (size + 6) // 7
+
+
+class Announcement(NamedTuple):
+    """A TP.CM BAM or RTS: the parameter group, its size in bytes and in packets, and (RTS)
+    how many packets a CTS may clear at most (0xFF: no limit)."""
+
+    pgn: int
+    size: int
+    packets: int
+    max_per_cts: int
+
+    @classmethod
+    def of(cls, data: bytes) -> Announcement:
+        return cls(int.from_bytes(data[5:8], "little"), data[1] | data[2] << 8, data[3], data[4])
+
+    def problem(self) -> tuple[str, int] | None:
+        """Why a receiver refuses it, with the abort reason it answers (None: it is sound)."""
+        if not 0 < self.size <= MAX_SIZE:
+            return f"announced {self.size} bytes (at most {MAX_SIZE})", 9
+        if self.packets != _count(self.size):
+            return f"announced {self.packets} packets for {self.size} bytes", 7
+        return None
 
 
 def bam_frame(pgn: int, size: int) -> bytes:
@@ -267,30 +290,26 @@ class TpReceiver:
 
     def _announce(self, source: int, dest: int, data: bytes, t: float, out: list[TpEvent]) -> None:
         control = data[0]
-        pgn = int.from_bytes(data[5:8], "little")
-        size = data[1] | data[2] << 8
-        count = data[3]
+        announced = Announcement.of(data)
+        pgn, size, count = announced.pgn, announced.size, announced.packets
         ours = control == RTS and self._own(dest)
         kind: Literal["bam", "rts"] = "bam" if control == BAM else "rts"
         key = (source, dest)
         old = self._sessions.pop(key, None)
         if old is not None:
             out.append(self._drop(old, "replaced by a new announcement", t))
-        problem = None
-        if not 0 < size <= MAX_SIZE:
-            problem, reason = f"announced {size} bytes (at most {MAX_SIZE})", 9
-        elif count != _count(size):
-            problem, reason = f"announced {count} packets for {size} bytes", 7
-        elif (limit := self._limit(ours)) is not None:
-            problem, reason = f"more than {limit} sessions at once", 2
-        if problem is not None:
+        refused = announced.problem()
+        if refused is None and (limit := self._limit(ours)) is not None:
+            refused = f"more than {limit} sessions at once", 2
+        if refused is not None:
+            problem, reason = refused
             out.append(Aborted(pgn, source, dest, problem, t))
             if ours:
                 out.append(Reply(self._cm_id(dest, source), abort_frame(pgn, reason)))
             return
         session = _Session(pgn, source, dest, size, count, kind, ours, t, t + T1)
         if kind == "rts":
-            session.max_per_cts = data[4] or 0xFF
+            session.max_per_cts = announced.max_per_cts or 0xFF
         self._sessions[key] = session
         self._due = min(self._due, session.deadline)
         if ours:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 import os
-import random
 import re
 import select
 import threading
@@ -38,6 +37,7 @@ import serial
 
 from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import ToolError
+from hwbridge.core.reconnect import Reconnector
 from hwbridge.serial.transport.framing import Framing, as_bytes
 
 __all__ = ["PySerialAdapter", "SerialStatus", "describe_url"]
@@ -140,9 +140,6 @@ class PySerialAdapter(Closing):
         self.timeout_s = float(timeout_s)
         self._write_timeout_s = float(write_timeout_s)
         self._open_timeout_s = float(open_timeout_s)
-        self._reconnect = reconnect
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
         self._options = {"baudrate": baudrate, **dict(serial_options or {})}
 
         self._state = threading.Lock()  # guards the fields below; never held during I/O
@@ -150,13 +147,18 @@ class PySerialAdapter(Closing):
         self._read_lock = threading.RLock()  # the buffer and reads
         self._reopening = _Pending()  # readers step aside while a reconnect waits
         self._connected = threading.Event()
-        self._closing = threading.Event()
         self._port: serial.SerialBase | None = None
-        self._generation = 0
         self._closed = False
-        self._last_error: str | None = None
-        self._recovery: threading.Thread | None = None
-        self._reconnects = 0
+        self._rc: Reconnector[serial.SerialBase] = Reconnector(
+            f"serial port {self.description}",
+            reopen=self._open,
+            install=self._install,
+            enabled=reconnect,
+            backoff_initial_s=backoff_initial_s,
+            backoff_max_s=backoff_max_s,
+            thread_name=f"hwbridge-serial-recover[{self.description}]",
+            describe_error=_reason,
+        )
         self._buffer = bytearray()
         self._scanned = 0  # bytes of the buffer already searched for `_scanned_for`
         self._scanned_for: bytes | None = None
@@ -171,14 +173,14 @@ class PySerialAdapter(Closing):
         except (ValueError, TypeError) as exc:  # a malformed URL or option: the caller's error
             raise ValueError(f"cannot open {self.description}: {exc}") from exc
         except Exception as exc:
-            self._last_error = f"open failed: {_reason(exc)}"
+            self._rc.note(f"open failed: {_reason(exc)}")
             if require_connection or not reconnect:
                 raise ToolError(
                     "PORT_DOWN",
                     f"The serial port {self.description} cannot be opened ({_reason(exc)}).",
                     retryable=True,
                 ) from exc
-            self._start_recovery(None)
+            self._rc.start()
             return
         self._install(opened)
 
@@ -203,7 +205,7 @@ class PySerialAdapter(Closing):
             if self._closed:
                 port.close()
                 return
-            self._generation += 1
+            self._rc.next_generation()
             self._port = port
             self._buffer.clear()
             self._scanned = 0
@@ -213,44 +215,13 @@ class PySerialAdapter(Closing):
     def _on_failure(self, generation: int, reason: str) -> None:
         """Called by the thread whose I/O found the port dead."""
         with self._state:
-            if self._closed or generation != self._generation or self._port is None:
+            if self._closed or not self._rc.is_current(generation) or self._port is None:
                 return
             log.warning("serial port %s is down: %s", self.description, reason)
-            self._last_error = reason
+            self._rc.note(reason)
             port, self._port = self._port, None
             self._connected.clear()
-            self._start_recovery(port)
-
-    def _start_recovery(self, port: serial.SerialBase | None) -> None:
-        # caller holds _state (or is the constructor): one recovery thread at a time
-        thread = threading.Thread(
-            target=self._recover,
-            args=(port,),
-            name=f"hwbridge-serial-recover[{self.description}]",
-            daemon=True,
-        )
-        self._recovery = thread
-        thread.start()
-
-    def _recover(self, port: serial.SerialBase | None) -> None:
-        if port is not None:
-            _close_quietly(port)
-        if not self._reconnect:
-            return
-        delay = self._backoff_initial_s
-        while not self._closing.wait(delay * random.uniform(0.8, 1.0)):
-            try:
-                opened = self._open()
-            except Exception as exc:
-                with self._state:
-                    self._last_error = f"reconnect failed: {_reason(exc)}"
-                delay = min(delay * 2.0, self._backoff_max_s)
-                continue
-            with self._state:
-                self._reconnects += 1
-            log.info("serial port %s reconnected", self.description)
-            self._install(opened)
-            return
+            self._rc.start(lambda: _close_quietly(port))
 
     def reconnect(self) -> None:
         """Close the port and open it again now (PORT_DOWN if that fails; then it keeps
@@ -265,21 +236,19 @@ class PySerialAdapter(Closing):
             self._fragment = False  # a deliberate reopen: the caller checked the device
             port, self._port = self._port, None
             self._connected.clear()
-            recovery = self._recovery
         if port is not None:
             _close_quietly(port)
-        if recovery is not None and recovery.is_alive():
+        if self._rc.running:
             return  # already reopening
         try:
             opened = self._open()
         except Exception as exc:
+            self._rc.note(f"reconnect failed: {_reason(exc)}")
             with self._state:
-                self._last_error = f"reconnect failed: {_reason(exc)}"
-                if self._reconnect and not self._closed:
-                    self._start_recovery(None)
+                if self._rc.enabled and not self._closed:
+                    self._rc.start()
             raise self._down() from exc
-        with self._state:
-            self._reconnects += 1
+        self._rc.counted()
         self._install(opened)
 
     def wait_connected(self, timeout_s: float) -> bool:
@@ -293,22 +262,15 @@ class PySerialAdapter(Closing):
         return self._down()
 
     def _down(self) -> ToolError:
-        if self._closed:
-            return ToolError("PORT_DOWN", f"The serial port {self.description} is closed.")
-        reason = self._last_error or "not connected"
-        hint = "; reconnecting" if self._reconnect else ""
-        return ToolError(
-            "PORT_DOWN",
-            f"The serial port {self.description} is down ({reason}){hint}.",
-            retryable=self._reconnect,
-        )
+        subject = f"The serial port {self.description}"
+        return self._rc.down_error("PORT_DOWN", subject, closed=self._closed, end=".")
 
     def _current(self) -> tuple[serial.SerialBase, int]:
         with self._state:
             port = self._port
             if port is None or self._closed:
                 raise self._down()
-            return port, self._generation
+            return port, self._rc.generation
 
     @contextmanager
     def transaction(self, timeout_s: float | None = None) -> Iterator[None]:
@@ -352,8 +314,7 @@ class PySerialAdapter(Closing):
             except _Partial as partial:
                 self._bytes_out += partial.sent
                 self._fragment = True
-                with self._state:
-                    self._last_error = "a write stopped part way (the device holds a fragment)"
+                self._rc.note("a write stopped part way (the device holds a fragment)")
                 raise ToolError(
                     "WRITE_INCOMPLETE",
                     f"Only {partial.sent} of {len(data)} bytes reached {self.description} "
@@ -626,25 +587,18 @@ class PySerialAdapter(Closing):
     def status(self) -> SerialStatus:
         with self._state:
             connected = self._port is not None
-            recovery = self._recovery
-            reconnecting = (
-                not connected
-                and not self._closed
-                and self._reconnect
-                and recovery is not None
-                and recovery.is_alive()
-            )
+            reconnecting = self._rc.reconnecting(connected, self._closed)
             return SerialStatus(
                 connected=connected,
                 port=self.description,
                 reconnecting=reconnecting,
-                reconnects=self._reconnects,
-                last_error=self._last_error,
+                reconnects=self._rc.reconnects,
+                last_error=self._rc.last_error,
                 bytes_in=self._bytes_in,
                 bytes_out=self._bytes_out,
                 frames_in=self._frames_in,
                 overlong_frames=self._overlong,
-                generation=self._generation,
+                generation=self._rc.generation,
             )
 
     @property
@@ -655,7 +609,7 @@ class PySerialAdapter(Closing):
     def generation(self) -> int:
         """Increases every time the port is (re)opened: state learnt about the device (its
         identity) is only valid for one generation."""
-        return self._generation
+        return self._rc.generation
 
     def close(self) -> None:
         """Close the port and stop reconnecting; idempotent."""
@@ -663,14 +617,12 @@ class PySerialAdapter(Closing):
             if self._closed:
                 return
             self._closed = True
-            self._closing.set()
+            self._rc.closing.set()
             self._connected.clear()
             port, self._port = self._port, None
-            recovery = self._recovery
         if port is not None:
             _close_quietly(port)
-        if recovery is not None and recovery is not threading.current_thread():
-            recovery.join(self._open_timeout_s + 1.0)
+        self._rc.stop(self._open_timeout_s + 1.0)
 
 
 class _Pending:

@@ -188,13 +188,6 @@ class LineMonitor:
                     return None
                 self._changed.wait(left)
 
-    def wait_kind(self, kind: str, timeout_s: float) -> LineRecord | None:
-        """The latest line of `kind`, waiting up to `timeout_s` for a first one."""
-        record = self._latest.get(kind)
-        if record is not None:
-            return record
-        return self.wait_for(lambda r: r.kind == kind, after_seq=0, timeout_s=timeout_s)
-
     def stats(self) -> dict[str, Any]:
         with self._changed:
             latest = dict(self._latest)

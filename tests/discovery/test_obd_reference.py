@@ -1,0 +1,244 @@
+"""OBD-II as the reference: the mode 01 exchanges of a capture decoded (single frames and
+ISO-TP answers), the speed field scaled by them; live, the simulated vehicle polled through
+the same bus within the send policy (`CanDriver.from_bus(bus, reference="obd")`,
+`hwbridge discover --bus ... --reference obd`)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from benchmarks.drives import GNSS_DBC, generate, score
+from benchmarks.drives_obd import with_obd
+
+from firmware_sim import VirtualVehicle
+from hwbridge import CanDriver
+from hwbridge.can.transport.adapter import PythonCanAdapter
+from hwbridge.discovery.analysis.obd_reference import ObdFrames
+from hwbridge.discovery.api import discover
+from hwbridge.discovery.live.obd_poll import ObdPoller
+from hwbridge.discovery.live.tools import DiscoveryTools
+from hwbridge.policy import SendPolicy
+from hwbridge.resources import bundled_dbc
+from tests.discovery.bare_car import SPEED_ID, bare_car
+from tests.discovery.obd_requests import Requests
+from tests.shared_data import DATA, needs_shared
+
+# -- offline -------------------------------------------------------------------------------
+
+
+def _frames(rows: list[tuple[float, int, bytes]]) -> ObdFrames:
+    frames = ObdFrames()
+    frames.add_frames((t, aid, False, data) for t, aid, data in rows)
+    return frames
+
+
+def test_single_and_multi_frame_answers_are_decoded_by_pid() -> None:
+    pad = b"\x55" * 8
+    rows = [
+        (0.00, 0x7DF, (b"\x02\x01\x0d" + pad)[:8]),
+        (0.01, 0x7E8, (b"\x03\x41\x0d\x32" + pad)[:8]),  # SPEED 50 km/h
+        (0.10, 0x7DF, (b"\x04\x01\x0d\x0c\x05" + pad)[:8]),
+        (0.11, 0x7E8, b"\x10\x0a\x41\x0d\x33\x0c\x1a\xf8"),  # first frame: 10 bytes
+        (0.12, 0x7E0, (b"\x30\x00\x00" + pad)[:8]),  # the tester's flow control
+        (0.13, 0x7E8, (b"\x21\x05\x7b" + pad)[:8]),  # ... COOLANT_TEMP 83 degC
+        (0.20, 0x7DF, (b"\x02\x01\x2f" + pad)[:8]),
+        (0.21, 0x7E8, (b"\x03\x7f\x01\x12" + pad)[:8]),  # refused: no value
+        (0.30, 0x7E8, (b"\x22\x99\x99" + pad)[:8]),  # a stray consecutive frame
+    ]
+    exchanges = _frames(rows).exchanges()
+    assert exchanges.ids == {(0x7DF, False): "OBD_7DF", (0x7E8, False): "OBD_7E8",
+                             (0x7E0, False): "OBD_7E0"}  # fmt: skip
+    assert exchanges.answers == 3
+    signals = {s.signal: s for s in exchanges.signals[(0x7E8, False)]}
+    assert set(signals) == {"SPEED", "RPM", "COOLANT_TEMP"}
+    assert signals["SPEED"].series.v.tolist() == [50.0, 51.0]
+    assert signals["SPEED"].unit == "km/h" and signals["SPEED"].message == "OBD_7E8"
+    assert signals["RPM"].series.v.tolist() == [1726.0]  # 0x1AF8 / 4
+    assert signals["RPM"].series.t.tolist() == [0.13]  # when the answer was complete
+    assert signals["COOLANT_TEMP"].series.v.tolist() == [83.0]
+    assert exchanges.named("speed") is signals["SPEED"]
+    assert exchanges.named("OBD_7E8.0D") is signals["SPEED"]
+    assert exchanges.named("OBD_7E9.SPEED") is None and exchanges.named("NOPE") is None
+
+
+def test_an_id_in_the_obd_range_that_is_not_obd_is_discovered_as_any_other() -> None:
+    rng = np.random.default_rng(1)
+    rows = [(i * 0.02, 0x7EA, bytes(rng.integers(0, 256, 8, dtype=np.uint8))) for i in range(500)]
+    rows += [(i * 0.02, 0x7E2, bytes(rng.integers(0, 256, 8, dtype=np.uint8))) for i in range(500)]
+    assert _frames(rows).exchanges().ids == {}
+
+
+def test_a_capture_with_obd_exchanges_scales_the_speed_by_them(tmp_path: Path) -> None:
+    for multi in (False, True):
+        drive = with_obd(bare_car(60.0)[0], seed=2, multi=multi)
+        capture = drive.write(tmp_path / f"obd-{multi}.blf")
+        report = discover(capture, reference="obd")
+        assert set(report.reference_messages) >= {"OBD_7DF", "OBD_7E8"}
+        assert {m.id for m in report.messages} == {SPEED_ID}  # the OBD ids: decoded
+        speed = next(s for s in report.messages[0].signals if s.start_bit == 0)
+        assert speed.reference is not None and speed.reference.signal == "SPEED"
+        assert speed.reference.message == "OBD_7E8" and speed.unit == "km/h"
+        assert abs(speed.scale / 0.01 - 1) <= 0.02 and speed.reference.verdict == "confirmed"
+
+
+def test_the_command_takes_obd_as_the_reference(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from hwbridge.cli.main import main
+
+    capture = with_obd(bare_car(40.0)[0], seed=1).write(tmp_path / "obd.blf")
+    assert main(["discover", str(capture), "--reference", "obd", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "OBD_7E8" in doc["reference_messages"]
+    refs = [s["reference"] for m in doc["messages"] for s in m["signals"] if s["reference"]]
+    assert {"message": "OBD_7E8", "signal": "SPEED"}.items() <= refs[0].items()
+
+
+@needs_shared
+def test_a_generated_drive_with_obd_polling_scales_its_speeds_within_2_percent(
+    tmp_path: Path,
+) -> None:
+    drive = with_obd(generate(DATA / "opendbc" / "vw_pq.dbc", 30.0, car="xor", seed=5,
+                              max_messages=12), seed=5, multi=True)  # fmt: skip
+    report = discover(drive.write(tmp_path / "pq.blf"), reference="obd")
+    s = score(report.to_dict(), drive, skip=())
+    assert s.speeds and s.speeds_scaled == s.speeds
+    assert not [m for m in report.messages if 0x7DF <= m.id <= 0x7EF]
+
+
+@needs_shared
+def test_the_truck_log_has_no_obd_and_says_so() -> None:
+    report = discover(DATA / "css" / "truck_j1939_gps.MF4", reference="obd")
+    assert report.reference_messages == [] and report.messages
+    assert any("no OBD-II answer" in n.text for n in report.notes)
+
+
+# -- live ----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def vehicle() -> Iterator[str]:
+    """The simulated demo vehicle pulling away; its engine ECU answers OBD-II."""
+    name = f"obd-ref-{uuid.uuid4().hex[:8]}"
+    with VirtualVehicle([bundled_dbc()], channel=name, drive=False) as car:
+        car.set_gear("D")
+        car.set_throttle(30)
+        yield name
+
+
+def call(driver: CanDriver, tool: str, **arguments: Any) -> Any:
+    r = driver.process_llm_response(json.dumps({"tool": tool, "arguments": arguments}))
+    assert r.call_executed and not r.call_failed, r.call_detail
+    return r.tool_call_result
+
+
+def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) -> None:
+    requests = Requests(vehicle)
+    try:
+        with CanDriver.from_bus(f"virtual:{vehicle}", reference="obd") as driver:
+            assert "SPEED" in driver.get_driver_system_message()
+            found = call(driver, "correlate_signal", signal="SPEED", duration_ms=6000)
+            survey = call(driver, "survey_bus", duration_ms=1500)
+    finally:
+        requests.close()
+    assert found["signal"] == "OBD_7E8.SPEED" and found["unit"] == "km/h"
+    top = found["candidates"][0]
+    assert (top["id"], top["start_bit"], top["byte_order"]) == (0x110, 0, "little_endian")
+    assert abs(top["scale"] / 0.01 - 1) <= 0.02 and top["verdict"] == "confirmed"
+    assert "OBD_7E8" in survey["known_messages"]
+    assert not [m for m in survey["messages"] if m["id"] in (0x7E8, 0x7E9, 0x7DF)]
+    # what went out: mode 01 requests only, one frame each
+    assert requests.frames and all(m.data[1] == 0x01 for m in requests.frames)
+
+
+def _polled(
+    vehicle: str, policy: SendPolicy, seconds: float, **options: Any
+) -> tuple[Requests, ObdPoller, float]:
+    """The requests an ObdPoller sends on the vehicle's bus while it polls for `seconds`,
+    the poller (closed) and how long it polled."""
+    requests = Requests(vehicle)
+    adapter = PythonCanAdapter(f"virtual:{vehicle}")
+    poller = ObdPoller(adapter, policy, **options)
+    try:
+        start = time.monotonic()
+        with poller.polling():
+            time.sleep(seconds)
+        took = time.monotonic() - start
+    finally:
+        poller.close()
+        adapter.close()
+        requests.close()
+    return requests, poller, took
+
+
+def test_a_tight_send_budget_slows_polling_and_is_never_exceeded(vehicle: str) -> None:
+    requests, poller, took = _polled(vehicle, SendPolicy(max_frames_per_second=2), 3.0)
+    sent = len(requests.frames)
+    assert 2 <= sent <= 2 * took + 2  # the burst, then two a second
+    assert poller.budget_waits > 0 and poller.rate_hz == 2
+    assert all(m.data[1] == 0x01 for m in requests.frames)
+
+
+def test_a_database_and_obd_are_one_reference_live(vehicle: str, tmp_path: Path) -> None:
+    """`from_bus(reference=[DBC, "obd"])`, as `discover(reference=...)` takes them: the
+    database is the known part of the bus and OBD-II is polled beside it."""
+    gnss = tmp_path / "gnss.dbc"
+    gnss.write_text(GNSS_DBC)
+    with CanDriver.from_bus(f"virtual:{vehicle}", reference=[gnss, "OBD"]) as driver:
+        assert isinstance(driver.discovery, DiscoveryTools) and driver.discovery.obd is not None
+        assert set(driver.database.message_names) == {"gnss_speed"}
+        assert "OBD-II is the reference" in driver.get_driver_system_message()
+
+
+def test_the_support_requests_keep_to_the_rate_too(vehicle: str) -> None:
+    """The requests for the supported-PID bitmaps (01 00, 01 20, ...) are paced like the
+    PIDs': at most `max_rate_hz`, never a burst of them before polling starts."""
+    requests, poller, took = _polled(vehicle, SendPolicy(), 2.0, max_rate_hz=5)
+    assert poller.supported  # every bitmap asked and answered
+    assert 0 < len(requests.frames) <= 5 * took + 3  # the first request probes twice first
+
+
+def test_a_dry_run_policy_polls_nothing(vehicle: str) -> None:
+    requests, poller, _ = _polled(vehicle, SendPolicy(dry_run=True), 0.5)
+    assert requests.frames == [] and poller.requests == 0
+
+
+def test_the_command_records_a_live_bus_with_obd_as_the_reference(
+    vehicle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hwbridge.cli.main import main
+
+    code = main(["discover", "--bus", f"virtual:{vehicle}", "--duration", "2",
+                 "--reference", "obd", "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    doc = json.loads(captured.out)
+    assert "OBD_7E8" in doc["reference_messages"] and doc["captures"] == [f"virtual:{vehicle}"]
+    assert any(m["id"] == 0x110 for m in doc["messages"])
+    assert "OBD-II PIDs (mode 01, read-only)" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["discover"], "give captures, or --bus"),
+        (["discover", "x.blf", "--bus", "virtual:x"], "give captures, or --bus"),
+        (["discover", "--bus", "virtual:x", "--duration", "0"], "--duration must be above 0"),
+        (["discover", "--bus", "nonsense", "--duration", "1"], "--bus:"),
+    ],
+)
+def test_the_live_command_refuses_bad_options_in_one_line(
+    argv: list[str], words: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hwbridge.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hwbridge: ") and words in err
