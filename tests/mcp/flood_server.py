@@ -11,6 +11,7 @@ import asyncio
 import json
 import socket
 import sys
+import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -25,8 +26,10 @@ server = MCPServer("flood", version="1.0.0")
 
 
 @server.tool()
-def flood(megabytes: int) -> str:
-    """Answer with `megabytes` MB of text (sent by the middleware below, never built)."""
+def flood(megabytes: int, framing: str = "json") -> str:
+    """Answer with `megabytes` MB of text (sent by the middleware below, never built), as a
+    JSON body (`json`), one server-sent event (`event`), or gzip (`gzip`, which unpacks to
+    that size from a thousandth of it)."""
     return "not reached"
 
 
@@ -56,9 +59,18 @@ class Flood:
         request = _json(body)
         params = request.get("params") or {}
         if request.get("method") == "tools/call" and params.get("name") == "flood":
-            megabytes = int((params.get("arguments") or {}).get("megabytes", 1))
+            arguments = params.get("arguments") or {}
+            megabytes = int(arguments.get("megabytes", 1))
+            framing = str(arguments.get("framing", "json"))
+            stream = _answer(request.get("id"), megabytes)
+            if framing == "event":
+                stream = _event(stream)
+            elif framing == "gzip":
+                stream = _gzip(stream)
             answer = StreamingResponse(
-                _answer(request.get("id"), megabytes), media_type="application/json"
+                stream,
+                media_type="text/event-stream" if framing == "event" else "application/json",
+                headers={"Content-Encoding": "gzip"} if framing == "gzip" else None,
             )
             await answer(scope, receive, send)
             return
@@ -89,6 +101,22 @@ async def _answer(request_id: Any, megabytes: int) -> AsyncIterator[bytes]:
         yield CHUNK
         await asyncio.sleep(0)
     yield b'"}]}}'
+
+
+async def _event(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield b"event: message\ndata: "
+    async for chunk in body:
+        yield chunk
+    yield b"\n\n"
+
+
+async def _gzip(body: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+    async for chunk in body:
+        packed = packer.compress(chunk)
+        if packed:
+            yield packed
+    yield packer.flush()
 
 
 def main() -> None:

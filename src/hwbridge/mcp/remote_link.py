@@ -346,18 +346,32 @@ class RemoteLink:
 
     async def _listen(self, client: Client) -> None:
         """On a 2026-07-28 connection, change notifications come over `subscriptions/listen`
-        (when the server offers them); older connections send them to `_on_message`."""
+        (when the server offers them); older connections send them to `_on_message`. A
+        stream that ends once open (a server ends one whose backlog overflows: a storm of
+        changes) is opened again, at most once per LIST_INTERVAL_S, and the tools listed
+        again once it is: nothing said while none was open is replayed."""
         capabilities = client.server_capabilities
         if capabilities.tools is None or not capabilities.tools.list_changed:
             return
-        try:
-            async with client.listen(tools_list_changed=True) as events:
-                async for _event in events:
-                    self._changed()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # an old protocol, or the stream dropped
-            log.debug("no change notifications from %s: %s", self.target.shown, exc)
+        again = False
+        while True:
+            opened = False
+            try:
+                async with client.listen(tools_list_changed=True) as events:
+                    opened = True
+                    if again:  # what changed while no stream was open is listed
+                        self._changed()
+                    async for _event in events:
+                        self._changed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not opened:  # an old protocol, refused, or the connection is gone
+                    log.debug("no change notifications from %s: %s", self.target.shown, exc)
+                    return
+                log.debug("the change stream of %s dropped: %s", self.target.shown, exc)
+            again = True
+            await asyncio.sleep(LIST_INTERVAL_S)
 
     # -- calls -------------------------------------------------------------------------
 
