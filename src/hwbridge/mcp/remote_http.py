@@ -2,8 +2,9 @@
 
 The MCP SDK reads a JSON answer whole (`response.aread()`), however large: a server that
 answers with 200 MB costs the client a gigabyte before anything could cut the result. Here
-every answer goes through a transport whose body stream counts what it hands on and stops
-past `MAX_ANSWER_BYTES` (or at once when the Content-Length says so), raising
+the SDK's own client (`create_mcp_http_client`: its timeouts, proxies from the environment)
+gets a response hook that puts every answer's body behind a stream that counts what it hands
+on and stops past `MAX_ANSWER_BYTES` (or at once when the Content-Length says so), raising
 `AnswerTooLarge`: an httpx2 `StreamError`, which the SDK turns into an error for that one
 request while the connection stays. An event stream (which may stay open for hours) is not
 counted as a whole: each of its events gets the same bound from the SDK's own
@@ -13,13 +14,13 @@ refused: a small gzip body can unpack to gigabytes.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import httpx2
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, MCP_DEFAULT_TIMEOUT
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 __all__ = [
@@ -60,16 +61,15 @@ async def http_transport(url: str, token: str | None) -> AsyncIterator[Transport
 
 
 def bounded_http_client(token: str | None, limit: int = MAX_ANSWER_BYTES) -> httpx2.AsyncClient:
-    """An httpx2 client as the SDK makes one (its timeouts), reading at most `limit` bytes
-    of any answer, with the bearer `token` when given."""
+    """The SDK's HTTP client, reading at most `limit` bytes of any answer, asking for it
+    uncompressed, with the bearer `token` when given."""
     headers = {"Accept-Encoding": "identity"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
-    return httpx2.AsyncClient(
-        headers=headers,
-        timeout=httpx2.Timeout(MCP_DEFAULT_TIMEOUT, read=MCP_DEFAULT_SSE_READ_TIMEOUT),
-        transport=_BoundedTransport(limit),
-    )
+    client = create_mcp_http_client(headers=headers)
+    hooks = client.event_hooks
+    client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bounding(limit)]}
+    return client
 
 
 def answer_too_large(exc: MCPError) -> bool:
@@ -78,15 +78,11 @@ def answer_too_large(exc: MCPError) -> bool:
     return TOO_LARGE in message or _SSE_TOO_LARGE in message
 
 
-class _BoundedTransport(httpx2.AsyncBaseTransport):
-    """The default transport, with every answer's body read through `_Bounded`."""
+def _bounding(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+    """A response hook: the body is read through `_Bounded` (an event stream, which may stay
+    open for hours, is bounded per event by the SDK instead of as a whole)."""
 
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self._inner = httpx2.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self._inner.handle_async_request(request)
+    async def bound(response: httpx2.Response) -> None:
         assert isinstance(response.stream, httpx2.AsyncByteStream)
         refusal: httpx2.StreamError | None = None
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
@@ -94,17 +90,11 @@ class _BoundedTransport(httpx2.AsyncBaseTransport):
         events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
         if encoding not in ("", "identity"):
             refusal = AnswerRefused(f"the answer is compressed ({encoding[:20]}) unasked")
-        elif not events and length.isdigit() and int(length) > self.limit:
-            refusal = AnswerTooLarge(f"{TOO_LARGE}: {int(length)} bytes, at most {self.limit}")
-        return httpx2.Response(
-            status_code=response.status_code,
-            headers=response.headers,
-            stream=_Bounded(response.stream, None if events else self.limit, refusal),
-            extensions=response.extensions,
-        )
+        elif not events and length.isdigit() and int(length) > limit:
+            refusal = AnswerTooLarge(f"{TOO_LARGE}: {int(length)} bytes, at most {limit}")
+        response.stream = _Bounded(response.stream, None if events else limit, refusal)
 
-    async def aclose(self) -> None:
-        await self._inner.aclose()
+    return bound
 
 
 class _Bounded(httpx2.AsyncByteStream):
