@@ -194,7 +194,7 @@ def flood_url() -> Iterator[str]:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="ru_maxrss in kilobytes (Linux)")
 def test_an_http_answer_far_over_the_cap_is_not_read(flood_url: str) -> None:
-    megabytes = 96  # six times the cap; read whole, it grew the client by about 580 MB
+    megabytes = 96  # six times the cap; read whole, it grew the client by about 500 MB
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     done = subprocess.run(
         [sys.executable, "-c", CLIENT, flood_url, str(megabytes)],
