@@ -12,6 +12,15 @@
   answer with 16 parallel calls (`process_llm_response`), over 16 benches.
 - memory per connected bench: the resident memory of this process before and after
   connecting 16 McpToolDrivers, per driver (one thread and one HTTP connection pool each).
+- start-up against a hostile bench (issue 33): the time for `McpToolDriver(...)` (labelled
+  bench1) to start a stdio server, connect and take a listing of 512 bad tools (self-
+  referencing `$ref`s, 60-character names, schemas over 64,000 bytes, wide and deep
+  reference webs) and skip them all, beside the same against 512 good tools, median of 3
+  each in the same run, as a ratio (reported; before issue 33 the bad start-up never
+  ended). Beside each: the size of the listing (the bad one carries 128 schemas of 65,000
+  bytes, which cost their transfer whatever is done with them) and the time to read it
+  alone (`_take_tools`: what the bounds cost). `python benchmarks/bench_remote.py
+  --serve-tools good|bad` is that server.
 """
 
 from __future__ import annotations
@@ -260,12 +269,128 @@ def _timed(run: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+LISTED = 512
+
+
+def _listing(kind: str) -> list[Any]:
+    """512 tools: good ones (a few arguments, one small `$ref`), or bad ones of four kinds."""
+    from mcp import types
+
+    def tool(name: str, schema: dict[str, Any]) -> types.Tool:
+        return types.Tool(name=name, description=f"The tool {name}.", input_schema=schema)
+
+    tools = []
+    for n in range(LISTED):
+        if kind == "good":
+            schema: dict[str, Any] = {
+                "type": "object",
+                "$defs": {"Channel": {"type": "integer", "minimum": 1, "maximum": 4}},
+                "properties": {
+                    "channel": {"$ref": "#/$defs/Channel"},
+                    "volts": {"type": "number", "minimum": 0, "maximum": 30},
+                },
+                "required": ["channel"],
+            }
+            tools.append(tool(f"set_voltage_{n}", schema))
+        elif n % 4 == 0:  # a definition that names itself 3..9 times: 3^9 to 9^9 nodes inlined
+            node = {
+                "type": "object",
+                "properties": {f"p{i}": {"$ref": "#/$defs/N"} for i in range(3 + n % 7)},
+            }
+            tools.append(
+                tool(
+                    f"bomb_{n}",
+                    {
+                        "type": "object",
+                        "$defs": {"N": node},
+                        "properties": {"n": {"$ref": "#/$defs/N"}},
+                    },
+                )
+            )
+        elif n % 4 == 1:  # 60 characters: `bench1.` makes 67
+            tools.append(tool(f"long_{n:04d}_" + "x" * 50, {"type": "object"}))
+        elif n % 4 == 2:  # 65,000 bytes as sent
+            tools.append(
+                tool(f"huge_{n}", {"type": "object", "properties": {"a": {"enum": ["x" * 65_000]}}})
+            )
+        else:  # wide: 8 definitions each naming the next 30 times; or 100 levels of arrays
+            defs = {
+                f"D{i}": {
+                    "type": "object",
+                    "properties": {f"w{j}": {"$ref": f"#/$defs/D{i + 1}"} for j in range(30)},
+                }
+                for i in range(8)
+            }
+            deep: dict[str, Any] = {"type": "string"}
+            for _ in range(100):
+                deep = {"type": "array", "items": deep}
+            tools.append(
+                tool(
+                    f"web_{n}",
+                    {
+                        "type": "object",
+                        "$defs": defs,
+                        "properties": {"x": {"$ref": "#/$defs/D0"}, "d": deep},
+                    },
+                )
+            )
+    return tools
+
+
+def serve_tools(kind: str) -> None:
+    """A stdio MCP server listing `_listing(kind)`."""
+    from mcp.server.mcpserver import MCPServer
+
+    listed = _listing(kind)
+
+    class Listing(MCPServer):
+        async def list_tools(self) -> list[Any]:
+            return listed
+
+    Listing("listing", version="1.0.0").run("stdio")
+
+
+def _hostile_startup() -> None:
+    from hwbridge.mcp import McpToolDriver
+
+    def start(kind: str) -> tuple[float, float, int, int, int]:
+        command = [sys.executable, str(Path(__file__).resolve()), "--serve-tools", kind]
+        started = time.perf_counter()
+        with McpToolDriver(command, label="bench1", cwd=ROOT, connect_timeout_s=60) as driver:
+            took = time.perf_counter() - started
+            listed = driver._link.tools
+            again = time.perf_counter()
+            driver._tools, driver._skipped = {}, {}
+            driver._take_tools(listed)
+            read = time.perf_counter() - again
+            size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
+            return took, read, len(driver.list_tools()), len(driver.skipped_tools()), size
+
+    runs: dict[str, list[tuple[float, float, int, int, int]]] = {"good": [], "bad": []}
+    for _ in range(3):
+        for kind, taken in runs.items():
+            taken.append(start(kind))
+    median = {kind: statistics.median(r[0] for r in taken) for kind, taken in runs.items()}
+    for kind, taken in runs.items():
+        read = statistics.median(r[1] for r in taken)
+        _, _, offered, skipped, size = taken[0]
+        ratio = (
+            f" -> {median[kind] / median['good']:.2f}x the good start-up" if kind == "bad" else ""
+        )
+        print(
+            f"start-up against {LISTED} {kind} tools ({size / 1e6:.2f} MB listed): "
+            f"{median[kind] * 1e3:5.0f} ms (reading the listing: {read * 1e3:.0f} ms; "
+            f"{offered} offered, {skipped} skipped){ratio}"
+        )
+
+
 def main() -> None:
     try:
         import mcp  # noqa: F401
     except ImportError:
         print("the mcp extra is not installed: pip install 'mcs-hwbridge[mcp]'")
         return
+    _hostile_startup()
     with _processes() as held:
         _read_comparison(held)
     with _processes() as held:
@@ -273,4 +398,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--serve-tools"]:
+        serve_tools(sys.argv[2])
+    else:
+        main()

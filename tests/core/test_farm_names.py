@@ -158,6 +158,22 @@ def test_a_label_too_long_for_a_name_is_refused_with_the_reason() -> None:
         Orchestrator({"bench_number_1": Long()}, names="dotted")
 
 
+def test_a_server_s_tool_too_long_for_its_label_is_left_out_not_refused() -> None:
+    """A driver whose tool names a server chose (it lists what it skips, as McpToolDriver
+    does) never stops a farm: the tool is left out, the others are offered."""
+
+    class Remote(Bench):
+        def list_tools(self) -> list[Tool]:
+            return [*super().list_tools(), Tool(name="r" * 60, description="A long name.")]
+
+        def skipped_tools(self) -> dict[str, str]:
+            return {}
+
+    orchestrator = Orchestrator({"bench_number_1": Remote()}, names="dotted")
+    names = [t.name for t in orchestrator.list_tools()]
+    assert names == ["bench_number_1.read", "bench_number_1.press"]
+
+
 def test_reads_of_different_benches_in_one_output_run_side_by_side() -> None:
     orchestrator = farm(Bench(), Bench(), Bench())
     calls: list[tuple[str, dict[str, Any]]] = [

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from hwbridge.core.validation import ArgumentValidator
 from hwbridge.mcp.remote_tools import (
     MAX_DESCRIPTION_CHARS,
     MAX_RESULT_CHARS,
+    MAX_SCHEMA_BYTES,
     error_of,
     result_of,
     tool_of,
@@ -265,3 +267,110 @@ def test_a_call_that_changes_state_and_loses_its_answer_is_not_retryable() -> No
     for code in (-32000, -32001):
         error = error_of(MCPError(code, "gone"), where="bench1", changes_state=True)
         assert not error.retryable and "check before repeating" in error.message
+
+
+# -- bounds (issue 33) ---------------------------------------------------------------------
+
+
+def _multiplying(fan_out: int, key: str = "properties") -> dict[str, Any]:
+    """A schema of a few hundred bytes whose one definition refers to itself `fan_out` times."""
+    node: dict[str, Any] = {"type": "object"}
+    refs = [{"$ref": "#/$defs/N"} for _ in range(fan_out)]
+    node[key] = {f"p{i}": r for i, r in enumerate(refs)} if key == "properties" else refs
+    return {"type": "object", "$defs": {"N": node}, "properties": {"n": {"$ref": "#/$defs/N"}}}
+
+
+def _wide_chain(levels: int, width: int) -> dict[str, Any]:
+    """Definitions D0..Dn, each naming the next `width` times: wide, not deep."""
+    defs = {
+        f"D{i}": {
+            "type": "object",
+            "properties": {f"w{j}": {"$ref": f"#/$defs/D{i + 1}"} for j in range(width)},
+        }
+        for i in range(levels)
+    }
+    defs[f"D{levels}"] = {"type": "string"}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/D0"}}}
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize(
+    "schema",
+    [
+        _multiplying(8),  # 8^9 nodes unbounded: it never returned
+        _multiplying(8, key="anyOf"),
+        _multiplying(3, key="allOf"),
+        _wide_chain(6, 40),
+    ],
+)
+def test_a_schema_whose_references_multiply_is_left_out_with_the_reason(
+    schema: dict[str, Any],
+) -> None:
+    assert len(orjson.dumps(schema)) < 8000  # small as sent
+    found = tool_of(listed(schema=schema), read_only=False, trust_hints=False)
+    assert isinstance(found, str) and "$ref" in found
+
+
+ref_nodes = st.recursive(
+    st.sampled_from([{"$ref": f"#/$defs/D{i}"} for i in range(4)] + [{"type": "string"}]),
+    lambda inner: (
+        st.lists(inner, max_size=6).map(lambda items: {"anyOf": items})
+        | st.dictionaries(st.sampled_from("abcdef"), inner, max_size=6).map(
+            lambda props: {"type": "object", "properties": props}
+        )
+    ),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(ref_nodes, min_size=4, max_size=4), ref_nodes)
+@pytest.mark.timeout(60)
+def test_any_web_of_references_gives_a_bounded_tool_or_a_reason(
+    definitions: list[Any], root: Any
+) -> None:
+    schema = {
+        "type": "object",
+        "$defs": {f"D{i}": d for i, d in enumerate(definitions)},
+        "properties": {"x": root},
+    }
+    found = tool_of(listed(schema=schema), read_only=False, trust_hints=False)
+    if isinstance(found, Tool):
+        assert len(orjson.dumps([p.schema for p in found.parameters])) <= MAX_SCHEMA_BYTES
+    else:
+        assert isinstance(found, str) and found
+
+
+def test_a_schema_nested_deeper_than_the_bound_is_left_out() -> None:
+    deep: dict[str, Any] = {"type": "string"}
+    for _ in range(100):
+        deep = {"type": "array", "items": deep}
+    found = tool_of(
+        listed(schema={"type": "object", "properties": {"a": deep}}),
+        read_only=False,
+        trust_hints=False,
+    )
+    assert isinstance(found, str) and "deep" in found
+
+
+def test_structured_content_over_the_cap_is_cut_and_says_its_size() -> None:
+    blob = {"blob": "x" * (MAX_RESULT_CHARS + 100)}
+    answer = result_of(types.CallToolResult(content=[], structured_content=blob))
+    size = len(orjson.dumps(blob))
+    assert answer["truncated_from_chars"] == size
+    assert len(orjson.dumps(answer)) < MAX_RESULT_CHARS + 1000
+    small = {"values": [1, 2, 3]}
+    assert result_of(types.CallToolResult(content=[], structured_content=small)) == small
+
+
+def test_structured_content_too_deep_to_carry_is_replaced_by_a_note() -> None:
+    deep: Any = "x"
+    for _ in range(400):
+        deep = {"in": deep}
+    answer = result_of(types.CallToolResult(content=[], structured_content=deep))
+    orjson.dumps(answer)
+    assert "not carried" in json_text(answer)
+
+
+def json_text(value: Any) -> str:
+    return orjson.dumps(value).decode()

@@ -184,9 +184,24 @@ def drivers(
     from hwbridge.core.orchestrator import Orchestrator
 
     if remotes:
+        taken = sorted(parts.keys() & remotes.keys())
+        if taken:  # a label taken twice: a usage error naming both that claim it
+            label = taken[0]
+            local = {
+                "can": "the local CAN bridge (--bus, --dbc)",
+                "serial": "the local serial bridge (--port)",
+                "obd": "the local OBD-II bridge (--obd)",
+                "j1939": "the local J1939 bridge (--j1939)",
+                "dataset": "the capture dataset (--dataset)",
+            }.get(label, f"the local driver {label}")
+            bench = getattr(remotes[label], "where", label)
+            raise CliError(
+                f"--remote: the label {label} is taken twice: by {local} and by the remote "
+                f"bench {bench}; give the bench another label (--remote LABEL=URL)"
+            )
         try:
             return Orchestrator({**parts, **remotes}, names="dotted")
-        except ValueError as exc:  # a label taken twice, a name too long
+        except ValueError as exc:  # a local tool's name too long for its label
             raise CliError(f"--remote: {one_line(str(exc))}") from exc
     if len(parts) == 1:
         only = next(iter(parts.values()))

@@ -60,8 +60,10 @@ def add_remote_options(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         default=[],
         metavar="PATTERN",
-        help="remote tools treated as read-only whatever the bench says: names or globs, "
-        "plain (read_signals) or labelled (bench1.read_*)",
+        help="remote tools treated as read-only whatever the bench says, as names or globs: "
+        "LABEL.NAME (bench1.read_*) matches only the bench you labelled LABEL, whatever its "
+        "tools call themselves; a plain NAME (read_signals) matches that tool on every bench, "
+        "but never a tool whose own name has a dot",
     )
     group.add_argument(
         "--remote-timeout",

@@ -14,6 +14,12 @@ Calls go to their driver without any lock of the orchestrator's: calls to two dr
 remote benches) run at once, and reads of one LLM output addressed to different drivers run
 side by side (`concurrency_key`). A driver whose tools change (a remote server's) is followed:
 its new tools are offered, its old ones keep their names.
+
+A tool that cannot be offered (its name is taken under `reject`, or `label.name` is longer
+than 64 characters) refuses the driver when the programmer registers it, but is only left
+out (and logged) when a server chose the name: on a refresh, and for a driver that lists
+the tools it skips (`skipped_tools`, as McpToolDriver does), so a remote bench's names never
+stop a farm.
 """
 
 from __future__ import annotations
@@ -150,7 +156,7 @@ class Orchestrator(HybridDriver):
                 raise ValueError(f"a driver is already registered as {label!r}")
             if any(e.driver is driver for e in current.entries):
                 raise ValueError("this driver is already registered")
-            entry = self._entry_for(label, driver, current)
+            entry = self._entry_for(label, driver, current, lenient=_names_from_elsewhere(driver))
             self._publish((*current.entries, entry))
             if isinstance(driver, HybridDriver):
                 self._stops[label] = driver.on_tools_changed(self.refresh)
@@ -371,6 +377,11 @@ class Orchestrator(HybridDriver):
             if isinstance(e.driver, HybridDriver)
         ]
         return "\n\n".join(p for p in parts if p)
+
+
+def _names_from_elsewhere(driver: MCSToolDriver) -> bool:
+    """Whether a server chose the driver's tool names (it lists what it skips: McpToolDriver)."""
+    return callable(getattr(driver, "skipped_tools", None))
 
 
 def _label_from(driver: MCSToolDriver, taken: set[str]) -> str:

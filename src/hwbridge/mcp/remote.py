@@ -16,11 +16,16 @@ connects again: a restarted bench comes back without restarting anything here.
 
 Trust. The server's annotations are kept (`annotations(name)`), but a remote tool counts
 as read-only *here* (no consent asked, run beside other reads, cancelled when abandoned)
-only when the caller says so: its name matches one of `read_only` (globs, the server's
-name or `label.name`), or `trust_annotations=True` and the server marks it read-only and
-not destructive. A server that lies about a tool cannot make a consent gate skip it
-unless the user trusted that server. What the tool does on the bench is still judged by
-the bench's own SendPolicy.
+only when the caller says so: one of `read_only` names it (`names_tool`), or
+`trust_annotations=True` and the server marks it read-only and not destructive. A server
+that lies about a tool cannot make a consent gate skip it unless the user trusted that
+server, and no server can borrow a name a pattern gave another bench: a pattern with a dot
+is `LABEL.NAME`, its label part matched against this driver's own label only. What the
+tool does on the bench is still judged by the bench's own SendPolicy.
+
+A tool that cannot be offered is left out and listed in `skipped_tools()`: a name or
+schema that cannot be carried (see `remote_tools`), or a name that, as `label.name`, would
+be longer than 64 characters. A server's tool never stops the driver or a farm.
 """
 
 from __future__ import annotations
@@ -45,8 +50,9 @@ from hwbridge.core.aio import CURRENT_JOB, PROGRESS, ExecutionCancelled, Progres
 from hwbridge.core.contract import Capability
 from hwbridge.core.health import Health
 from hwbridge.core.hybrid import HybridDriver
-from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
+from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
 from hwbridge.core.prompts import PromptStrategy
+from hwbridge.mcp.remote_http import MAX_ANSWER_BYTES, answer_too_large
 from hwbridge.mcp.remote_link import RemoteLink, Target, describe
 from hwbridge.mcp.remote_tools import (
     RemoteAnnotations,
@@ -54,11 +60,12 @@ from hwbridge.mcp.remote_tools import (
     error_of,
     result_of,
     timed_out,
+    too_large,
     tool_of,
 )
 from hwbridge.mcp.resources import HEALTH_URI
 
-__all__ = ["McpToolDriver"]
+__all__ = ["McpToolDriver", "names_tool"]
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
@@ -168,6 +175,11 @@ class McpToolDriver(HybridDriver):
             if made.name in tools:
                 skipped[made.name] = "the server lists it twice"
                 continue
+            if self.label and not is_tool_name(f"{self.label}.{made.name}"):
+                skipped[made.name] = (
+                    f"as {self.label}.{made.name} its name would be longer than 64 characters"
+                )
+                continue
             tools[made.name] = made
             hints[made.name] = RemoteAnnotations.of(listed)
         if tools == self._tools and skipped == self._skipped:
@@ -176,8 +188,7 @@ class McpToolDriver(HybridDriver):
         self.tools_changed()
 
     def _counts_as_read_only(self, remote: types.Tool) -> bool:
-        names = [remote.name] + ([f"{self.label}.{remote.name}"] if self.label else [])
-        if any(fnmatchcase(n, p) for p in self.read_only_patterns for n in names):
+        if any(names_tool(p, self.label, remote.name) for p in self.read_only_patterns):
             return True
         hints = RemoteAnnotations.of(remote)
         return self.trust_annotations and hints.read_only is True and hints.destructive is not True
@@ -281,9 +292,11 @@ class McpToolDriver(HybridDriver):
         except ToolError:  # no connection: nothing was sent
             raise
         except MCPError as exc:
+            self._link.failures += 1
+            if answer_too_large(exc):  # cut here; the connection is fine
+                raise too_large(self.where, MAX_ANSWER_BYTES, changes_state=changes_state) from None
             if exc.code not in _TOOL_LEVEL:  # the connection is in doubt: a new one next
                 self._link.lost(describe(exc))
-            self._link.failures += 1
             raise error_of(exc, where=self.where, changes_state=changes_state) from None
         except asyncio.CancelledError:
             raise
@@ -361,6 +374,22 @@ class McpToolDriver(HybridDriver):
 
     def __repr__(self) -> str:
         return f"McpToolDriver({self.target.shown!r}, label={self.label!r})"
+
+
+def names_tool(pattern: str, label: str | None, name: str) -> bool:
+    """Whether the read-only `pattern` (a glob) names the tool `name` of the bench `label`.
+
+    A pattern with a dot is `LABEL.NAME`, split at its first dot: its label part is matched
+    against `label` only (labels have no dots), its name part against the tool's own name;
+    an unlabelled bench has no label to match. A plain pattern matches the tool's own name
+    only when that name has no dot. So a bench that names a tool `bench1.read_signals` gets
+    nothing from `bench1.*` unless it *is* bench1, and a plain glob (`*`) never reaches a
+    tool whose name looks labelled: name it with its bench (`bench2.bench1.*`).
+    """
+    if "." in pattern:
+        label_part, _, name_part = pattern.partition(".")
+        return label is not None and fnmatchcase(label, label_part) and fnmatchcase(name, name_part)
+    return "." not in name and fnmatchcase(name, pattern)
 
 
 def _target(

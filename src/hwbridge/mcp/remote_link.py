@@ -9,8 +9,11 @@ The connection is held by a task that enters the client and waits; when the tran
 fails (the server died, the network dropped) that task ends and the link is *down*: the
 calls in flight fail with REMOTE_DOWN, and the next call connects again (at most one
 attempt a second while the server stays away, so a dead bench costs no time). After each
-connection, and whenever the server says its tools changed, the tools are listed again and
-`on_tools` hears of a change.
+connection, and when the server says its tools changed, the tools are listed again and
+`on_tools` hears of a change. Change notifications are coalesced: at most one listing runs
+and one waits, and a listing they ask for starts at least LIST_INTERVAL_S after the last one
+ended, so a storm of them costs one listing a second, not one each. Over HTTP, an answer is
+read up to a cap (`hwbridge.mcp.remote_http`).
 """
 
 from __future__ import annotations
@@ -25,13 +28,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from mcp import Client, StdioServerParameters, types
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.models import ToolError
+from hwbridge.mcp.remote_http import http_transport
 from hwbridge.mcp.remote_tools import MAX_TOOLS
 
 __all__ = ["LinkState", "RemoteLink", "Target"]
@@ -42,6 +44,8 @@ T = TypeVar("T")
 LinkState = Literal["connecting", "connected", "down", "closed"]
 RETRY_AFTER_S = 1.0
 """After a failed connection, calls fail at once for this long before the next attempt."""
+LIST_INTERVAL_S = 1.0
+"""A listing a change notification asks for starts at least this long after the last one."""
 _MAX_PAGES = 16
 
 
@@ -63,9 +67,7 @@ class Target:
 
     def client(self, **options: Any) -> Client:
         if self.url is not None:
-            headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
-            http = create_mcp_http_client(headers=headers)
-            return Client(streamable_http_client(self.url, http_client=http), **options)
+            return Client(http_transport(self.url, self.token), **options)
         assert self.command is not None
         return Client(self.command, **options)
 
@@ -111,7 +113,10 @@ class RemoteLink:
         self._held: _Held | None = None
         self._connecting: asyncio.Future[_Held] | None = None
         self._failed_at = -float("inf")
-        self._background: set[asyncio.Future[None]] = set()
+        self._listed_at = -float("inf")
+        self._listing = asyncio.Lock()  # one listing at a time
+        self._relist = False  # a change was announced since the last listing began
+        self._relister: asyncio.Task[None] | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name=f"hwbridge-remote[{name}]", daemon=True
@@ -270,6 +275,8 @@ class RemoteLink:
         )
 
     async def _disconnect(self) -> None:
+        if self._relister is not None:
+            self._relister.cancel()
         held, self._held = self._held, None
         if held is None:
             return
@@ -293,6 +300,7 @@ class RemoteLink:
             cursor = page.next_cursor
             if cursor is None or len(tools) >= MAX_TOOLS:
                 break
+        self._listed_at = time.monotonic()
         self.skipped_tools = max(0, len(tools) - MAX_TOOLS)
         tools = tools[:MAX_TOOLS]
         if _signature(tools) != _signature(self.tools):
@@ -303,36 +311,67 @@ class RemoteLink:
             ).start()
 
     async def refresh_tools(self) -> None:
-        held = self._held
-        if held is None:
-            return
-        try:
-            await self._list_tools(held.client)
-        except Exception as exc:
-            log.warning("the tools of %s could not be listed again: %s", self.target.shown, exc)
+        """List the tools again now (after the listing in flight, if any)."""
+        async with self._listing:
+            held = self._held
+            if held is None:
+                return
+            try:
+                await self._list_tools(held.client)
+            except Exception as exc:
+                log.warning("the tools of %s could not be listed again: %s", self.target.shown, exc)
+            finally:
+                self._listed_at = time.monotonic()  # a failing listing is paced as well
+
+    def _changed(self) -> None:
+        """The server says its tools changed: list them again, coalesced with what is
+        already asked for (at most one listing running and one waiting)."""
+        self._relist = True
+        if self._relister is None or self._relister.done():
+            self._relister = asyncio.ensure_future(self._relist_when_due())
+
+    async def _relist_when_due(self) -> None:
+        while self._relist:
+            wait = self._listed_at + LIST_INTERVAL_S - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._relist = False  # what is announced from here on asks for one more
+            await self.refresh_tools()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
-            task = asyncio.ensure_future(self.refresh_tools())
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._changed()
         elif isinstance(message, Exception):
             log.debug("the transport of %s reported: %s", self.target.shown, message)
 
     async def _listen(self, client: Client) -> None:
         """On a 2026-07-28 connection, change notifications come over `subscriptions/listen`
-        (when the server offers them); older connections send them to `_on_message`."""
+        (when the server offers them); older connections send them to `_on_message`. A
+        stream that ends once open (a server ends one whose backlog overflows: a storm of
+        changes) is opened again, at most once per LIST_INTERVAL_S, and the tools listed
+        again once it is: nothing said while none was open is replayed."""
         capabilities = client.server_capabilities
         if capabilities.tools is None or not capabilities.tools.list_changed:
             return
-        try:
-            async with client.listen(tools_list_changed=True) as events:
-                async for _event in events:
-                    await self.refresh_tools()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # an old protocol, or the stream dropped
-            log.debug("no change notifications from %s: %s", self.target.shown, exc)
+        again = False
+        while True:
+            opened = False
+            try:
+                async with client.listen(tools_list_changed=True) as events:
+                    opened = True
+                    if again:  # what changed while no stream was open is listed
+                        self._changed()
+                    async for _event in events:
+                        self._changed()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not opened:  # an old protocol, refused, or the connection is gone
+                    log.debug("no change notifications from %s: %s", self.target.shown, exc)
+                    return
+                log.debug("the change stream of %s dropped: %s", self.target.shown, exc)
+            again = True
+            await asyncio.sleep(LIST_INTERVAL_S)
 
     # -- calls -------------------------------------------------------------------------
 

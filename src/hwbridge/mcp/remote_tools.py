@@ -2,15 +2,17 @@
 
 - An MCP tool becomes a `Tool`: its name (dots allowed), title, description and input schema
   split into parameters (local `$ref`s inlined, remote ones dropped: nothing is fetched).
-  What the server says is bounded: descriptions are cut, oversized schemas and names no
-  provider could carry leave the tool out (it is logged and listed in the health details).
+  What the server says is bounded: descriptions are cut, oversized schemas (as sent, or as
+  they grow when their `$ref`s are inlined) and names no provider could carry leave the
+  tool out (it is logged and listed in the health details).
 - Whether a tool counts as read-only *here* is decided by the caller (`McpToolDriver`'s
   trust rules), not by the server: its annotations are kept beside (`RemoteAnnotations`).
 - A result becomes the JSON value hwbridge's own server sent (the text of its one JSON
   block), else the structured content, else the text; a picture comes back as an image
   result. A tool error (`isError`) and an MCP error become `ToolError`s with the server's
   code: hwbridge's servers put it in `structuredContent.error.code`, others often start
-  the text with `CODE: `; otherwise `REMOTE_TOOL_ERROR`.
+  the text with `CODE: `; otherwise `REMOTE_TOOL_ERROR`. Text and structured content alike
+  are cut past MAX_RESULT_CHARS, saying how large they were.
 """
 
 from __future__ import annotations
@@ -38,13 +40,16 @@ from hwbridge.core.validation import ArgumentValidator
 
 __all__ = [
     "MAX_DESCRIPTION_CHARS",
+    "MAX_INLINED_NODES",
     "MAX_RESULT_CHARS",
     "MAX_SCHEMA_BYTES",
+    "MAX_SCHEMA_DEPTH",
     "MAX_TOOLS",
     "RETRYABLE_CODES",
     "RemoteAnnotations",
     "error_of",
     "result_of",
+    "too_large",
     "tool_of",
 ]
 
@@ -55,9 +60,20 @@ MAX_TOOLS = 512
 MAX_DESCRIPTION_CHARS = 4000
 """A remote tool's description is cut to this length: it goes into the model's prompt."""
 MAX_SCHEMA_BYTES = 64_000
-"""A tool whose input schema is larger than this (as JSON) is left out."""
+"""A tool whose input schema is larger than this (as JSON) is left out: as sent, and again
+with its `$ref`s inlined (what reaches the prompt)."""
+MAX_INLINED_NODES = 10_000
+"""The objects, arrays and values a schema may have with its `$ref`s inlined; past it the
+tool is left out. A few hundred bytes whose definition names itself eight times would
+otherwise grow to 8^9 nodes: the bound caps the work, not only the result."""
+MAX_SCHEMA_DEPTH = 64
+"""How deep a schema may nest, with its `$ref`s inlined (a recursive tree of 8 levels of
+references nests about 32 deep)."""
 MAX_RESULT_CHARS = 1_000_000
-"""A result whose text is longer is cut (and says so): results stay bounded (invariant 4)."""
+"""A result whose text, or structured content as JSON, is longer is cut (and says so):
+results stay bounded (invariant 4)."""
+MAX_ERROR_CHARS = 4000
+"""A remote tool's error message is cut to this length."""
 RETRYABLE_CODES = frozenset(
     {"BUSY", "RATE_LIMITED", "REMOTE_DOWN", "REMOTE_TIMEOUT", "TIMEOUT", "BUS_DOWN"}
 )
@@ -111,7 +127,10 @@ def tool_of(remote: types.Tool, *, read_only: bool, trust_hints: bool) -> Tool |
         return "its input schema is not JSON"
     if size > MAX_SCHEMA_BYTES:
         return f"its input schema is {size} bytes (at most {MAX_SCHEMA_BYTES})"
-    parameters = _parameters(schema)
+    try:
+        parameters = _parameters(schema)
+    except _Unbounded as exc:
+        return str(exc)
     if isinstance(parameters, str):
         return parameters
     description = _text(remote.description, MAX_DESCRIPTION_CHARS)
@@ -149,11 +168,12 @@ def _parameters(schema: Mapping[str, Any]) -> list[ToolParameter] | str:
         **_mapping(schema.get("definitions")),
         **_mapping(schema.get("$defs")),
     }
+    inliner = _Inliner(definitions)
     out: list[ToolParameter] = []
     for key, value in properties.items():
         if not isinstance(key, str) or not 1 <= len(key) <= 64:
             return f"its argument name {str(key)[:80]!r} is not 1-64 characters"
-        prop = _inline(value if isinstance(value, dict) else {}, definitions, 0)
+        prop = inliner.inline(value if isinstance(value, dict) else {})
         text = prop.pop("description", None)
         out.append(
             ToolParameter(
@@ -163,6 +183,11 @@ def _parameters(schema: Mapping[str, Any]) -> list[ToolParameter] | str:
                 schema=prop or None,
             )
         )
+    size = len(orjson.dumps([p.schema for p in out]))
+    if size > MAX_SCHEMA_BYTES:
+        return (
+            f"its input schema is {size} bytes with its $refs inlined (at most {MAX_SCHEMA_BYTES})"
+        )
     return out
 
 
@@ -170,27 +195,106 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _inline(node: Any, definitions: Mapping[str, Any], depth: int) -> Any:
-    """`node` with its local `$ref`s replaced by what they name (to a bounded depth), and
-    any other `$ref` (a URL) dropped: a schema is never fetched from anywhere."""
-    if isinstance(node, list):
-        return [_inline(item, definitions, depth) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        rest = {k: v for k, v in node.items() if k != "$ref"}
-        target: Any = None
+class _Unbounded(Exception):
+    """A schema that grows past a bound as its `$ref`s are inlined (the reason is the text)."""
+
+
+class _Size(NamedTuple):
+    """What a part of a schema grows to with its `$ref`s inlined: its nodes, about its bytes
+    as JSON, and how many levels it nests below itself."""
+
+    nodes: int
+    bytes: int
+    height: int
+
+
+_DROPPED = ("$schema", "$id", "$defs", "definitions")
+
+
+class _Inliner:
+    """Inlines a schema's local `$ref`s (8 references deep; any other `$ref`, a URL, is
+    dropped: a schema is never fetched from anywhere). What a property will grow to is
+    measured first, each definition once per reference depth, so a schema past
+    MAX_INLINED_NODES nodes, MAX_SCHEMA_BYTES bytes or MAX_SCHEMA_DEPTH levels (deep, wide,
+    or both) raises `_Unbounded` in time linear in the schema as sent, before anything is
+    built."""
+
+    def __init__(self, definitions: Mapping[str, Any]) -> None:
+        self.definitions = definitions
+        self.nodes = 0
+        self.bytes = 0
+        self._sizes: dict[tuple[str, int], _Size] = {}
+
+    def inline(self, node: Any) -> Any:
+        """`node` (a property's schema) with its references inlined, or `_Unbounded`."""
+        size = self._measure(node, 0, 1)
+        self.nodes += size.nodes
+        self.bytes += size.bytes
+        if self.nodes > MAX_INLINED_NODES or self.bytes > MAX_SCHEMA_BYTES:
+            raise _Unbounded(
+                f"its input schema grows past {MAX_INLINED_NODES} nodes or "
+                f"{MAX_SCHEMA_BYTES} bytes when its $refs are inlined"
+            )
+        return self._build(node, 0)
+
+    def _target(self, ref: str, refs: int) -> dict[str, Any] | None:
+        if refs >= _MAX_REF_DEPTH:
+            return None
         for prefix in ("#/$defs/", "#/definitions/"):
-            if ref.startswith(prefix) and depth < _MAX_REF_DEPTH:
-                target = definitions.get(ref[len(prefix) :])
-        resolved = _inline(target, definitions, depth + 1) if isinstance(target, dict) else {}
-        return {**resolved, **_inline(rest, definitions, depth)}
-    return {
-        key: _inline(value, definitions, depth)
-        for key, value in node.items()
-        if key not in ("$schema", "$id", "$defs", "definitions")
-    }
+            if ref.startswith(prefix):
+                target = self.definitions.get(ref[len(prefix) :])
+                return target if isinstance(target, dict) else None
+        return None
+
+    def _measure(self, node: Any, refs: int, depth: int) -> _Size:
+        if depth > MAX_SCHEMA_DEPTH:
+            raise _Unbounded(f"its input schema nests more than {MAX_SCHEMA_DEPTH} deep")
+        nodes, size, height = 1, (len(node) + 3 if isinstance(node, str) else 4), 0
+        if isinstance(node, list):
+            for item in node:
+                part = self._measure(item, refs, depth + 1)
+                nodes, size = nodes + part.nodes, size + part.bytes
+                height = max(height, part.height + 1)
+            return _Size(nodes, size, height)
+        if not isinstance(node, dict):
+            return _Size(nodes, size, height)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = self._target(ref, refs)
+            rest = self._measure({k: v for k, v in node.items() if k != "$ref"}, refs, depth)
+            if target is None:
+                return _Size(nodes + rest.nodes, size + rest.bytes, rest.height)
+            known = self._sizes.get((ref, refs + 1))
+            if known is None:
+                known = self._sizes[(ref, refs + 1)] = self._measure(target, refs + 1, depth)
+            if depth + known.height > MAX_SCHEMA_DEPTH:
+                raise _Unbounded(f"its input schema nests more than {MAX_SCHEMA_DEPTH} deep")
+            return _Size(
+                nodes + rest.nodes + known.nodes,
+                size + rest.bytes + known.bytes,
+                max(rest.height, known.height),
+            )
+        for key, value in node.items():
+            if key in _DROPPED:
+                continue
+            part = self._measure(value, refs, depth + 1)
+            nodes = nodes + part.nodes
+            size = size + part.bytes + (len(key) + 3 if isinstance(key, str) else 8)
+            height = max(height, part.height + 1)
+        return _Size(nodes, size, height)
+
+    def _build(self, node: Any, refs: int) -> Any:
+        if isinstance(node, list):
+            return [self._build(item, refs) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = self._target(ref, refs)
+            resolved = self._build(target, refs + 1) if target is not None else {}
+            rest = {k: v for k, v in node.items() if k != "$ref"}
+            return {**resolved, **self._build(rest, refs)}
+        return {k: self._build(v, refs) for k, v in node.items() if k not in _DROPPED}
 
 
 def _text(value: Any, limit: int) -> str | None:
@@ -209,16 +313,19 @@ def result_of(result: types.CallToolResult) -> Any:
         raise _tool_error(result)
     texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
     images = [block for block in result.content if isinstance(block, types.ImageContent)]
+    structured, instead = _structured(result.structured_content)
     if images:
-        picture = _picture(images[0], result.structured_content, texts)
+        picture = _picture(images[0], structured, texts)
         if picture is not None:
             return picture
     if len(texts) == 1 and len(result.content) == 1:
         parsed = _json(texts[0])
         if parsed is not _NOT_JSON:
             return parsed
-    if result.structured_content is not None:
-        return result.structured_content
+    if structured is not None:
+        return structured
+    if instead is not None and (not texts or "truncated_from_chars" in instead):
+        return instead
     others = [
         {"type": getattr(block, "type", "unknown"), "note": "not carried over"}
         for block in result.content
@@ -230,6 +337,24 @@ def result_of(result: types.CallToolResult) -> Any:
     if others:
         return {"text": text, "content": others}
     return text
+
+
+def _structured(value: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The structured content when it can be carried whole, else None and what to say
+    instead: its JSON cut to MAX_RESULT_CHARS with its length, as a text is, or a note."""
+    if value is None:
+        return None, None
+    try:
+        data = orjson.dumps(value)
+    except TypeError:  # orjson.JSONEncodeError: not JSON, or nested deeper than 255
+        note = "structured content not carried over: not JSON, or nested too deep"
+        return None, {"note": note}
+    if len(data) <= MAX_RESULT_CHARS:
+        return value, None
+    text = data.decode()
+    if len(text) <= MAX_RESULT_CHARS:
+        return value, None
+    return None, {"text": text[:MAX_RESULT_CHARS], "truncated_from_chars": len(text)}
 
 
 _NOT_JSON = object()
@@ -284,7 +409,7 @@ def _tool_error(result: types.CallToolResult) -> ToolError:
             code, message = found.group(1), message or found.group(2)
     if code is None:
         code = "REMOTE_TOOL_ERROR"
-    message = message or text or "the remote tool failed without saying why"
+    message = _text(message or text, MAX_ERROR_CHARS) or "the remote tool failed without saying why"
     if retryable is None:
         retryable = code in RETRYABLE_CODES
     return ToolError(code, message, retryable=retryable)
@@ -305,6 +430,15 @@ def error_of(exc: MCPError, *, where: str, changes_state: bool) -> ToolError:
     if code == INTERNAL_ERROR:
         return ToolError("REMOTE_ERROR", f"{where} failed: {message}", retryable=True)
     return ToolError("REMOTE_ERROR", f"{where} answered with error {code}: {message}")
+
+
+def too_large(where: str, limit: int, *, changes_state: bool) -> ToolError:
+    """REMOTE_ERROR for an answer past the read cap: it was not read (the connection stays)."""
+    ran = "; it ran there: check its effect before repeating it" if changes_state else ""
+    return ToolError(
+        "REMOTE_ERROR",
+        f"{where} answered with more than {limit} bytes (answer too large); it was not read{ran}",
+    )
 
 
 def down_while_calling(where: str, reason: str, *, changes_state: bool) -> ToolError:
