@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import can
-from hwbridge.captures import decode_captures
 from hwbridge.can.io.frames import FrameChunk
+from hwbridge.captures import decode_captures
 from hwbridge.captures.j1939_dm import DmTable, dm_mask
 from hwbridge.captures.texts import capture_texts
 from hwbridge.j1939.database.dm import LAMPS, parse_dm

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import can
-
 from tests.captures.conftest import REPO, drive
 
 HEAD = struct.Struct("<4s4xQQ")  # block id, length, link count

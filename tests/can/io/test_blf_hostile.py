@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.blf import BlfReader
-
+from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from tests.can.io.blf_build import (
     BASE,
     CONTAINER_BYTES,

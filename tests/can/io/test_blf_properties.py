@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 
 import can
 from hwbridge.can.io import blf as reader_blf
-from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.blf import BlfReader
-
+from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from tests.can.io.blf_build import (
     BASE,
     HEADER_BYTES,

@@ -24,7 +24,6 @@ from hwbridge.can.io.frame_checks import CheckedReader
 from hwbridge.can.io.frames import MAX_NOTE, CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.readers import open_capture
 from hwbridge.captures.summary import MAX_MALFORMED
-
 from tests.captures.checks import assert_bounded
 
 LINE_BOUND = 256

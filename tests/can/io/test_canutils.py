@@ -19,16 +19,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import can
-from hwbridge.captures import decode_captures
+from hwbridge.can.io.canutils import CanutilsReader
 from hwbridge.can.io.frame_checks import message_fault
 from hwbridge.can.io.frames import FrameChunk, concat_chunks
-from hwbridge.can.io.canutils import CanutilsReader
 from hwbridge.can.io.pycan import PythonCanReader, pack_messages
 from hwbridge.can.io.readers import open_capture
-from tests.shared_data import needs_shared
-
+from hwbridge.captures import decode_captures
 from tests.captures.checks import assert_bounded
 from tests.captures.conftest import TRUCK, drive, write_capture
+from tests.shared_data import needs_shared
 
 
 def _reference(data: bytes) -> tuple[FrameChunk, int, int, list[int]]:

@@ -19,15 +19,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import can
-from hwbridge.can.io.frames import FrameChunk, concat_chunks
 from hwbridge.can.io.csv import CsvReader
+from hwbridge.can.io.frames import FrameChunk, concat_chunks
 from hwbridge.can.io.pycan import PythonCanReader, pack_messages
 from hwbridge.can.io.readers import open_capture
 from hwbridge.can.io.text_blocks import unfit
-from tests.shared_data import needs_shared
-
 from tests.captures.checks import assert_bounded
 from tests.captures.conftest import TRUCK, drive, write_capture
+from tests.shared_data import needs_shared
 
 
 def _reference(data: bytes) -> tuple[FrameChunk, int, int, list[int]]:

@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 
 import can
-from hwbridge.captures import CaptureDriver, decode_captures
+from hwbridge.can.io.canutils import CanutilsReader
 from hwbridge.can.io.frame_checks import CheckedReader, chunk_faults
 from hwbridge.can.io.frames import CaptureError, FrameChunk, ReaderCounts, concat_chunks
-from hwbridge.can.io.canutils import CanutilsReader
 from hwbridge.can.io.pycan import PythonCanReader
 from hwbridge.can.io.readers import open_capture
-
+from hwbridge.captures import CaptureDriver, decode_captures
 from tests.captures.conftest import drive, write_capture
 
 ENGINE_FRAMES = 20  # Engine (0x100) frames in drive(2.0)

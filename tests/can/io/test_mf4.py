@@ -18,12 +18,10 @@ from hypothesis import strategies as st
 
 import can
 from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
-from hwbridge.can.io.mf4 import MdfReader, Unsupported, _Field, _uint
-from hwbridge.can.io.mf4 import Mf4Reader
+from hwbridge.can.io.mf4 import MdfReader, Mf4Reader, Unsupported, _Field, _uint
 from hwbridge.can.io.readers import open_capture
-from tests.shared_data import needs_shared
-
 from tests.captures.conftest import KONA, TRUCK, drive
+from tests.shared_data import needs_shared
 
 
 def _python_can(path: Path) -> list[can.Message]:

@@ -17,12 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hwbridge.can.io.frames import CaptureError
-from hwbridge.can.io.mf4_links import check_for_asammdf
-from hwbridge.can.io.mf4_links import DEFLATE_RATIO
 from hwbridge.can.io.mf4 import MdfReader, Unsupported
-from tests.shared_data import require_shared
-
-from tests.captures.conftest import KONA
+from hwbridge.can.io.mf4_links import DEFLATE_RATIO, check_for_asammdf
 from tests.can.io.mdf_blocks import (
     Mutation,
     append,
@@ -36,6 +32,8 @@ from tests.can.io.mdf_blocks import (
     named,
     set_link,
 )
+from tests.captures.conftest import KONA
+from tests.shared_data import require_shared
 
 _CG_CYCLES = 8  # offset of cg_cycle_count in a CG block's data
 

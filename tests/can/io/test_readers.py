@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 
 import can
-from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.blf import BlfReader
+from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.mf4 import Mf4Reader
 from hwbridge.can.io.readers import open_capture
-from tests.shared_data import needs_shared
-
 from tests.captures.conftest import KONA, TRUCK, drive, write_capture
+from tests.shared_data import needs_shared
 
 
 def _assert_same(chunk: FrameChunk, path: Path) -> None:
