@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: install install-run test lint typecheck pytest docs demo bench wheel wheel-check clean
+.PHONY: install install-run test test-fast lint typecheck pytest docs demo bench wheel wheel-check clean
 
 # the project with its development tools (tests, linters, MF4 replay)
 install: $(DEV_STAMP)
@@ -44,6 +44,11 @@ pytest: install
 	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal
 
 test: lint typecheck docs pytest
+
+# the inner loop: every test that is neither live (real time, real processes: see
+# tests/conftest.py) nor slow, on two workers; `make test` runs them all
+test-fast: install
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal -m "not live and not slow"
 
 # the Sphinx site of docs/ into docs/_build/html; a warning is an error (-W)
 docs: install

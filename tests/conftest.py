@@ -1,12 +1,43 @@
-"""What every test directory shares: waiting for a condition, and catching leaked threads."""
+"""What every test directory shares: waiting for a condition, catching leaked threads, and the
+`live` marker on every module that depends on real time or real processes.
+
+`make test-fast` runs what is neither `live` nor `slow` (the inner loop); `make test` runs
+everything. A module is `live` when its source starts a simulator, a server, a subprocess or
+a pty, opens sockets, or sleeps: its results can depend on how busy the machine is, so its
+bounds are stated as a configured timeout plus a margin. Mark one by hand with
+`pytestmark = pytest.mark.live` when it is live some other way.
+"""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
 
 import pytest
+
+_LIVE = re.compile(
+    r"subprocess|Popen|VirtualVehicle|SocketcandServer|socketcand|\bpty\b|start_http|"
+    r"stdio_session|firmware_sim|\bserve\(|HTTPServer|httpserver|\bsleep\("
+)
+"""What in a test module's source makes it live."""
+
+
+@cache
+def _live_module(path: Path) -> bool:
+    try:
+        return bool(_LIVE.search(path.read_text(encoding="utf-8")))
+    except OSError:
+        return False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if _live_module(Path(item.path)):
+            item.add_marker(pytest.mark.live)
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:

@@ -80,6 +80,7 @@ def pair_for(pairs: dict[Path, Pair], path: Path) -> Pair:
     return pairs[path]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
 @settings(
     max_examples=6,
@@ -93,6 +94,7 @@ def test_send_monitor_decode_real_databases(
     pair_for(pairs, path).round_trip(data)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "message",
     [

@@ -185,6 +185,7 @@ def test_search_tolerates_case_separators_word_order_and_typos(demo: CanDatabase
     assert typo[0]["match"] in ("fuzzy", "words")
 
 
+@pytest.mark.slow
 @needs_shared
 def test_search_words_match_abbreviated_names() -> None:
     """LLMs ask in words; DBC authors abbreviate (Ford: Veh_V_ActlEng, EngAout_N_Actl)."""

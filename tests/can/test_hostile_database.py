@@ -92,6 +92,7 @@ def test_every_string_argument_of_every_can_tool_has_a_bound(hostile: Path) -> N
     assert not unbounded, unbounded
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(20)
 @pytest.mark.parametrize(
     "path",

@@ -210,6 +210,7 @@ def test_counters_and_checksums_rank_below_what_was_asked(tmp_path: Path) -> Non
 # -- bounds ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "file",
     [

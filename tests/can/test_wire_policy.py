@@ -218,6 +218,7 @@ def test_wait_for_signal_compares_labelled_values_physically(
 # -- item 3: every frame takes its share of the budget ---------------------------------------
 
 
+@pytest.mark.slow
 def test_restarting_a_periodic_send_takes_budget_for_its_first_frame(
     channel: str, peer: can.BusABC
 ) -> None:

@@ -138,6 +138,7 @@ def test_find_events_errors(driver: CaptureDriver) -> None:
     assert not ok and detail.startswith("INVALID_VALUE")
 
 
+@pytest.mark.slow
 @needs_shared
 def test_describe_stays_bounded_on_a_big_database(tmp_path: Path) -> None:
     """331 messages, 2,150 signals: the description shortens itself instead of flooding."""

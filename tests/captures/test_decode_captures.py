@@ -111,6 +111,7 @@ def test_same_file_names_get_their_folders(tmp_path: Path, fleet_dbc: Path) -> N
     assert {r["source"] for r in rows} == {"truck1/00000001.blf", "truck2/00000001.blf"}
 
 
+@pytest.mark.slow
 def test_local_worker_processes_write_the_same_dataset(tmp_path: Path, fleet_dbc: Path) -> None:
     captures = [write_capture(tmp_path / f"w{i}.blf", drive(2.0, start=1e9 + i)) for i in range(2)]
     one = decode_captures(captures, [fleet_dbc], tmp_path / "one")
@@ -134,6 +135,7 @@ def test_bad_arguments_fail_at_once(tmp_path: Path, fleet_dbc: Path) -> None:
         decode_captures([capture], [bad], tmp_path / "ds")
 
 
+@pytest.mark.slow
 @needs_shared
 def test_the_real_truck_capture(tmp_path: Path) -> None:
     summary = decode_captures([TRUCK], [GPS_DBC, J1939_DBC], tmp_path / "ds")

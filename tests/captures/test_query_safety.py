@@ -157,6 +157,7 @@ def test_getenv_is_refused(driver: CaptureDriver) -> None:
     assert code == "QUERY_REFUSED" and "getenv" in str(detail)
 
 
+@pytest.mark.slow
 def test_a_runaway_query_is_interrupted_and_the_next_one_runs(driver: CaptureDriver) -> None:
     started = time.monotonic()
     code, detail = _query(driver, "SELECT count(*) FROM range(1000000000000) a")

@@ -107,6 +107,7 @@ def test_the_tool_result_carries_the_counts(dataset: Path) -> None:
     }
 
 
+@pytest.mark.slow
 def test_a_count_never_turns_rows_into_a_timeout(dataset: Path) -> None:
     """count_timeout_s longer than the query's timeout: the count stops at 80% of it, and
     the rows come back instead of QUERY_TIMEOUT."""

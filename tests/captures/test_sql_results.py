@@ -7,6 +7,7 @@ from typing import Any
 
 import orjson
 import pyarrow as pa  # type: ignore[import-untyped]
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -57,6 +58,7 @@ def _json_size(table: pa.Table, row: int) -> int:
     return len(orjson.dumps(values))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(tables())
 def test_the_arrow_size_of_a_row_is_at_most_its_json(table: pa.Table) -> None:

@@ -18,6 +18,7 @@ def drive(tmp_path_factory: pytest.TempPathFactory) -> tuple[Drive, Path, Path]:
     return make_drive(tmp_path_factory.mktemp("cli-drive"))
 
 
+@pytest.mark.slow
 def test_the_command_prints_writes_and_answers_json(
     run: Run, drive: tuple[Drive, Path, Path], tmp_path: Path
 ) -> None:

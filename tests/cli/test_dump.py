@@ -87,6 +87,7 @@ def test_names_from_the_file_are_not_read_as_markup(run: Run, tmp_path: Path) ->
     assert "[red]u" in result.out and "Sig: 0 [bold]x, 1 y" in result.out
 
 
+@pytest.mark.slow
 @needs_shared
 def test_a_real_database_with_hundreds_of_messages(run: Run) -> None:
     ford = DATA / "opendbc" / "ford_lincoln_base_pt.dbc"

@@ -62,6 +62,7 @@ HOSTILE_SHAPES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)  # a hang detector: quadratic code took hours on these at 1 MB
 @pytest.mark.parametrize("shape", sorted(HOSTILE_SHAPES))
 def test_megabyte_of_hostile_text_is_answered(shape: str) -> None:
@@ -244,6 +245,7 @@ def test_pack_limits_can_be_changed_but_not_removed() -> None:
 # -- holes found by the review of the first fixes ---------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize(
     "text",

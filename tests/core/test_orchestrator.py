@@ -177,6 +177,7 @@ def test_a_call_is_validated_once_through_the_orchestrator() -> None:
     assert inner.executed == [("get_temperature", {"room": "kitchen"})] * 2
 
 
+@pytest.mark.slow
 def test_drivers_come_and_go_while_calls_run() -> None:
     orch = Orchestrator({"heat": Thermostat()})
     errors: list[BaseException] = []

@@ -23,6 +23,7 @@ from hwbridge.discovery.frames import Collector
 HOSTILE_IDS = 100_000  # the benchmark runs the full million
 
 
+@pytest.mark.slow
 def test_a_hostile_capture_answers_and_says_what_it_dropped(tmp_path: Path) -> None:
     """100,000 distinct 29-bit ids, 64 bytes of zeros each: the first 4,096 ids are kept
     (listed without fields: one frame tells nothing), the rest counted and estimated."""

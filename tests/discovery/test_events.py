@@ -166,6 +166,7 @@ def _lies_in(c: object, event: MarkedEvent) -> bool:
     return lies_in(c.model_dump() if hasattr(c, "model_dump") else c, event)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("make", "dbc", "car"),
     [(generate, "vw_pq.dbc", "xor"), (generate_heldout, "vw_mlb.dbc", None)],

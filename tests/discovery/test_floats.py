@@ -189,6 +189,7 @@ def test_the_truck_log_has_no_float_and_multiplexes_only_its_transport_frames() 
     assert sequence.start_bit == 0 and sequence.length <= 8
 
 
+@pytest.mark.slow
 def test_the_live_tools_show_floats_and_multiplexers_and_define_a_float() -> None:
     """survey_bus on a live bus says which field is a float and which frame multiplexed;
     define_signal takes is_float, and reads and drafts it as a float."""

@@ -46,6 +46,7 @@ def framesets(drive: Drive) -> tuple[dict[FrameKey, FrameSet], int]:
     return collector.framesets(), collector.frames
 
 
+@pytest.mark.slow
 @needs_shared
 @pytest.mark.parametrize(
     ("truth", "car"),
@@ -75,6 +76,7 @@ def test_the_right_database_is_first_among_real_opendbc_files(truth: str, car: s
     assert {(int(m.frame_id), bool(m.is_extended_frame)) for m in adopted.messages} <= set(fss)
 
 
+@pytest.mark.slow
 @needs_shared
 def test_discover_decodes_with_the_best_match_instead_of_rediscovering_it(tmp_path: Path) -> None:
     capture = generate(OPENDBC / "vw_mqb.dbc", 8.0, car="vw_mqb", seed=2, max_messages=16).write(

@@ -152,6 +152,7 @@ def streams(draw: Any) -> tuple[list[Frame], list[int]]:
     return frames, cuts
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_the_same_messages_as_tp_receiver_on_generated_streams(
@@ -184,6 +185,7 @@ def _truck_frames() -> list[Frame]:
     ]
 
 
+@pytest.mark.slow
 @needs_shared
 @pytest.mark.parametrize("chunk_frames", [0, 1000, 37])
 def test_the_same_messages_as_tp_receiver_on_the_truck_log(chunk_frames: int) -> None:

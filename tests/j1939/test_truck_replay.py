@@ -26,6 +26,7 @@ def truck() -> Iterator[J1939Driver]:
         yield driver
 
 
+@pytest.mark.slow
 def test_dm1_is_the_engines_four_faults(truck: J1939Driver) -> None:
     result = call(truck, "j1939_dm1")
     assert (result["total"], result["returned"], result["truncated"]) == (1, 1, False)
@@ -52,6 +53,7 @@ def test_dm1_is_the_engines_four_faults(truck: J1939Driver) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_request_on_a_replay_answers_from_what_was_heard(truck: J1939Driver) -> None:
     call(truck, "j1939_dm1")  # let the replay run a moment
     result = call(truck, "j1939_request", pgn=65265)
@@ -68,6 +70,7 @@ def test_a_request_on_a_replay_answers_from_what_was_heard(truck: J1939Driver) -
     assert never.value.message.startswith("Nothing was sent: This bus is a replay")
 
 
+@pytest.mark.slow
 def test_nodes_are_the_sources_heard(truck: J1939Driver) -> None:
     call(truck, "j1939_dm1")
     result = call(truck, "j1939_nodes")

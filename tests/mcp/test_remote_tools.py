@@ -117,6 +117,7 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(

@@ -25,6 +25,7 @@ def run(driver: ObdDriver, tool: str, **arguments: Any) -> Any:
     return driver.process_llm_response(json.dumps({"tool": tool, "arguments": arguments}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tool", "arguments", "sent", "service"),
     [
@@ -48,6 +49,7 @@ def test_a_request_that_went_out_is_sent_even_when_its_answer_is_late(
     assert line["outcome"] == "sent" and line["code"] == "ADAPTER_TIMEOUT"
 
 
+@pytest.mark.slow
 def test_a_read_that_times_out_is_still_a_retryable_timeout(scripted: Any) -> None:
     elm: ScriptedElm = scripted({**FOUND, "010D": b"<silent>"})
     with ObdDriver.from_elm327(elm.port, timeout_s=0.5) as driver:

@@ -231,6 +231,7 @@ def _asc(draw: st.DrawFn) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -283,6 +284,7 @@ def test_gzip_through_open_capture(tmp_path: Path) -> None:
     assert reader.progress == 1.0
 
 
+@pytest.mark.slow
 @needs_shared
 def test_the_truck_log_as_asc(tmp_path: Path) -> None:
     """The real truck capture, written by python-can's ASCWriter."""

@@ -204,6 +204,7 @@ def mutations(draw: st.DrawFn, clean: Clean) -> tuple[bytes, int, bool]:
     return bytes(raw), inflated_offset(spans, at), gz
 
 
+@pytest.mark.slow
 @settings(
     max_examples=300,
     deadline=None,
@@ -321,6 +322,7 @@ def python_can_frames(path: Path) -> list[can.Message]:
         return [m for m in reader if not m.is_error_frame and not m.is_remote_frame]
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     objects=st.lists(blf_object(), min_size=1, max_size=60),

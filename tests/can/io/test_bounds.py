@@ -174,6 +174,7 @@ def _check(tmp_path: Path, suffix: str, text: bytes, packing: int, fast: bool) -
     _assert_notes_bounded(reader)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @settings(
     max_examples=400,

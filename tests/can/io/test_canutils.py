@@ -157,6 +157,7 @@ def _log(draw: st.DrawFn) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -207,6 +208,7 @@ def test_gzip(tmp_path: Path) -> None:
     assert reader.progress == 1.0
 
 
+@pytest.mark.slow
 @needs_shared
 def test_the_truck_log_as_candump_text(tmp_path: Path) -> None:
     """The real truck capture, written by python-can's CanutilsLogWriter."""

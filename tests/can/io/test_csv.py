@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -143,6 +144,7 @@ def _csv(draw: st.DrawFn) -> bytes:
     return data
 
 
+@pytest.mark.slow
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -184,6 +186,7 @@ def test_gzip_through_open_capture(tmp_path: Path) -> None:
                  concat_chunks(list(PythonCanReader(packed).chunks())))  # fmt: skip
 
 
+@pytest.mark.slow
 @needs_shared
 def test_the_truck_log_as_csv(tmp_path: Path) -> None:
     path = tmp_path / "truck.csv"
