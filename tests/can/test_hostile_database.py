@@ -4,12 +4,15 @@ prompt pack, and every tool argument has a bound (issue 7, items 9 and 12)."""
 from __future__ import annotations
 
 import json
+import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hwbridge import CanDriver, PromptStrategy, SendPolicy
+from hwbridge.can import CanDatabase, DatabaseError
 from tests.shared_data import DATA, needs_shared
 
 DEMO = Path(__file__).resolve().parents[2] / "dbc" / "demo_vehicle.dbc"
@@ -159,3 +162,53 @@ def test_a_name_ending_in_a_line_break_is_not_a_tool_or_parameter_name(tmp_path:
 
     assert not is_valid_tool_name("read_Gear\n")
     assert is_valid_tool_name("read_Gear")
+
+
+_HEAD = 'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\n'
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (  # 150 bytes that made cantools build a codec for 100 MB (2.85 GB)
+            'BO_ 256 MSG1: 100000000 ECU\n SG_ SH : 799999990|8@1+ (1,0) [0|0] "" ECU\n',
+            "message MSG1 is 100000000 bytes long (at most 1785",
+        ),
+        (  # a signal of 100 million bits: OverflowError in the value ranges
+            'BO_ 256 MSG1: 8 ECU\n SG_ SH : 0|100000000@1+ (1,0) [0|0] "" ECU\n',
+            "is 100000000 bits long (at most 512 bits",
+        ),
+        (  # cantools' work grows with the square of a message's multiplexed signals
+            'BO_ 256 MUX: 8 ECU\n SG_ M M : 0|8@1+ (1,0) [0|255] "" ECU\n'
+            + "".join(f' SG_ S{i} m{i % 256} : 8|8@1+ (1,0) [0|255] "" ECU\n' for i in range(4200)),
+            "message MUX defines more than 4096 signals",
+        ),
+        (  # 100,000 messages took 24 s and 1.1 GB
+            "".join(f"BO_ {i} M{i}: 8 ECU\n" for i in range(1, 17_000)),
+            "the database defines more than 16384 messages",
+        ),
+    ],
+    ids=["message", "signal", "signals", "messages"],
+)
+def test_a_database_beyond_any_can_database_is_refused_before_cantools(
+    tmp_path: Path, body: str, said: str
+) -> None:
+    path = tmp_path / "hostile.dbc"
+    path.write_text(_HEAD + body)
+    started = time.monotonic()
+    with pytest.raises(DatabaseError, match=re.escape(said)) as caught:
+        CanDatabase.load(path)
+    assert caught.value.line is not None and caught.value.line > 8
+    assert time.monotonic() - started < 10.0  # cantools alone took 11-24 s on these
+
+
+def test_the_largest_real_shapes_still_load(tmp_path: Path) -> None:
+    path = tmp_path / "big.dbc"
+    path.write_text(
+        _HEAD
+        + 'BO_ 2566834430 EC1: 1785 ECU\n SG_ Last : 14272|8@1+ (1,0) [0|255] "" ECU\n'
+        + 'BO_ 2566834431 FD: 64 ECU\n SG_ Whole : 0|512@1+ (1,0) [0|1] "" ECU\n'
+    )
+    db = CanDatabase.load(path)
+    assert sorted(m.name for m in db.messages) == ["EC1", "FD"]

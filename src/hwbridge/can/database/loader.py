@@ -3,6 +3,11 @@
 A user who points hwbridge at a DBC wants it loaded or told exactly what is wrong (file,
 line, problem), never a cantools traceback. DBC text that cantools refuses is repaired in
 memory (see `dbc_repair`) and loaded with a `DatabaseRepairWarning` listing every change.
+
+A database is data from anywhere: before cantools sees a DBC, its sizes are checked, so a
+150-byte file cannot make cantools build a codec for a 100 MB message (2.85 GB), a signal
+of 100 million bits, or a message of tens of thousands of multiplexed signals (cantools'
+work grows with their square).
 """
 
 from __future__ import annotations
@@ -40,6 +45,19 @@ _IMPORT = re.compile(r'CM_\s+"IMPORT\s+([^"]*)"')
 _IMPORTS_LISTED = 5
 _REPAIRS_LISTED = 40
 _UNUSED = re.compile(r"unused (VAL_|SIG_VALTYPE_) entries in DBC:\s+\S+ (\d+) ([A-Za-z0-9_]+)")
+MAX_MESSAGE_BYTES = 1785
+"""The longest message a database may describe: a J1939 transport-protocol message (CAN FD
+frames carry 64 bytes; ISO-TP transfers are decoded by service, not by database)."""
+MAX_SIGNAL_BITS = 512
+"""The longest signal: a whole CAN FD frame."""
+MAX_SIGNALS_PER_MESSAGE = 4096
+"""Signals one message may define (multiplexed ones included; the busiest real databases
+have a few hundred)."""
+MAX_MESSAGES = 16_384
+"""Messages one database may define (a J1939 database of every PGN has a few thousand;
+loading 100,000 took cantools 24 s and 1.1 GB)."""
+_MESSAGE_LINE = re.compile(r"^[ \t]*BO_[ \t]+\d+[ \t]+([^\s:]+)[ \t]*:[ \t]*(\d+)", re.MULTILINE)
+_SIGNAL_LINE = re.compile(r"^[ \t]*SG_[ \t].*?:[ \t]*(\d+)[ \t]*\|[ \t]*(\d+)[ \t]*@", re.MULTILINE)
 
 
 class DatabaseError(Exception):
@@ -200,8 +218,52 @@ def _no_messages(path: Path, fmt: str, text: str) -> DatabaseError:
     return DatabaseError(path, None, f"defines no messages ({what}); there is nothing to load")
 
 
+def _check_sizes(path: Path, text: str) -> None:
+    """DatabaseError (with the line) for a message, a signal, or a count of messages or of a
+    message's signals beyond what a CAN database can mean, before cantools builds anything."""
+    marks = sorted(
+        [(m.start(), "message", m) for m in _MESSAGE_LINE.finditer(text)]
+        + [(m.start(), "signal", m) for m in _SIGNAL_LINE.finditer(text)]
+    )
+    name, signals, messages = "", 0, 0
+    for at, kind, found in marks:
+        if kind == "message":
+            name, signals, messages = found.group(1)[:64], 0, messages + 1
+            if messages > MAX_MESSAGES:
+                raise DatabaseError(
+                    path,
+                    text.count("\n", 0, at) + 1,
+                    f"the database defines more than {MAX_MESSAGES} messages",
+                )
+            if int(found.group(2)) > MAX_MESSAGE_BYTES:
+                raise DatabaseError(
+                    path,
+                    text.count("\n", 0, at) + 1,
+                    f"message {name} is {found.group(2)[:20]} bytes long "
+                    f"(at most {MAX_MESSAGE_BYTES}, a J1939 transport-protocol message)",
+                )
+            continue
+        signals += 1
+        if signals > MAX_SIGNALS_PER_MESSAGE:
+            raise DatabaseError(
+                path,
+                text.count("\n", 0, at) + 1,
+                f"message {name} defines more than {MAX_SIGNALS_PER_MESSAGE} signals",
+            )
+        start, length = int(found.group(1)), int(found.group(2))
+        if length > MAX_SIGNAL_BITS or start >= 8 * MAX_MESSAGE_BYTES:
+            raise DatabaseError(
+                path,
+                text.count("\n", 0, at) + 1,
+                f"a signal of message {name} starts at bit {str(start)[:20]} and is "
+                f"{str(length)[:20]} bits long (at most {MAX_SIGNAL_BITS} bits, in a message "
+                f"of at most {MAX_MESSAGE_BYTES} bytes)",
+            )
+
+
 def _parse_dbc(path: Path, text: str, strict: bool) -> tuple[Any, RepairResult]:
     """Repair the known defects, then parse once; a failure may still be one we can repair."""
+    _check_sizes(path, text)
     result = repair_dbc(text, quick=True)
     try:
         return parse_database(result.text, "dbc", strict=strict), result
