@@ -154,7 +154,7 @@ def test_speed_factor_divides_the_recorded_gaps(
     arrivals = [t for t, _ in sink.got]
     stamps = [m.timestamp for m in sink.messages]
     elapsed = arrivals[-1] - arrivals[0]
-    assert 0.095 <= elapsed < 0.5  # never early; loose on a busy machine
+    assert 0.095 <= elapsed < 2.0  # never early; late only by what a busy machine adds
     assert 0.095 <= stamps[-1] - stamps[0] < 0.5
     gaps = [b - a for a, b in pairwise(stamps)]
     assert min(gaps) >= 0.0

@@ -147,7 +147,7 @@ def test_many_drivers_wait_at_once_without_blocking_the_loop() -> None:
     assert all(r.call_failed and "NOT_RECEIVED" in (r.call_detail or "") for r in results), [
         r.call_detail for r in results
     ]
-    assert elapsed < 1.6  # one after the other: 3.2 s
+    assert elapsed < 2.4  # 0.4 s together, with a margin; one after the other: 3.2 s
     assert ticks >= 15  # the event loop ran all along
 
 

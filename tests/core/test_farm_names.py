@@ -175,15 +175,21 @@ def test_a_server_s_tool_too_long_for_its_label_is_left_out_not_refused() -> Non
 
 
 def test_reads_of_different_benches_in_one_output_run_side_by_side() -> None:
-    orchestrator = farm(Bench(), Bench(), Bench())
+    """Each read waits until all three are under way: run one after the other, the first
+    would wait alone and fail (the barrier's timeout), however fast or busy the machine."""
+    meeting = threading.Barrier(3, timeout=30)
+
+    class Meeting(Bench):
+        def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+            meeting.wait()
+            return super().execute_tool(tool_name, arguments)
+
+    orchestrator = farm(Meeting(), Meeting(), Meeting())
     calls: list[tuple[str, dict[str, Any]]] = [
-        (f"bench{i}__read", {"seconds": 0.4}) for i in (1, 2, 3)
+        (f"bench{i}__read", {"seconds": 0}) for i in (1, 2, 3)
     ]
-    started = time.monotonic()
     response = orchestrator.process_llm_response(openai_calls(*calls))
-    took = time.monotonic() - started
-    assert response.call_executed and not response.call_failed
-    assert took < 0.9, took  # one after the other would take 1.2 s
+    assert response.call_executed and not response.call_failed, response.call_detail
     assert response.messages is not None
     answered = [m["tool_call_id"] for m in response.messages[1:]]
     assert answered == ["call_0", "call_1", "call_2"]

@@ -67,7 +67,7 @@ def test_the_frame_budget_paces_the_packets(peer: Peer, open_driver: Opener) -> 
     result = driver.send_pgn(PGN, bytes(7 * 70), 0)  # 70 packets, the claim, the RTS
     took = time.monotonic() - started
     assert result["complete"] is True
-    assert 0.35 <= took < 1.5  # 72 frames at 50/s after a burst of 50
+    assert 0.35 <= took < 5.0  # 72 frames at 50/s after a burst of 50: never faster
 
 
 def test_a_hold_then_a_cts(peer: Peer, open_driver: Opener) -> None:

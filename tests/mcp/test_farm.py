@@ -118,7 +118,7 @@ def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
             "type": "function",
             "function": {
                 "name": f"{label}__wait_for_signal",
-                "arguments": json.dumps({**NEVER, "timeout_ms": 1500}),
+                "arguments": json.dumps({**NEVER, "timeout_ms": 3000}),
             },
         }
         for label in ("bench1", "bench2")
@@ -127,7 +127,7 @@ def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
     answer = farm.process_llm_response({"role": "assistant", "tool_calls": calls})
     took = elapsed(started)
     assert answer.call_executed and not answer.call_failed
-    assert 1.5 <= took < 2.7, took  # side by side: one after the other takes 3 s
+    assert 3.0 <= took < 5.0, took  # side by side: one after the other takes 6 s
 
 
 def test_a_hanging_bench_times_out_alone(benches: list[Bench], farm: Orchestrator) -> None:
@@ -142,11 +142,11 @@ def test_a_hanging_bench_times_out_alone(benches: list[Bench], farm: Orchestrato
         took = elapsed(started)
         fine = time.monotonic()
         assert farm.execute_tool("bench1.bus_status", {})["state"] == "connected"
-        assert elapsed(fine) < 0.5
+        assert elapsed(fine) < 3.0  # not held up by the hanging bench (it never answers)
     finally:
         benches[1].thaw()
     assert caught.value.code == "REMOTE_TIMEOUT" and caught.value.retryable
-    assert 1.0 <= took < 3.0, took
+    assert 1.0 <= took < 1.0 + 4.0, took  # its timeout_s, plus a busy machine's margin
     assert wait_until(lambda: _answers(hanging), 10)  # thawed: the same driver goes on
     hanging.close()
 

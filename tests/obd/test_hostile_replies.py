@@ -68,7 +68,7 @@ def test_a_chip_flooding_while_listening_for_the_final_answer_is_cut_short(
         took = time.monotonic() - started
         after = run(driver, "obd_read", pids=["0C"])  # the script answers it with `?`
     assert after.call_detail.startswith("ADAPTER_ERROR")  # the chip is at its prompt again
-    assert took < 3.0  # the budget is 5 s; today it took 30 s of CPU
+    assert took < 5.0 + 4.0  # the budget is 5 s (plus a busy machine's margin); it took 30 s
     result = r.tool_call_result
     assert result["sent"] is True and result["answered"] is False
     assert "may have taken effect" in result["note"]
@@ -214,7 +214,7 @@ def test_a_negative_answer_to_another_service_is_not_this_requests_answer_isotp(
     def behave(send: Callable[[list[int]], None], frame: bytes, stop: threading.Event) -> None:
         if frame[0] >> 4 == 3:
             return
-        for _ in range(20):  # 2 s of pendings for ReadDataByIdentifier
+        for _ in range(200):  # 20 s of pendings for ReadDataByIdentifier
             send([3, 0x7F, 0x22, 0x78])
             if stop.wait(0.1):
                 return
@@ -226,7 +226,7 @@ def test_a_negative_answer_to_another_service_is_not_this_requests_answer_isotp(
     started = time.monotonic()
     result = service.request(ENGINE, "31 01 02 03")
     took = time.monotonic() - started
-    assert took < 1.0  # the budget: max(0.5, P2* 0.5)
+    assert took < 0.5 + 4.0  # the budget: max(0.5, P2* 0.5), plus a busy machine's margin
     assert result["sent"] is True and result["answered"] is False and "nrc" not in result
     assert "negative response to another service (0x22: 7F 22 78)" in result["problem"]
 

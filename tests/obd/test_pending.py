@@ -100,7 +100,7 @@ def test_pending_moves_the_deadline_past_the_first_timeout(
     assert [(r.ecu.name, r.data.hex(" "), r.error) for r in replies] == [
         ("engine", "71 01 02 03 00", None)
     ]
-    assert 1.3 <= took < 2.3
+    assert 1.3 <= took < 1.3 + 4.0  # answered when the routine ends, a margin for a busy machine
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -116,7 +116,7 @@ def test_an_ecu_pending_past_the_budget_was_sent_and_says_why_it_is_unanswered(
         started = time.monotonic()
         result = call(driver, "uds_request", **SELF_TEST)
         took = time.monotonic() - started
-    assert 1.9 <= took < 3.5
+    assert 1.9 <= took < 2.0 + 4.0  # the 2 s budget (pending for 30 s), plus a margin
     assert result["sent"] is True and result["answered"] is False
     assert result["problem"].startswith("it answered 'response pending' (0x78) ")
     assert result["problem"].endswith(" times but sent no final answer within 2.0 s")

@@ -120,7 +120,7 @@ def test_start_is_fast_and_stop_is_clean(channel: str) -> None:
     port = device.start()
     elapsed = time.perf_counter() - started
     assert port.startswith("/dev/") and device.port_name == port
-    assert elapsed < 0.5  # typically ~2 ms
+    assert elapsed < 2.0  # typically ~2 ms
     with pytest.raises(RuntimeError):
         device.start()
     device.stop()
