@@ -127,6 +127,7 @@ class VirtualVehicle:
         self._sent: dict[str, int] = dict.fromkeys((p.name for p in self._plans), 0)
         self._errors_sent = 0
         self._commands = 0
+        self._stepped_at: float | None = None  # when the model was last stepped (monotonic)
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -155,6 +156,8 @@ class VirtualVehicle:
         if self._thread is not None:
             self._thread.join(5.0)
             self._thread = None
+        with self._lock:
+            self._stepped_at = None  # stopped: the model stands still
         self._close()
 
     def _close(self) -> None:
@@ -187,9 +190,19 @@ class VirtualVehicle:
 
     @property
     def state(self) -> VehicleState:
-        """A consistent snapshot of the vehicle now."""
+        """A consistent snapshot of the vehicle now: while it runs, the model is stepped to
+        this moment first, so an answer built from it (OBD-II) is as fresh as its timestamp
+        however late the sender thread is on a busy machine."""
         with self._lock:
+            if self._stepped_at is not None:
+                self._step_to(time.monotonic())
             return self._model.snapshot()
+
+    def _step_to(self, now: float) -> None:
+        """Step the model to `now` (caller holds the lock)."""
+        if self._stepped_at is not None and now > self._stepped_at:
+            self._model.step(now - self._stepped_at)
+            self._stepped_at = now
 
     @property
     def obd(self) -> ObdResponder | None:
@@ -368,6 +381,8 @@ class VirtualVehicle:
         periods = [p.period_s for p in plans] + [_TICK_S, _ERROR_PERIOD_S]
         tick, error_slot = len(plans), len(plans) + 1
         last = time.monotonic()
+        with self._lock:
+            self._stepped_at = last
         heap = [(last, index) for index in range(len(periods))]  # all due now, in order
         stop = self._stop
         while not stop.is_set():
@@ -376,9 +391,8 @@ class VirtualVehicle:
                 return
             now = time.monotonic()
             with self._lock:
-                self._model.step(now - last)
+                self._step_to(now)
                 state = self._model.snapshot()
-            last = now
             while heap[0][0] <= now:
                 due, index = heapq.heappop(heap)
                 if index < tick:
