@@ -8,6 +8,7 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,7 +171,8 @@ def mutate(clean: bytes, mutations: Sequence[Mutation]) -> bytes:
             continue  # cut off by an earlier mutation
         if what == "link" and b.links:
             index = where % len(b.links)
-            target = [b.at, other.at, 0, len(data) + value, other.at + 8 * (value % 5)][where % 5]
+            past = (len(data) + value) % (1 << 64)
+            target = [b.at, other.at, 0, past, other.at + 8 * (value % 5)][where % 5]
             struct.pack_into("<Q", data, b.link_at(index), target)
         elif what == "field" and b.kind in _FIELDS:
             offsets = _FIELDS[b.kind]
@@ -233,3 +235,60 @@ def decode_many_in_subprocess(
         raise AssertionError(f"decoding failed:\n{out.stderr[-3000:]}")
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     return [row for row in rows if "file" in row]
+
+
+# -- records of a chosen layout, in a python-can file --------------------------------
+
+CN_DATA = struct.Struct("<BBBBIII")  # type, sync, data type, bit offset, byte offset, bits, flags
+CG_DATA = struct.Struct("<QQHH4xII")  # record id, cycles, flags, separator, bytes, invalidation
+Layout = dict[str, tuple[int, int, int, int]]
+"""Channel name ("time", "ID", "DataBytes", ...) -> (byte offset, bits, data type, channel
+type); a CAN_DataFrame member not named is unlinked from the frame."""
+
+UINT, FLOAT, BYTES, VLSD = 0, 4, 10, 1
+
+
+def relaid(clean: bytes, record_size: int, records: bytes, layout: Layout) -> bytearray:
+    """A python-can file whose CAN_DataFrame group holds `records` (of `record_size` bytes,
+    deflated in one DZ block) laid out as `layout` says."""
+    data = bytearray(clean)
+    group = can_data_group(data)
+    cg = block(data, group.links[1])
+    fields = list(CG_DATA.unpack_from(data, cg.data_at))
+    fields[1], fields[4], fields[5] = len(records) // record_size, record_size, 0
+    CG_DATA.pack_into(data, cg.data_at, *fields)
+    for name, (byte_offset, bits, data_type, kind) in layout.items():
+        cn = named(data, "CN", name if name == "time" else f"CAN_DataFrame.{name}")
+        _, sync, _, _, _, _, flags = CN_DATA.unpack_from(data, cn.data_at)
+        CN_DATA.pack_into(data, cn.data_at, kind, sync, data_type, 0, byte_offset, bits, flags)
+    frame = named(data, "CN", "CAN_DataFrame")
+    spans = [(v[0], v[0] + (v[1] + 7) // 8) for k, v in layout.items() if k != "time"]
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    kind, sync, data_type, _, _, _, flags = CN_DATA.unpack_from(data, frame.data_at)
+    CN_DATA.pack_into(
+        data, frame.data_at, kind, sync, data_type, 0, start, 8 * (end - start), flags
+    )
+    members, at = [], frame.links[1]
+    while at:
+        member = block(data, at)
+        if text(data, member.links[2]).removeprefix("CAN_DataFrame.") in layout:
+            members.append(member)
+        at = member.links[0]
+    set_link(data, frame, 1, members[0].at)
+    for member, after in zip(members, [*members[1:], None], strict=True):
+        set_link(data, member, 0, after.at if after else 0)
+    deflated = zlib.compress(records, 9)
+    body = struct.pack("<2sBxIQQ", b"DT", 0, 0, len(records), len(deflated)) + deflated
+    set_link(data, group, 2, append(data, "DZ", [], body))
+    return data
+
+
+def signal_data(data: bytearray, entries: Sequence[bytes]) -> list[int]:
+    """An SD block of `entries` (each with its 4-byte length) made the signal data of
+    CAN_DataFrame.DataBytes; the offset of each entry."""
+    offsets, body = [], b""
+    for entry in entries:
+        offsets.append(len(body))
+        body += struct.pack("<I", len(entry)) + entry
+    set_link(data, named(data, "CN", "CAN_DataFrame.DataBytes"), 5, append(data, "SD", [], body))
+    return offsets

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hwbridge.can.io.frames import CaptureError
-from hwbridge.can.io.mf4 import MdfReader, Unsupported
+from hwbridge.can.io.mf4 import MIN_RECORD_BYTES, MdfReader, Unsupported
 from hwbridge.can.io.mf4_links import DEFLATE_RATIO, check_for_asammdf
 from tests.can.io.mdf_blocks import (
     Mutation,
@@ -265,9 +265,10 @@ def test_an_mdf3_file_named_mf4_is_a_capture_error(tmp_path: Path) -> None:
 # mutated files: whatever the bytes, a bounded read or a CaptureError
 
 
-FRAMES_PER_BYTE = DEFLATE_RATIO // 4
-"""The bound: a frame is a record of at least 4 bytes (its time stamp) of a data block read
-once, and a byte of a DZ block inflates to at most 1032."""
+FRAMES_PER_BYTE = DEFLATE_RATIO // MIN_RECORD_BYTES
+"""The bound: a frame is a record of at least 6 bytes (its time stamp and its id, which do
+not overlap) of a data block read once, and a byte of a DZ block inflates to at most 1032:
+172 frames per byte."""
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,14 @@ any frame is read, and asammdf's reader (`Mf4Reader`) reads it instead.
 Before its layout is read, the file's link graph is checked (`scan_links`): no list loops and
 no data block is listed twice, so a group yields at most the records its data blocks hold,
 each block read once: frames <= (bytes of its DT blocks + bytes its DZ blocks inflate to, at
-most 1032 times their own) / record size. Memory stays a piece of a data block
-(`PIECE_BYTES`, or one DZ block of at most `MAX_BLOCK_BYTES`) and a chunk of records.
+most 1032 times their own) / record size. A record holds at least its time stamp and its id,
+members that do not overlap (`MIN_RECORD_BYTES`, 6): at most 1 frame per 6 bytes of plain
+records, 172 per byte of deflated ones. Memory stays a piece of a data block (`PIECE_BYTES`,
+or one DZ block of at most `MAX_BLOCK_BYTES`) and a chunk of records; of variable-length
+DataBytes, at most 65 bytes an entry (`MAX_SIGNAL_BYTES`, `VLSD_CHUNK_FRAMES`).
+
+No value is cut to fit its column (`data_frames`): an id beyond 32 bits, a DataLength or an
+entry of more than 64 bytes make a malformed frame, which the frame checks count and name.
 
 The asammdf path:
 
@@ -30,12 +36,15 @@ time, so memory stays bounded whatever the file's size.
 asammdf trusts the file: before it opens one, `check_for_asammdf` refuses links that loop,
 blocks listed twice and DZ blocks that inflate to more than they say. A group then yields at
 most the records its data group's blocks can hold (`MdfLinks.max_records`), whatever count it
-claims, and a read asks asammdf for at most `MF4_CHUNK_BYTES` of records.
+claims, its records hold the same at least 6 bytes of members that do not overlap, and a read
+asks asammdf for at most `MF4_CHUNK_BYTES` of records. asammdf's error text (which quotes
+channel names of any length) reaches an error as a note (`note_text`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -44,8 +53,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
-from hwbridge.can.io.frames import CaptureError, FrameChunk, ReaderCounts
+from hwbridge.can.io.frame_checks import MAX_DATA, MAX_ID
+from hwbridge.can.io.frames import CaptureError, FrameChunk, ReaderCounts, note_text
 from hwbridge.can.io.mf4_links import (
     INFLATE_ERRORS,
     MAX_BLOCK_BYTES,
@@ -58,6 +69,8 @@ from hwbridge.can.io.mf4_links import (
 __all__ = [
     "FIELDS",
     "MAX_BLOCK_BYTES",
+    "MIN_ID_BITS",
+    "MIN_RECORD_BYTES",
     "MdfReader",
     "Mf4Reader",
     "Unsupported",
@@ -93,7 +106,20 @@ CHUNK_FRAMES = 65_536
 # MAX_BLOCK_BYTES: a DZ block that says it inflates to more is corrupt (writers use a few
 # MiB); one that inflates to more than it says stops there, so a deflate bomb costs nothing.
 MAX_SIGNAL_BYTES = 4096
-"""Variable-length DataBytes longer than this are corrupt (a CAN FD frame carries 64)."""
+"""Variable-length DataBytes longer than this are corrupt (a CAN FD frame carries 64, CAN XL
+2048); an entry of 65 to this many bytes is a malformed frame. Of each entry at most
+`MAX_DATA` + 1 bytes are read (one more than a frame carries, to tell it is too long)."""
+VLSD_CHUNK_FRAMES = 8192
+"""Records with variable-length DataBytes made into a chunk at once: the signal data their
+entries span (at most 4 + `MAX_SIGNAL_BYTES` bytes each, 33 MB) is held while they are cut
+out, and the entries themselves as rows of 65 bytes."""
+_ENTRY = 4 + MAX_DATA + 1  # an entry's length and the bytes of it read
+MIN_ID_BITS = 11
+"""A CAN id has 11 or 29 bits: a narrower CAN_DataFrame.ID member is corrupt."""
+MIN_RECORD_BYTES = 6
+"""A CAN_DataFrame record holds at least its time stamp (32 bits or more) and its id (11 bits
+or more), members that do not overlap: so at most 1 frame per 6 bytes of records, 1032 / 6 =
+172 per byte of deflated records."""
 
 
 def _inflate(data: bytes, size: int) -> bytes:
@@ -104,6 +130,35 @@ def _inflate(data: bytes, size: int) -> bytes:
 
 class Unsupported(Exception):
     """A layout this reader leaves to asammdf's (`Mf4Reader`)."""
+
+
+class _Corrupt(Exception):
+    """A layout no reader may read (asammdf's refuses it too): a CaptureError on opening."""
+
+    def __init__(self, where: str, reason: str) -> None:
+        super().__init__(reason)
+        self.where = where
+
+
+def _first_overlap(spans: list[tuple[str, int, int]]) -> tuple[str, str] | None:
+    """The names of two of `spans` (name, first bit, bits) that share a bit, if any do."""
+    ordered = sorted((start, start + bits, name) for name, start, bits in spans if bits)
+    for (_, end, name), (start, _, other) in itertools.pairwise(ordered):
+        if start < end:
+            return name, other
+    return None
+
+
+def _record_fault(record: int, id_bits: int, spans: list[tuple[str, int, int]]) -> str | None:
+    """Why a CAN_DataFrame record of `record` bytes whose ID has `id_bits` bits and whose
+    time stamp and members lie at `spans` is corrupt (None: it is not)."""
+    if record < MIN_RECORD_BYTES:
+        return f"CAN_DataFrame records of {record} bytes (a time stamp and an id need 6)"
+    if id_bits < MIN_ID_BITS:
+        return f"a CAN_DataFrame.ID of {id_bits} bits (an id has 11 or 29)"
+    if pair := _first_overlap(spans):
+        return f"{pair[0]} and {pair[1]} overlap in a CAN_DataFrame record"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +177,16 @@ class _Field:
     bits: int
     data_type: int
     vlsd: int = 0  # the address of the signal data of a variable-length member
+
+    @property
+    def start(self) -> int:
+        """Its first bit in the record."""
+        return 8 * self.byte_offset + self.bit_offset
+
+    @property
+    def width(self) -> int:
+        """The bits of the record it takes (a variable-length member: its 64-bit offset)."""
+        return 64 if self.vlsd else self.bits
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,6 +326,10 @@ class _Layout:
                     group.fields[name] = _member(f, member, name, data_bytes)
             if "ID" not in group.fields:
                 raise Unsupported("no CAN_DataFrame.ID member")
+            spans = [("time", 8 * group.master.byte_offset, group.master.bits)]
+            spans += [(f"CAN_DataFrame.{n}", f.start, f.width) for n, f in group.fields.items()]
+            if fault := _record_fault(record, group.fields["ID"].bits, spans):
+                raise _Corrupt(f"channel group {index}", fault)
             vlsd = group.fields["DataBytes"].vlsd if "DataBytes" in group.fields else 0
             if vlsd:
                 self._blocks(vlsd, _SIGNAL_BLOCKS, "signal data")
@@ -463,6 +532,9 @@ class MdfReader:
             raise
         try:
             self._layout = _Layout(self._file, links)
+        except _Corrupt as exc:
+            self.close()
+            raise CaptureError(self.path, exc.where, f"corrupt: {exc}") from None
         except (CaptureError, Unsupported, struct.error, ValueError, OverflowError) as exc:
             self.close()  # a file this reader cannot lay out is asammdf's to judge
             raise Unsupported(str(exc)) from None
@@ -490,7 +562,7 @@ class MdfReader:
         except CaptureError as exc:
             raise CaptureError(self.path, exc.position or self._where, exc.reason) from None
         except Unsupported as exc:  # the file changed since it was opened: too late for asammdf
-            raise CaptureError(self.path, self._where, f"corrupt: {exc}") from None
+            raise CaptureError(self.path, self._where, note_text(f"corrupt: {exc}")) from None
         finally:
             self.close()
 
@@ -499,6 +571,7 @@ class MdfReader:
         vlsd = group.fields["DataBytes"].vlsd if "DataBytes" in group.fields else 0
         signal = _Stream(self._file, vlsd, self.path, group.signal_bytes) if vlsd else None
         size = group.record_size
+        step = min(self._chunk, VLSD_CHUNK_FRAMES) if signal is not None else self._chunk
         done = 0
         tail = np.zeros(0, np.uint8)
         while done < group.cycles:
@@ -508,8 +581,8 @@ class MdfReader:
                 raise CaptureError(self.path, self._where, "truncated: records missing")
             count = min(group.cycles - done, len(data) // size)
             rows = data[: count * size].reshape(count, size)
-            for first in range(0, count, self._chunk):  # a piece may hold several chunks
-                chunk = self._frames(group, rows[first : first + self._chunk], signal)
+            for first in range(0, count, step):  # a piece may hold several chunks
+                chunk = self._frames(group, rows[first : first + step], signal)
                 self._done += len(chunk)
                 yield chunk
             done += count
@@ -520,15 +593,16 @@ class MdfReader:
     ) -> FrameChunk:
         n = len(rows)
         columns: dict[str, npt.NDArray[Any] | None] = dict.fromkeys(FIELDS)
+        sizes = None
         for name, f in group.fields.items():
             if name == "DataBytes" and not f.vlsd:
                 columns[name] = rows[:, f.byte_offset : f.byte_offset + f.bits // 8]
             elif name == "DataBytes":
                 assert signal is not None
-                columns[name] = self._signal_data(signal, _uint(rows, f))
+                columns[name], sizes = self._signal_data(signal, _uint(rows, f))
             else:
                 columns[name] = _uint(rows, f)
-        return data_frames(n, columns, self._stamps(group.master, rows))
+        return data_frames(n, columns, self._stamps(group.master, rows), sizes)
 
     def _stamps(self, m: _Master, rows: npt.NDArray[np.uint8]) -> npt.NDArray[np.int64]:
         cells = np.ascontiguousarray(rows[:, m.byte_offset : m.byte_offset + m.bits // 8])
@@ -545,42 +619,44 @@ class MdfReader:
 
     def _signal_data(
         self, signal: _Stream, offsets: npt.NDArray[np.uint64]
-    ) -> npt.NDArray[np.uint8]:
-        """The variable-length DataBytes at `offsets` of the signal data (SD) stream, zero
-        padded to the longest (python-can's rows hold them so)."""
-        where = offsets.astype(np.int64)
-        if len(where) and int(where.min()) < signal.start:
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+        """The variable-length DataBytes at `offsets` of the signal data (SD) stream, at most
+        `MAX_DATA` + 1 bytes of each, zero padded (python-can's rows hold them so), and the
+        bytes each entry says it holds."""
+        n = len(offsets)
+        if not n:
+            return np.zeros((0, 8), np.uint8), np.zeros(0, np.int64)
+        where = offsets.astype(np.int64)  # an offset past 2^63 is negative: out of order
+        low, high = int(where.min()), int(where.max())
+        if low < signal.start:
             raise CaptureError(self.path, self._where, "unsupported: signal data out of order")
         # entries follow each other: the offsets of n records span at most n entries, so a
         # chunk holds at most that much of the stream, and none lies past its blocks' bytes
-        if len(where) and (
-            int(where.max()) + 4 > signal.size
-            or int(where.max() - where.min()) > len(where) * (4 + MAX_SIGNAL_BYTES)
-        ):
+        if high + 4 > signal.size or high - low > n * (4 + MAX_SIGNAL_BYTES):
             raise CaptureError(self.path, self._where, "corrupt: signal data offsets")
-        signal.fill(int(where.max(initial=0)) + 4)
-        buf = signal.buffer
+        signal.fill(high + _ENTRY)
         at = where - signal.start
-        if len(at) and int(at.max()) + 4 > len(buf):
+        buf = signal.buffer
+        held = len(buf)
+        if high - signal.start + 4 > held:
             raise CaptureError(self.path, self._where, "truncated: signal data missing")
-        head = np.stack([buf[at + k] for k in range(4)], axis=1).astype(np.int64)
-        sizes = head @ np.array([1, 1 << 8, 1 << 16, 1 << 24], np.int64)
-        if len(sizes) and int(sizes.max()) > MAX_SIGNAL_BYTES:
+        if held < high - signal.start + _ENTRY:  # the stream's last entry may be short
+            buf = np.concatenate([buf, np.zeros(high - signal.start + _ENTRY - held, np.uint8)])
+        entries = sliding_window_view(buf, _ENTRY)[at]  # n rows of _ENTRY bytes, copied
+        sizes = entries[:, :4].copy().view("<u4")[:, 0].astype(np.int64)
+        if int(sizes.max()) > MAX_SIGNAL_BYTES:
             raise CaptureError(
                 self.path, self._where, f"corrupt: DataBytes of {int(sizes.max())} bytes"
             )
-        signal.fill(int((where + 4 + sizes).max(initial=0)))
-        buf = signal.buffer
-        if len(at) and int((at + 4 + sizes).max()) > len(buf):
+        read = np.minimum(sizes, MAX_DATA + 1)
+        if int((at + 4 + read).max()) > held or int((where + 4 + sizes).max()) > signal.size:
             raise CaptureError(self.path, self._where, "truncated: signal data missing")
-        width = max(8, int(sizes.max(initial=0)))
-        cols = np.arange(width)
-        inside = cols[None, :] < sizes[:, None]
-        index = np.where(inside, at[:, None] + 4 + cols[None, :], 0)
-        data = np.where(inside, buf[index], 0).astype(np.uint8)
-        if len(where):
-            signal.drop(int(where.max()))  # entries come in record order
-        return data
+        width = max(8, int(read.max()))
+        data = entries[:, 4 : 4 + width]
+        if bool(np.any(read < width)):
+            data = np.where(np.arange(width)[None, :] < read[:, None], data, 0).astype(np.uint8)
+        signal.drop(high)  # entries come in record order
+        return np.ascontiguousarray(data), sizes
 
 
 # -- through asammdf (files the block reader leaves to it) ---------------------------
@@ -611,7 +687,27 @@ def _open(path: Path) -> tuple[Any, MdfLinks]:
         # the bus-logging index asammdf builds on opening (ids per group) is not used here
         return MDF(path, process_bus_logging=False), links  # type: ignore[call-arg]
     except Exception as exc:  # asammdf raises many types for a file it cannot read
-        raise CaptureError(path, "file header", f"not a readable MDF4 file: {exc}") from None
+        why = note_text(f"not a readable MDF4 file: {exc}")  # asammdf quotes the file
+        raise CaptureError(path, "file header", why) from None
+
+
+_NO_BITS = (3, 6)  # virtual master, virtual data: channels that take no bits of a record
+
+
+def _asammdf_record_fault(record: int, channels: list[Any]) -> str | None:
+    """`_record_fault` of a channel group as asammdf describes it."""
+    spans: list[tuple[str, int, int]] = []
+    id_bits = MIN_ID_BITS
+    for channel in channels:
+        name, kind = str(channel.name), int(channel.channel_type)
+        member = name.removeprefix("CAN_DataFrame.")
+        if kind in _NO_BITS or (kind != _CN_MASTER and member not in FIELDS):
+            continue
+        bits = 64 if kind == _CN_VLSD else int(channel.bit_count)
+        spans.append((name, 8 * int(channel.byte_offset) + int(channel.bit_offset), bits))
+        if member == "ID":
+            id_bits = bits
+    return _record_fault(record, id_bits, spans)
 
 
 class Mf4Reader:
@@ -635,7 +731,8 @@ class Mf4Reader:
             raise
         except Exception as exc:  # what asammdf made of a file it could open
             self.close()
-            raise CaptureError(self.path, "file header", f"unreadable MDF4 file: {exc}") from None
+            why = note_text(f"unreadable MDF4 file: {exc}")
+            raise CaptureError(self.path, "file header", why) from None
 
     def _group(self, index: int, group: Any, links: MdfLinks) -> None:
         channel_group = group.channel_group
@@ -656,6 +753,8 @@ class Mf4Reader:
                 raise CaptureError(
                     self.path, f"channel group {index}", f"corrupt: records of {size} bytes"
                 )
+            if fault := _asammdf_record_fault(size, group.channels):
+                raise CaptureError(self.path, f"channel group {index}", f"corrupt: {fault}")
             self._groups.append((index, records, max(1, min(self._chunk, MF4_CHUNK_BYTES // size))))
             self._total += records
         elif "CAN_ErrorFrame" in names:
@@ -696,8 +795,9 @@ class Mf4Reader:
     def _read(self, group: int, offset: int, count: int) -> FrameChunk:
         try:
             signal = self._mdf.get("CAN_DataFrame", group, record_offset=offset, record_count=count)
-        except Exception as exc:
-            raise CaptureError(self.path, self._where, f"unreadable records: {exc}") from None
+        except Exception as exc:  # asammdf's text quotes channel names of any length
+            why = note_text(f"unreadable records: {exc}")
+            raise CaptureError(self.path, self._where, why) from None
         samples = signal.samples[:count]
         names = samples.dtype.names or ()
         n = len(samples)
@@ -720,40 +820,39 @@ FIELDS = ("ID", "IDE", "DataLength", "DLC", "DataBytes", "BusChannel")
 
 
 def data_frames(
-    n: int, fields: dict[str, npt.NDArray[Any] | None], stamps_us: npt.NDArray[np.int64]
+    n: int,
+    fields: dict[str, npt.NDArray[Any] | None],
+    stamps_us: npt.NDArray[np.int64],
+    sizes: npt.NDArray[np.int64] | None = None,
 ) -> FrameChunk:
     """`n` CAN_DataFrame records (their members by name, as python-can's MF4Reader reads
-    them) as a chunk."""
+    them; `sizes`: the bytes each variable-length DataBytes entry holds) as a chunk.
+
+    No value is cut to fit its column: a frame whose id does not fit 32 bits keeps it (the
+    column is widened, the frame checks drop it), one whose DataLength, or DataBytes entry,
+    says more than `MAX_DATA` bytes keeps that length (and at most `MAX_DATA` + 1 of its
+    bytes): each is a malformed frame, counted and named as what it is."""
     raw_id = fields["ID"]
     assert raw_id is not None
-    raw_id = raw_id.astype(np.uint32)
-    ide = fields["IDE"]
-    if ide is not None:
-        extended = ide.astype(bool)
-    else:  # no IDE channel: the id's flag bit, else its size, tells
-        extended = ((raw_id & np.uint32(0x80000000)) != 0) | (
-            (raw_id & np.uint32(0x1FFFFFFF)) > 0x7FF
-        )
-    data_length = fields["DataLength"]
-    if data_length is None:
-        dlc = fields["DLC"]
-        data_length = _DLC2LEN[np.minimum(dlc, 15)] if dlc is not None else None
+    ids, extended = _ids(raw_id, fields["IDE"])
     payload = fields["DataBytes"]
     if payload is None:
         payload = np.zeros((n, 8), np.uint8)
-    elif payload.dtype == object:  # variable-length bytes: rare, so a loop is fine
-        rows = [bytes(p) for p in payload]
-        width = max(8, max((len(r) for r in rows), default=0))
-        buf = np.zeros((n, width), np.uint8)
-        for i, r in enumerate(rows):
-            buf[i, : len(r)] = np.frombuffer(r, np.uint8)
-        payload = buf
+    elif payload.dtype == object:  # variable-length bytes (asammdf): rare, so a loop is fine
+        payload, sizes = _entries(n, payload)
     payload = payload.reshape(n, -1).astype(np.uint8, copy=False)
-    if data_length is None:
-        data_length = np.full(n, payload.shape[1], np.uint8)
-    length = np.minimum(data_length.astype(np.int64), payload.shape[1]).astype(np.uint8)
+    stored: npt.NDArray[np.int64] | int = payload.shape[1] if sizes is None else sizes
+    said = _said(fields["DataLength"], fields["DLC"])
+    if said is None:
+        length = np.broadcast_to(np.asarray(stored, np.int64), (n,))
+    else:
+        length = np.minimum(said, stored)
+        if int(said.max(initial=0)) > MAX_DATA:  # says more than a frame carries: malformed
+            length = np.where(said > MAX_DATA, said, length)
+    if sizes is not None and int(sizes.max(initial=0)) > MAX_DATA:
+        length = np.where(sizes > MAX_DATA, sizes, length)
     # FD-capable loggers store 64 bytes a record: keep the bytes the frames carry
-    width = max(1, int(length.max(initial=0)))
+    width = max(1, min(int(length.max(initial=0)), payload.shape[1], MAX_DATA + 1))
     data = payload[:, :width]
     if bool(np.any(length < width)):  # bytes past a frame's length are not its data
         cols = np.arange(width, dtype=np.int64)
@@ -763,12 +862,89 @@ def data_frames(
     channel = fields["BusChannel"]
     return FrameChunk(
         stamps_us,
-        raw_id & np.uint32(0x1FFFFFFF),
+        ids,
         extended,
-        length,
+        _narrow(length),
         data,
-        channel.astype(np.int16) if channel is not None else np.full(n, -1, np.int16),
+        _channels(channel) if channel is not None else np.full(n, -1, np.int16),
     )
+
+
+_MASK = np.uint64(0x1FFFFFFF)
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _as_uint64(values: npt.NDArray[Any]) -> npt.NDArray[np.uint64]:
+    """Integers as uint64: a negative or not finite value (asammdf may convert a member to
+    one) becomes one no column holds."""
+    if values.dtype.kind == "u":
+        return values.astype(np.uint64, copy=False)
+    if values.dtype.kind in "ib":
+        wide = values.astype(np.int64)
+        return np.where(wide < 0, np.uint64(2**64 - 1), wide.astype(np.uint64))
+    real = values.astype(np.float64)
+    fits = np.isfinite(real) & (real >= 0) & (real < 2.0**64)
+    return np.where(fits, real, 0).astype(np.uint64) | np.where(fits, 0, np.uint64(2**64 - 1))
+
+
+def _ids(
+    raw: npt.NDArray[Any], ide: npt.NDArray[Any] | None
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """The ids (29 bits kept; uint32, or uint64 with an id beyond 32 bits kept whole for the
+    frame checks) and whether each is extended."""
+    wide = _as_uint64(raw)
+    if ide is not None:
+        extended = ide.astype(bool)
+    else:  # no IDE channel: the id's flag bit, else its size, tells
+        extended = ((wide & np.uint64(0x80000000)) != 0) | ((wide & _MASK) > 0x7FF)
+    if not len(wide) or int(wide.max()) < MAX_ID:
+        return wide.astype(np.uint32) & np.uint32(0x1FFFFFFF), extended
+    return np.where(wide < MAX_ID, wide & _MASK, wide), extended
+
+
+def _said(
+    data_length: npt.NDArray[Any] | None, dlc: npt.NDArray[Any] | None
+) -> npt.NDArray[np.int64] | None:
+    """The bytes each frame says it carries: DataLength, else what its DLC stands for."""
+    if data_length is not None:
+        return np.minimum(_as_uint64(data_length), np.uint64(_INT64_MAX)).astype(np.int64)
+    if dlc is not None:
+        return _DLC2LEN[np.minimum(_as_uint64(dlc), np.uint64(15))].astype(np.int64)
+    return None
+
+
+def _entries(
+    n: int, payload: npt.NDArray[Any]
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]:
+    """Variable-length DataBytes (as asammdf reads them) as rows of at most `MAX_DATA` + 1
+    bytes, and the bytes each entry holds."""
+    rows = [bytes(p) for p in payload]
+    sizes = np.fromiter(map(len, rows), np.int64, n)
+    width = max(8, min(int(sizes.max(initial=0)), MAX_DATA + 1))
+    buf = np.zeros((n, width), np.uint8)
+    for i, r in enumerate(rows):
+        buf[i, : min(len(r), width)] = np.frombuffer(r[:width], np.uint8)
+    return buf, sizes
+
+
+def _narrow(length: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
+    """Lengths as uint8, the column's type, unless one needs more (a malformed frame's)."""
+    most = int(length.max(initial=0))
+    return length.astype(np.uint8 if most <= 0xFF else np.uint16 if most <= 0xFFFF else np.uint64)
+
+
+_MAX_CHANNEL = 32767
+
+
+def _channels(channel: npt.NDArray[Any]) -> npt.NDArray[np.int16]:
+    """Bus channels as the column holds them: clipped to -1..32767 (as python-can's
+    reader's), not wrapped."""
+    if channel.dtype.kind == "u" and int(channel.max(initial=0)) <= _MAX_CHANNEL:
+        return channel.astype(np.int16)
+    wide = np.clip(_as_uint64(channel), 0, _MAX_CHANNEL).astype(np.int16)
+    if channel.dtype.kind in "ib":
+        wide[channel.astype(np.int64) < 0] = -1
+    return wide
 
 
 def mf4_reader(path: Path) -> MdfReader | Mf4Reader:

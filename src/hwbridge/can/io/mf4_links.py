@@ -15,7 +15,10 @@ What a file that passes guarantees:
 - every list (data groups, channel groups, channels, data lists, file history, ...) ends, and
   no block is owned twice: listed in two lists, twice in one, or by two data groups;
 - members, conversions and data lists nest without loops; names, units, sources and
-  conversions may be shared (writers share them);
+  conversions may be shared (writers share them), and every walk of the graph visits a
+  block once however many links name it;
+- a channel's signal-data link names data (or a VLSD channel group, ...), never a
+  conversion or a text, so a data tree holds data blocks only;
 - blocks do not overlap, so the blocks together hold at most the file's bytes and the links
   followed are at most the file's size / 8;
 - a DZ block inflates to at most `MAX_BLOCK_BYTES` and to at most 1032 times its deflated
@@ -43,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
-from hwbridge.can.io.frames import CaptureError
+from hwbridge.can.io.frames import CaptureError, note_text
 
 __all__ = [
     "DEFLATE_RATIO",
@@ -93,6 +96,11 @@ _LEAF = _RAW | {"DZ"}
 _DATA = _LEAF | {"DL", "HL", "LD"}
 _SHARED = _TEXT | {"CC", "SI"}
 _LISTED = frozenset({"DL", "HL", "LD"})
+_SIGNAL = _DATA | {"CG", "CN", "AT", "EV"}
+"""What a channel's data link may name: signal data (a data tree), a VLSD channel group, the
+channel of a maximum-length signal, a synchronization attachment or an event. A conversion or
+a text is no data: a signal-data link to a chain of shared conversions made a walk of its
+"data" take 4^30 paths."""
 
 # How a link relates its block to the one it names. An owner's links (a list's next, a
 # child list, data) must form a tree: each block owned once, none its own ancestor. A
@@ -125,7 +133,7 @@ _ROLES: dict[str, tuple[_Role, ...]] = {
         (_REF, _TEXT),
         (_REF, frozenset({"SI"})),
         (_REF, frozenset({"CC"})),
-        (_ANY, frozenset()),  # signal data, or a VLSD channel group, an attachment, ...
+        (_ANY, _SIGNAL),  # signal data, or a VLSD channel group, an attachment, ...
         (_REF, _TEXT),
         (_REF, _TEXT),
     ),
@@ -205,12 +213,20 @@ class MdfLinks:
     held: dict[int, int] = field(default_factory=dict)  # data tree -> bytes, once asked
 
     def tree(self, at: int) -> Iterator[_Node]:
-        """The blocks of the data tree at `at` (DT, DZ, DL, HL, ...), each once."""
+        """The blocks of the data tree at `at` (DT, DZ, DL, HL, ...), each once, whatever
+        links to them: only the links of data lists are followed (a tree that holds another
+        kind of block yields it, and the reader refuses it)."""
         todo = [at] if at else []
+        seen: set[int] = set()
         while todo:
-            node = self.nodes[todo.pop()]
+            addr = todo.pop()
+            if addr in seen:
+                continue
+            seen.add(addr)
+            node = self.nodes[addr]
             yield node
-            todo += [link for link in node.links if link]
+            if node.kind in _LISTED:
+                todo += [link for link in node.links if link and link not in seen]
 
     def data_bytes(self, at: int) -> int:
         """The bytes the data blocks of the tree at `at` hold (DZ blocks: inflated)."""
@@ -242,7 +258,7 @@ class _Scan:
         self.spans = 0
 
     def corrupt(self, at: int, reason: str) -> CaptureError:
-        return CaptureError(self.path, f"byte {at}", f"corrupt: {reason}")
+        return CaptureError(self.path, f"byte {at}", note_text(f"corrupt: {reason}"))
 
     def node(self, at: int) -> _Node:
         """The block at `at`, its head and links read and checked."""
@@ -302,6 +318,8 @@ class _Scan:
         if role == _ANY:  # decided by what is named: data is owned, the rest referred to
             if child.kind in _DATA:
                 return _OWN, _DATA
+            if kinds and child.kind not in kinds:
+                return _XREF, kinds  # refused by its kind
             return (_REF if child.kind in _SHARED else _XREF), frozenset()
         return role, kinds
 
@@ -403,8 +421,10 @@ _DG = b"##DG" + bytes(4) + (64).to_bytes(8, "little") + (4).to_bytes(8, "little"
 
 
 def check_for_asammdf(path: Path) -> MdfLinks:
-    """The checked link graph of the MDF4 file at `path` (or its .gz); CaptureError if asammdf
-    could loop on it, inflate a block beyond what it says, or read a block twice."""
+    """The checked link graph of the MDF4 file at `path`; CaptureError if asammdf could loop
+    on it, inflate a block beyond what it says, or read a block twice. (A .gz is read as a
+    stream, each backward seek inflating it again from its start: the readers check the
+    inflated copy of a compressed MF4 instead, see `mf4_gz`.)"""
     with _open(path) as file:
         size = file.seek(0, 2)
         links = scan_links(file, size, path)

@@ -133,6 +133,7 @@ class PythonCanReader:
         self._frames = 0
         self._size = max(1, self.path.stat().st_size)
         self._raw: BinaryIO | None = None  # the file under a text capture's lines
+        self._closed = False
         self._lines: BoundedLines | None = None
         try:
             self._reader = self._open()
@@ -181,6 +182,11 @@ class PythonCanReader:
         return f"after frame {self._frames}"
 
     def close(self) -> None:
+        """Releases the file; idempotent (python-can's MF4Reader.stop() is not: a second one
+        raised AttributeError)."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             self._reader.stop()
         finally:

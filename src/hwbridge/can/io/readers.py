@@ -7,8 +7,8 @@
 BLF, MF4, candump .log, ASC and CSV are read as arrays by hwbridge's own readers (the MF4
 block reader, or asammdf for files it leaves to it), SQLite by its own read-only reader, TRC
 through python-can's (bounded lines); `fast=False` reads them all through python-can's. Any
-of them may be gzip-compressed (`.asc.gz`); a compressed MF4 goes through python-can's
-reader (asammdf), after the same link checks.
+of them may be gzip-compressed (`.asc.gz`); a compressed MF4 is inflated once to a temporary
+file and read as a plain one (`mf4_gz`).
 
 Every reader has the same small surface: `chunks()` yields `FrameChunk`s in file order,
 `counts` holds the error and remote frames it skipped, `progress` (0..1) and `position`
@@ -90,13 +90,24 @@ def _mf4(path: Path) -> CaptureReader:
 
 
 def _mf4_gz(path: Path) -> CaptureReader:
-    """A compressed MF4 (or any, not `fast`): python-can's reader (asammdf), the file's links
-    checked first."""
+    """A compressed MF4: inflated once to a temporary file, read as a plain one."""
+    from hwbridge.can.io.mf4_gz import Mf4GzReader
+
+    return Mf4GzReader(path)
+
+
+def _mf4_python_can(path: Path) -> CaptureReader:
+    """An MF4 through python-can's reader (asammdf), the file's links checked first (a
+    compressed one inflated to a temporary file first: python-can reads it into memory)."""
     from hwbridge._deferred import require_asammdf
     from hwbridge.can.io.mf4_links import check_for_asammdf
 
-    check_for_asammdf(path)
     require_asammdf()
+    if path.suffix.lower() == ".gz":
+        from hwbridge.can.io.mf4_gz import Mf4GzReader
+
+        return Mf4GzReader(path, _mf4_python_can)
+    check_for_asammdf(path)
     return PythonCanReader(path)
 
 
@@ -163,5 +174,5 @@ def open_capture(path: str | Path, *, fast: bool = True) -> CheckedReader:
     if fast or suffix == ".db":
         return CheckedReader(READERS[suffix](p))
     if reader_suffix(p) == ".mf4":
-        return CheckedReader(_mf4_gz(p))
+        return CheckedReader(_mf4_python_can(p))
     return CheckedReader(PythonCanReader(p))
