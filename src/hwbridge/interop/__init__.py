@@ -21,15 +21,10 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         "hwbridge.interop needs the MCS reference SDK: pip install 'mcs-hwbridge[mcs]'"
     ) from exc
 
+from hwbridge._lazy import lazy_package
 from hwbridge.interop.from_reference import FromReferenceDriver, from_reference
 from hwbridge.interop.health import health_from_reference, health_to_reference
 from hwbridge.interop.to_reference import AsReferenceToolDriver, to_reference
 
-__all__ = [
-    "AsReferenceToolDriver",
-    "FromReferenceDriver",
-    "from_reference",
-    "health_from_reference",
-    "health_to_reference",
-    "to_reference",
-]
+# the public names are the imports above, written once (hwbridge._lazy)
+__getattr__, __dir__ = lazy_package(globals())

@@ -10,6 +10,7 @@ the same. Drawing needs matplotlib: `pip install 'mcs-hwbridge[plot]'`.
 
 from __future__ import annotations
 
+from hwbridge._lazy import lazy_package
 from hwbridge.plot.render import (
     EXTRA_HINT,
     FORMATS,
@@ -30,20 +31,5 @@ from hwbridge.plot.series import (
     timeseries_result,
 )
 
-__all__ = [
-    "EXTRA_HINT",
-    "FORMATS",
-    "MAX_IMAGE_BYTES",
-    "MAX_POINTS",
-    "PlotUnavailable",
-    "Series",
-    "bucket_points",
-    "downsample",
-    "iso_utc",
-    "panels",
-    "png_within",
-    "render",
-    "require_matplotlib",
-    "series_summary",
-    "timeseries_result",
-]
+# the public names are the imports above, written once (hwbridge._lazy)
+__getattr__, __dir__ = lazy_package(globals())

@@ -3,17 +3,11 @@
 Read-only by default; see SendPolicy.
 """
 
+from hwbridge._lazy import lazy_package
 from hwbridge.policy.audit import AuditEntry
 from hwbridge.policy.consent import ConsentCallback
 from hwbridge.policy.requests import CommandRequest, SendKind, SendRequest, ServiceRequest
 from hwbridge.policy.send_policy import SendPolicy
 
-__all__ = [
-    "AuditEntry",
-    "CommandRequest",
-    "ConsentCallback",
-    "SendKind",
-    "SendPolicy",
-    "SendRequest",
-    "ServiceRequest",
-]
+# the public names are the imports above, written once (hwbridge._lazy)
+__getattr__, __dir__ = lazy_package(globals())

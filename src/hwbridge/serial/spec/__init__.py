@@ -1,5 +1,6 @@
 """What describes a serial device: the TOML device spec, its models and its loader."""
 
+from hwbridge._lazy import lazy_package
 from hwbridge.serial.spec.loader import LoadedSpec, SpecError, load_spec, parse_spec
 from hwbridge.serial.spec.models import (
     CommandSpec,
@@ -12,17 +13,5 @@ from hwbridge.serial.spec.models import (
     StreamSpec,
 )
 
-__all__ = [
-    "CommandSpec",
-    "DeviceSpec",
-    "ErrorSpec",
-    "FieldSpec",
-    "IdentitySpec",
-    "LoadedSpec",
-    "ParamSpec",
-    "PortSpec",
-    "SpecError",
-    "StreamSpec",
-    "load_spec",
-    "parse_spec",
-]
+# the public names are the imports above, written once (hwbridge._lazy)
+__getattr__, __dir__ = lazy_package(globals())
