@@ -292,3 +292,15 @@ def signal_data(data: bytearray, entries: Sequence[bytes]) -> list[int]:
         body += struct.pack("<I", len(entry)) + entry
     set_link(data, named(data, "CN", "CAN_DataFrame.DataBytes"), 5, append(data, "SD", [], body))
     return offsets
+
+
+def long_entry(data: bytearray, length: int) -> None:
+    """The signal data of CAN_DataFrame.DataBytes made one entry of `length` zero bytes, in a
+    DZ block (deflated a MiB at a time: 64 MiB take 64 kB)."""
+    deflate = zlib.compressobj(9)
+    packed = deflate.compress(struct.pack("<I", length))
+    for at in range(0, length, 1 << 20):
+        packed += deflate.compress(bytes(min(1 << 20, length - at)))
+    packed += deflate.flush()
+    body = struct.pack("<2sBxIQQ", b"SD", 0, 0, 4 + length, len(packed)) + packed
+    set_link(data, named(data, "CN", "CAN_DataFrame.DataBytes"), 5, append(data, "DZ", [], body))

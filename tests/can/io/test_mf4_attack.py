@@ -33,20 +33,25 @@ from hwbridge.can.io.pycan import PythonCanReader
 from hwbridge.can.io.readers import open_capture
 from tests.can.io.mdf_blocks import (
     BYTES,
+    CG_DATA,
     CN_DATA,
     FLOAT,
     UINT,
     VLSD,
     Layout,
     append,
+    block,
+    blocks,
     decode_in_subprocess,
+    long_entry,
     mf4_file,
     named,
     relaid,
     set_link,
     signal_data,
 )
-from tests.captures.conftest import REPO
+from tests.captures.conftest import KONA, REPO
+from tests.shared_data import needs_shared
 
 T0 = 1_700_000_000.0
 
@@ -79,7 +84,7 @@ tracemalloc.start()
 read_before = rchar()
 frames, error, kind, counts = 0, None, None, None
 try:
-    reader = open_capture(sys.argv[2])
+    reader = open_capture(sys.argv[2], fast=sys.argv[3] == "fast")
     kind, counts = type(reader.reader).__name__, reader.counts
     try:
         for chunk in reader.chunks():
@@ -99,13 +104,14 @@ print(json.dumps({
 """
 
 
-def _read_in_subprocess(path: Path, timeout: float = 120.0) -> dict[str, Any]:
-    """What `open_capture(path)` reads, in a process of its own limited to 2 GiB of address
-    space: frames, error (a CaptureError's reason, or "MemoryError"), the reader's class, the
-    peak of memory allocated while reading (tracemalloc: numpy's arrays included), the bytes
-    the process read from files while reading, and the malformed frames counted."""
+def _read_in_subprocess(path: Path, timeout: float = 120.0, fast: bool = True) -> dict[str, Any]:
+    """What `open_capture(path)` reads (`fast=False`: through python-can's reader), in a
+    process of its own limited to 2 GiB of address space: frames, error (a CaptureError's
+    reason, or "MemoryError"), the reader's class, the peak of memory allocated while reading
+    (tracemalloc: numpy's arrays included), the bytes the process read from files while
+    reading, and the malformed frames counted."""
     env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO}", "OPENBLAS_NUM_THREADS": "1"}
-    args = [sys.executable, "-c", RUN, str(2 << 30), str(path)]
+    args = [sys.executable, "-c", RUN, str(2 << 30), str(path), "fast" if fast else "slow"]
     try:
         out = subprocess.run(
             args, capture_output=True, text=True, timeout=timeout, env=env, check=False
@@ -113,7 +119,8 @@ def _read_in_subprocess(path: Path, timeout: float = 120.0) -> dict[str, Any]:
     except subprocess.TimeoutExpired:
         raise AssertionError(f"reading {path.name} ran past {timeout} s") from None
     if out.returncode:
-        raise AssertionError(f"reading {path.name} failed:\n{out.stderr[-3000:]}")
+        why = f"exit code {out.returncode}:\n{out.stderr[-3000:]}"  # -11: a crash in C
+        raise AssertionError(f"reading {path.name} failed, {why}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result
 
@@ -247,6 +254,141 @@ def test_signal_data_entries_over_64_bytes_are_malformed_frames(
     assert notes[0].startswith("frame 4: 65 data bytes")
     assert notes[1].startswith("frame 5: 300 data bytes")
     assert notes[2].startswith("frame 6: 4096 data bytes")
+
+
+# the asammdf path's variable-length DataBytes (unfinalized or unsorted files)
+
+
+def _one_entry_for_all(folder: Path, records: int, entry: int) -> Path:
+    """An unfinalized file (asammdf's to read) whose `records` records all name one entry
+    of `entry` bytes as their DataBytes."""
+    record = _VLSD_RECORD.pack(0.0, 0x100, 1, 0, 1, 1, 0)
+    data = relaid(_clean(folder), _VLSD_RECORD.size, record * records, _VLSD_LAYOUT)
+    if entry <= 4096:
+        signal_data(data, [(bytes(range(256)) * 16)[:entry]])
+    else:
+        long_entry(data, entry)
+    return _write(folder / "entry.mf4", _unfinalized(data))
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("fast", [True, False], ids=["open_capture", "python-can"])
+def test_one_entry_named_by_every_record_is_refused_before_asammdf_reads_them(
+    tmp_path: Path, fast: bool
+) -> None:
+    """A 28 kB unfinalized file: 262,144 records all name one 4,096-byte entry. asammdf
+    pads every entry of a read to the longest its records name, so it held 262,144 x 4,096
+    bytes (1.24 GB; one read of 131,072 records, a few copies) and read 262,144 frames of one
+    byte. The longest entry the records name is found first (asammdf's own pass, which its
+    reads reuse): longer than the 64 bytes a frame carries, the group is corrupt, refused
+    before a record is read."""
+    path = _one_entry_for_all(tmp_path, 262_144, 4096)
+    assert path.stat().st_size < 32_000
+    result = _read_in_subprocess(path, fast=fast)
+    assert result["frames"] == 0, result
+    assert "corrupt: CAN_DataFrame.DataBytes entries of 4096 bytes" in result["error"], result
+    assert result["peak"] < 128 << 20, result  # asammdf's imports included (about 45 MB)
+
+
+@pytest.mark.timeout(300)
+def test_signal_data_longer_than_its_records_can_name_is_refused_unread(tmp_path: Path) -> None:
+    """1,000 records and one entry of 64 MiB (a 64 kB DZ block): asammdf held the whole
+    entry to find the longest, then asked for 1,000 x 64 MiB at once. Signal data holds at
+    most an entry of 64 bytes and its length (68 bytes) a record: more is corrupt, refused
+    before asammdf holds any of it (it crashed the process, the address space limited)."""
+    path = _one_entry_for_all(tmp_path, 1000, 64 << 20)
+    assert path.stat().st_size < 100_000
+    result = _read_in_subprocess(path)
+    assert result["frames"] == 0, result
+    assert "67108868 bytes of signal data for 1000 records" in result["error"], result
+    assert result["peak"] < 64 << 20, result  # asammdf's imports included
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("longest", [0, 8, 64, 65, 100])
+def test_the_asammdf_path_reads_entries_of_at_most_64_bytes(tmp_path: Path, longest: int) -> None:
+    """Entries of up to 64 bytes (what a CAN FD frame carries) read as the block reader
+    reads them; a longer one makes the group corrupt (asammdf pads each entry to the
+    longest, so the frame it came from cannot be told and dropped on its own)."""
+    sizes = [0, 8, longest, 3]
+    entries = [bytes(range(1, 256)) * 2 for _ in sizes]
+    entries = [entry[:size] for entry, size in zip(entries, sizes, strict=True)]
+    data = bytearray(_clean(tmp_path))
+    offsets = signal_data(data, entries)
+    records = b"".join(
+        _VLSD_RECORD.pack(i / 10, 0x100 + i, min(size, 255), 0, 15, 1, offset)
+        for i, (size, offset) in enumerate(zip(sizes, offsets, strict=True))
+    )
+    data = relaid(bytes(data), _VLSD_RECORD.size, records, _VLSD_LAYOUT)
+    sorted_path = _write(tmp_path / "sorted.mf4", data)
+    path = _write(tmp_path / "unfinalized.mf4", _unfinalized(bytearray(data)))
+    if longest > 64:
+        with pytest.raises(CaptureError, match=f"DataBytes entries of {longest} bytes"):
+            Mf4Reader(path)
+        return
+    read = concat_chunks(list(Mf4Reader(path).chunks()))
+    block = concat_chunks(list(MdfReader(sorted_path).chunks()))
+    assert read.length.tolist() == block.length.tolist() == sizes
+    for row, entry in enumerate(entries):
+        assert read.data[row, : len(entry)].tobytes() == entry
+    assert np.array_equal(read.data[:, : block.data.shape[1]], block.data)
+
+
+def _kona_one_entry(folder: Path, entry: int) -> Path:
+    """The Kona's CANedge log (frames in unsorted records, their DataBytes in the records of
+    a VLSD channel group, an unfinalized DT block to the end of the file) with its first
+    DataBytes entry made `entry` bytes long and every frame naming it."""
+    data = bytearray(KONA.read_bytes())
+    found = blocks(data)
+    dg = next(b for b in found.values() if b.kind == "DG")
+    id_size = data[dg.data_at]
+    sizes: dict[int, int | None] = {}
+    for cg in (b for b in found.values() if b.kind == "CG"):
+        record_id, _, flags, _, size, invalid = CG_DATA.unpack_from(data, cg.data_at)
+        sizes[record_id] = None if flags & 1 else size + invalid
+    cn = named(data, "CN", "CAN_DataFrame.DataBytes")
+    offset = CN_DATA.unpack_from(data, cn.data_at)[4]
+    vlsd_id = CG_DATA.unpack_from(data, block(data, cn.links[5]).data_at)[0]
+    frame_id = next(i for i, size in sizes.items() if size == 22)  # CAN_DataFrame's records
+    dt = block(data, dg.links[2])
+    stream, out, at = bytes(data[dt.data_at :]), bytearray(), 0
+    while at + id_size <= len(stream):
+        record_id = int.from_bytes(stream[at : at + id_size], "little")
+        body = at + id_size
+        size = sizes[record_id]
+        if size is None:
+            end = body + 4 + int.from_bytes(stream[body : body + 4], "little")
+            record = bytearray(stream[at:end])
+            if record_id == vlsd_id and entry:
+                record[id_size:] = struct.pack("<I", entry) + bytes(range(256)) * (entry // 256)
+                entry = 0
+        else:
+            end = body + size
+            record = bytearray(stream[at:end])
+            if record_id == frame_id:
+                record[id_size + offset : id_size + offset + 8] = bytes(8)  # the first entry
+        out += record
+        at = end
+    data[dt.data_at :] = out
+    return _write(folder / "kona.mf4", data)
+
+
+@needs_shared
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fast", [True, False], ids=["open_capture", "python-can"])
+def test_a_canedge_log_whose_frames_name_one_long_entry_is_refused(
+    tmp_path: Path, fast: bool
+) -> None:
+    """CANedge's layout (a VLSD channel group among unsorted records): the 2,010 frames of
+    the Kona log all name one 4,096-byte entry. asammdf read 2,010 x 4,096 bytes; the group
+    is corrupt now, refused before a record is read. The same log with every frame naming
+    its first 8-byte entry reads 2,010 frames."""
+    path = _kona_one_entry(tmp_path, 4096)
+    with pytest.raises(CaptureError, match="DataBytes entries of 4096 bytes"):
+        open_capture(path, fast=fast)
+    reader = open_capture(_kona_one_entry(tmp_path, 0), fast=fast)
+    assert sum(len(chunk) for chunk in reader.chunks()) == 2010
+    reader.close()
 
 
 # finding 3: compressed MF4

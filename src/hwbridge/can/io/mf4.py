@@ -37,8 +37,12 @@ asammdf trusts the file: before it opens one, `check_for_asammdf` refuses links 
 blocks listed twice and DZ blocks that inflate to more than they say. A group then yields at
 most the records its data group's blocks can hold (`MdfLinks.max_records`), whatever count it
 claims, its records hold the same at least 6 bytes of members that do not overlap, and a read
-asks asammdf for at most `MF4_CHUNK_BYTES` of records. asammdf's error text (which quotes
-channel names of any length) reaches an error as a note (`note_text`).
+asks asammdf for at most `MF4_CHUNK_BYTES` of records. Variable-length DataBytes (CANedge
+writes them) are bounded before a record is read (`mf4_vlsd.longest_entries`): asammdf pads
+each entry of a read to the longest its records name, so their signal data may hold at most
+68 bytes a record and that longest entry at most 64 bytes (more is corrupt), and a read of
+131,072 records holds at most 8 MiB of them. asammdf's error text (which quotes channel
+names of any length) reaches an error as a note (`note_text`).
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from hwbridge.can.io.mf4_links import (
     inflater,
     scan_links,
 )
+from hwbridge.can.io.mf4_vlsd import longest_entries, open_mdf
 
 __all__ = [
     "FIELDS",
@@ -666,29 +671,18 @@ MF4_CHUNK_FRAMES = 131_072
 """Records read at once: FD-capable loggers store 64 data bytes a record, and asammdf keeps a
 few copies of them while reading, so MF4 chunks are half the size of the others."""
 MF4_CHUNK_BYTES = 32 * 1024 * 1024
-"""Bytes of records read at once: fewer records a read when they are large."""
+"""Bytes of records read at once, with the variable-length DataBytes they name (at most 64
+bytes a record, `mf4_vlsd`): fewer records a read when they are large."""
 MAX_RECORD_BYTES = 65_536
 """A CAN_DataFrame record holds a time stamp, an id, flags and at most 64 data bytes (or an
 offset into signal data): a group of larger records is refused."""
 
 
 def _open(path: Path) -> tuple[Any, MdfLinks]:
-    links = check_for_asammdf(path)  # loops, blocks listed twice, deflate bombs: refused here
-    try:
-        from hwbridge._deferred import require_asammdf
-
-        require_asammdf()
-        from asammdf import MDF
-    except ImportError:
-        raise ImportError(
-            "reading .mf4 captures needs asammdf: pip install 'mcs-hwbridge[captures]'"
-        ) from None
-    try:
-        # the bus-logging index asammdf builds on opening (ids per group) is not used here
-        return MDF(path, process_bus_logging=False), links  # type: ignore[call-arg]
-    except Exception as exc:  # asammdf raises many types for a file it cannot read
-        why = note_text(f"not a readable MDF4 file: {exc}")  # asammdf quotes the file
-        raise CaptureError(path, "file header", why) from None
+    # loops, blocks listed twice, deflate bombs: refused here; variable-length DataBytes are
+    # checked on this reader's own MDF (`longest_entries`), not on one opened for the check
+    links = check_for_asammdf(path, entries=False)
+    return open_mdf(path), links
 
 
 _NO_BITS = (3, 6)  # virtual master, virtual data: channels that take no bits of a record
@@ -724,8 +718,9 @@ class Mf4Reader:
         self._where = "file header"
         try:
             self._start_us = round(self._mdf.header.start_time.timestamp() * 1_000_000)
+            longest = longest_entries(self._mdf, links, self.path)  # before any record is read
             for index, group in enumerate(self._mdf.groups):
-                self._group(index, group, links)
+                self._group(index, group, links, longest.get(index, 0))
         except CaptureError:
             self.close()
             raise
@@ -734,7 +729,9 @@ class Mf4Reader:
             why = note_text(f"unreadable MDF4 file: {exc}")
             raise CaptureError(self.path, "file header", why) from None
 
-    def _group(self, index: int, group: Any, links: MdfLinks) -> None:
+    def _group(self, index: int, group: Any, links: MdfLinks, entry: int) -> None:
+        """Group `index` read if it holds CAN_DataFrame records (`entry`: the longest
+        variable-length entry they name), counted if error or remote frames."""
         channel_group = group.channel_group
         source = channel_group.acq_source
         if not channel_group.flags & _FLAG_CG_BUS_EVENT or not channel_group.cycles_nr:
@@ -755,7 +752,8 @@ class Mf4Reader:
                 )
             if fault := _asammdf_record_fault(size, group.channels):
                 raise CaptureError(self.path, f"channel group {index}", f"corrupt: {fault}")
-            self._groups.append((index, records, max(1, min(self._chunk, MF4_CHUNK_BYTES // size))))
+            per_read = max(1, min(self._chunk, MF4_CHUNK_BYTES // (size + entry)))
+            self._groups.append((index, records, per_read))
             self._total += records
         elif "CAN_ErrorFrame" in names:
             self.counts.error_frames += records

@@ -24,7 +24,8 @@ What a file that passes guarantees:
 - a DZ block inflates to at most `MAX_BLOCK_BYTES` and to at most 1032 times its deflated
   bytes (deflate's limit), so the data blocks of a group hold at most 1032 times the file.
 
-`check_for_asammdf` is what a file must pass before asammdf reads it.
+`check_for_asammdf` is what a file must pass before asammdf reads it (and, for a file with
+variable-length channels, `mf4_vlsd` what asammdf may read of them).
 
 asammdf follows a file's links without a guard against loops, inflates every DZ block whole
 whatever size it says, and, finalizing an unfinalized file, walks a data list that goes on by
@@ -242,6 +243,12 @@ class MdfLinks:
         record = 4 if flags & _FLAG_CG_VLSD else data_bytes + inval_bytes
         return self.data_bytes(self.nodes[dg].links[2]) // max(1, record_id + record)
 
+    @property
+    def variable_length(self) -> bool:
+        """Whether a channel of the file is variable-length (VLSD: its records hold offsets
+        into signal data)."""
+        return any(node.kind == "CN" and node.peek[:1] == b"\x01" for node in self.nodes.values())
+
     def deflated(self) -> Iterator[Deflated]:
         """The DZ blocks of the file."""
         for node in self.nodes.values():
@@ -420,11 +427,14 @@ _FLAG_UNFIN_LAST_DL = 0x10
 _DG = b"##DG" + bytes(4) + (64).to_bytes(8, "little") + (4).to_bytes(8, "little")
 
 
-def check_for_asammdf(path: Path) -> MdfLinks:
+def check_for_asammdf(path: Path, *, entries: bool = True) -> MdfLinks:
     """The checked link graph of the MDF4 file at `path`; CaptureError if asammdf could loop
-    on it, inflate a block beyond what it says, or read a block twice. (A .gz is read as a
-    stream, each backward seek inflating it again from its start: the readers check the
-    inflated copy of a compressed MF4 instead, see `mf4_gz`.)"""
+    on it, inflate a block beyond what it says, or read a block twice, or (`entries`, a file
+    with variable-length channels) read variable-length DataBytes beyond what a frame carries
+    (`mf4_vlsd.check_entries`: asammdf opens the file for it; a reader that opens it with
+    asammdf anyway checks them there, `entries=False`). (A .gz is read as a stream, each
+    backward seek inflating it again from its start: the readers check the inflated copy of a
+    compressed MF4 instead, see `mf4_gz`.)"""
     with _open(path) as file:
         size = file.seek(0, 2)
         links = scan_links(file, size, path)
@@ -434,6 +444,10 @@ def check_for_asammdf(path: Path) -> MdfLinks:
             _finalization_ends(file, path)
         for block in links.deflated():
             _inflates_as_said(file, block, path)
+    if entries and links.variable_length and path.suffix.lower() != ".gz":
+        from hwbridge.can.io.mf4_vlsd import check_entries  # imports asammdf
+
+        check_entries(path, links)
     return links
 
 
