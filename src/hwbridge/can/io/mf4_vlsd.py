@@ -44,11 +44,13 @@ made anyway, costs a read of one record more (under 1 ms).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.io.frame_checks import MAX_DATA
 from hwbridge.can.io.frames import CaptureError, note_text
-from hwbridge.can.io.mf4_links import MdfLinks
+
+if TYPE_CHECKING:
+    from hwbridge.can.io.mf4_links import MdfLinks
 
 __all__ = ["SIGNAL_BYTES_PER_RECORD", "check_entries", "longest_entries", "open_mdf"]
 
