@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from hwbridge.can.io.frames import FrameChunk, concat_chunks
+from hwbridge.can.io.frames import MAX_MALFORMED, FrameChunk, concat_chunks
 from hwbridge.can.io.text_blocks import (
     BLOCK_BYTES,
     I64,
@@ -143,15 +143,23 @@ def parse_rows(text: bytes) -> Parsed:
         np.full(int(np.count_nonzero(frames)), -1, np.int16),
     )
     slow_rows = np.union1d(np.flatnonzero(~regular), rows[~good])
+    bad = slow_rows[:0]
+    if len(slow_rows):  # python-can splits a line at its commas into seven fields, or raises
+        ascii_rows = slow_rows[~t.beyond_ascii(starts, ends)[slow_rows]]
+        bad = ascii_rows[(np.searchsorted(commas, stops[ascii_rows]) - first[ascii_rows]) != 6]
+        slow_rows = np.setdiff1d(slow_rows, bad, assume_unique=True)
     slow = [(int(i), text[starts[i] - LEFT : stops[i] - LEFT]) for i in slow_rows]
-    errors = int(np.count_nonzero(good & error))
-    remotes = int(np.count_nonzero(good & remote & ~error))
-    return Parsed(chunk, rows[frames], errors, remotes, slow)
+    named = [text[starts[i] - LEFT : stops[i] - LEFT] for i in bad[:MAX_MALFORMED]]
+    return Parsed(
+        chunk, rows[frames], rows[good & error], rows[good & remote & ~error], bad, named, slow
+    )
 
 
 class CsvReader(TextCaptureReader):
     """Frame chunks from a python-can CSV log (or .csv.gz); malformed lines are counted in
     `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
+
+    NAME = "a CSV log"
 
     def __init__(self, path: str | Path, block_bytes: int = BLOCK_BYTES) -> None:
         super().__init__(path, block_bytes)
