@@ -313,7 +313,7 @@ U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000)."""
 
 
 def _may_mean_something(
-    t: Text,
+    lines: _Tokens,
     starts: I64,
     stops: I64,
     ends: I64,
@@ -327,20 +327,16 @@ def _may_mean_something(
     (its message pattern matches the stripped line) or a trigger block (`begin triggerblock
     ...`), and any line that is not text in `encoding` (python-can stops at it). Every other
     line python-can skips, so it is skipped here without being read one at a time."""
+    t = lines.t
     left = ~regular & (stops > starts)
-    tok_starts, tok_ends = t.tokens()
-    first = np.searchsorted(tok_starts, starts)
-    count = np.searchsorted(tok_starts, stops) - first
-    # plain lines: the patterns, on their tokens
-    rows = np.flatnonzero(left & plain & digit)
     maybe = np.zeros(len(starts), np.bool_)
+    # plain lines (the lines of `lines`, `lines.count` tokens each): the patterns, on tokens
+    rows = np.flatnonzero(left & plain & digit)
     if len(rows):
-        tok = _Tokens(t, first[rows], count[rows], tok_starts, tok_ends)
-        maybe[rows] = _message_like(tok)
-    head = t.at(np.append(tok_starts, t.last)[first]) | np.uint8(0x20)
-    rows = np.flatnonzero(left & plain & (count >= 4) & (head == ord("b")))
+        maybe[rows] = _message_like(lines.subset(rows))
+    rows = np.flatnonzero(left & plain & ~digit & (lines.count >= 4))
     if len(rows):
-        tok = _Tokens(t, first[rows], count[rows], tok_starts, tok_ends)
+        tok = lines.subset(rows)
         maybe[rows] = tok.equals_any_case(0, b"begin") & tok.equals_any_case(1, b"triggerblock")
     # other lines: by the first byte str.strip() leaves, when it cannot start either
     rows = np.flatnonzero(left & ~plain)
@@ -384,8 +380,9 @@ def parse_block(text: bytes, base: int, encoding: str = "utf-8") -> Block:
     regular = np.zeros(len(starts), np.bool_)
     for frames, good, _ in parts:
         regular[frames.rows[good]] = True
+    lines = _Tokens(t, first, count, tok_starts, tok_ends)
     slow_rows = _may_mean_something(
-        t, starts, stops, ends, plain=plain, digit=digit, regular=regular, encoding=encoding
+        lines, starts, stops, ends, plain=plain, digit=digit, regular=regular, encoding=encoding
     )
     slow = [(int(i), text[starts[i] - LEFT : stops[i] - LEFT]) for i in slow_rows]
     order = [(f, g, p) for f, g, p in parts if len(f.rows)]
