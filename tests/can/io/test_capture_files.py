@@ -174,8 +174,9 @@ def test_a_dataset_of_any_capture_holds_its_times_in_nanoseconds(
     summary = decode_captures([path], [fleet_dbc], tmp_path / "out")
     assert summary.files[0].ok and summary.files[0].rows["Engine"] == 3
     files = str(tmp_path / "out" / "Engine" / "*" / "*.parquet")
-    newest = duckdb.sql(f"SELECT max(epoch_ns(timestamp)) FROM read_parquet('{files}')")
-    assert newest.fetchall() == [(8_990_000_000 * 10**9,)]
+    with duckdb.connect() as db:
+        sql = f"SELECT max(epoch_ns(timestamp)) FROM read_parquet('{files}')"
+        assert db.execute(sql).fetchall() == [(8_990_000_000 * 10**9,)]
 
 
 def _blf_object(flags: int, stamp: int, can_id: int = 0x100) -> bytes:

@@ -5,9 +5,12 @@ writes the direction), where the frame is `id#hexdata`, `id##<flags>hexdata` (CA
 `id#R` with an optional length (remote) or an error frame (its id has the CAN_ERR_FLAG and
 CAN_ERR_BUSERROR bits). The file is read a block of bytes at a time; in a block, the fields
 of every line of that shape are found and parsed at once: line ends, spaces, dots and hashes
-by their positions, digits and hex digits through fixed-width windows. Any line outside
-that shape (other whitespace, non-ASCII bytes, odd hex, signs, exponents, very long
-timestamps) goes through python-can's own `CanutilsLogReader`, one line at a time, so every
+by their positions, digits and hex digits through fixed-width windows. An ASCII line that
+cannot be a frame (python-can wants three fields, four when the line ends in a space and R
+or T, and a `#` in the third: it raises on any other) is malformed there and then, without
+python-can; a blank one is skipped. Any other line outside the shape (other whitespace,
+non-ASCII bytes, odd hex, signs, exponents, very long timestamps) goes through python-can's
+own `CanutilsLogReader`, one line at a time, so every
 line gives what python-can gives; a line python-can cannot read is counted with its line
 number and skipped, where python-can stops with an exception (so is a line whose frame no
 column holds: a timestamp that is nan, inf or 1e300, more than 64 data bytes, which

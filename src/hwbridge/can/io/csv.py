@@ -7,8 +7,10 @@ The first line is skipped whatever it holds (python-can's CSVReader does so). Th
 read a block of bytes at a time; in a block, every line of the shape above (a decimal
 timestamp, `0x` and up to eight hex digits, the three flags as 0 or 1, a decimal DLC, the
 data in base64) is parsed at once: the fields by the positions of the commas, the timestamp
-by numpy's conversion (which rounds as float() does), the base64 by a table. Any other line
-goes through python-can's own CSVReader, one line at a time, so every line gives what
+by numpy's conversion (which rounds as float() does), the base64 by a table. An ASCII line
+without six commas is malformed there and then (python-can splits a line into seven fields,
+or raises). Any other line goes through python-can's own CSVReader, one line at a time, so
+every line gives what
 python-can gives; a line python-can cannot read is counted with its line number and
 skipped, where python-can stops with an exception (so is a frame no column holds).
 """

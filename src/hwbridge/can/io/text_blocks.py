@@ -4,8 +4,10 @@ The candump, ASC and CSV readers share this: the loop that cuts a file (or its g
 into blocks of whole lines, counts line numbers across blocks and bounds the length of a line,
 the array helpers that find lines, fields and numbers in a block at once, and the slow path:
 a line outside the fast path's shape read by python-can's own reader, its data frames put
-back among the fast path's in line order. What a line means is each reader's own business
-(`TextCaptureReader._parse`).
+back among the fast path's in line order; and the bound on junk (MAX_JUNK_LINES), counted
+line by line in file order across both paths. What a line means is each reader's own
+business (`TextCaptureReader._parse`). A `.gz` is inflated by `GzipStream`: a cut or corrupt
+stream gives every whole line before the damage, then a CaptureError naming it.
 """
 
 from __future__ import annotations
