@@ -27,6 +27,7 @@ import can
 from hwbridge.can.io import canutils, csv, text_blocks
 from hwbridge.can.io.asc import AscReader
 from hwbridge.can.io.blf import BlfReader
+from hwbridge.can.io.canutils import CanutilsReader
 from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.readers import open_capture
 from tests.captures.conftest import drive, write_capture
@@ -285,3 +286,74 @@ def test_a_damaged_gzip_stream_is_a_capture_error(
         list(reader.chunks())
     except CaptureError:
         pass
+
+
+# -- the bound, line by line: the same stop whatever the blocks and paths ---------------------
+
+_LINES = [
+    "(1.000000) can0 100#0102",  # a frame of the array path
+    "(2.000000) can0 20000080#0000000000000000",  # an error frame
+    "(3.000000) can0 101#R",  # a remote frame
+    "(4) can0 102#03",  # a frame python-can reads (no dot in the time)
+    "(5.0)\tcan0\t103#04",  # and another (tabs)
+    "x",  # junk judged in bulk
+    "a b c d e",
+    "(6.0) can0 104",
+    "(x) can0 105#00",  # junk python-can raises on
+    "é",
+    "",  # blank: nothing
+    "   ",
+]
+
+
+def _expected(lines: list[str], bound: int) -> tuple[int, int, int | None]:
+    """python-can line by line: (frames of any kind, malformed lines, the number of the line
+    where junk ends the capture or None), counting up to that line."""
+    frames = junk = 0
+    for number, line in enumerate(lines, start=1):
+        try:
+            got = list(can.CanutilsLogReader(io.StringIO(line + "\n")))
+        except Exception:
+            junk += 1
+            if junk >= bound and junk > frames:
+                return frames, junk, number
+            continue
+        frames += len(got)
+    return frames, junk, None
+
+
+@pytest.mark.timeout(300)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    picks=st.lists(st.integers(0, len(_LINES) - 1), max_size=120),
+    bound=st.integers(1, 12),
+    block=st.sampled_from([16, 64, 333, 1 << 20]),
+)
+def test_junk_ends_a_capture_at_the_line_python_can_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, picks: list[int], bound: int, block: int
+) -> None:
+    """Whatever the blocks, and whichever path judged each line: the capture stops at the
+    first line where the junk reaches the bound and outnumbers the frames read before it,
+    with every frame before that line and no other."""
+    monkeypatch.setattr(text_blocks, "MAX_JUNK_LINES", bound)
+    lines = [_LINES[k] for k in picks]
+    path = tmp_path / "x.log"
+    path.write_text("".join(line + "\n" for line in lines))
+    frames, junk, stop = _expected(lines, bound)
+    reader = CanutilsReader(path, block_bytes=block)
+    got: list[FrameChunk] = []
+    error = None
+    try:
+        got.extend(reader.chunks())
+    except CaptureError as exc:
+        error = exc
+    counts = reader.counts
+    assert len(concat_chunks(got)) + counts.error_frames + counts.remote_frames == frames
+    assert counts.malformed_lines == junk
+    if stop is None:
+        assert error is None
+    else:
+        assert error is not None and error.position == f"line {stop}"
+        assert error.reason.startswith(f"not a candump log: {junk} malformed lines")
