@@ -49,3 +49,26 @@ def test_the_command_refuses_bad_input_in_one_line(run: Run, argv: list[str], wo
     assert result.code == 2
     assert result.err.startswith("hwbridge: ") and words in result.err
     assert len(result.err.strip().splitlines()) == 1
+
+
+def test_a_truncated_gzip_capture_is_a_note_with_the_frames_before_it(
+    run: Run, tmp_path: Path
+) -> None:
+    """`discover` on a .log.gz cut at 60% printed `unexpected error: EOFError`; now the frames
+    before the cut are analysed and a note names the cut."""
+    import gzip
+
+    from tests.captures.conftest import drive, write_capture
+
+    plain = write_capture(tmp_path / "drive.log", drive(30.0))
+    packed = gzip.compress(plain.read_bytes())
+    cut = tmp_path / "cut.log.gz"
+    cut.write_bytes(packed[: len(packed) * 6 // 10])
+    result = run("discover", str(cut), "--json")
+    assert result.code == 1  # a capture that broke: reported, and the report still written
+    assert "unexpected error" not in result.err
+    assert result.err.startswith("hwbridge: cut.log.gz: truncated gzip stream")
+    report = json.loads(result.out)
+    assert [m["id"] for m in report["messages"]]  # the frames before the cut, analysed
+    notes = [n for n in report["notes"] if n["message"] == "cut.log.gz"]
+    assert len(notes) == 1 and "the frames before it were used" in notes[0]["text"]

@@ -66,6 +66,38 @@ def test_database_that_fails_to_load_names_file_and_line(run: Run, broken_dbc: P
     assert one_line(r.err).startswith(f"hwbridge: {broken_dbc}:")
 
 
+def test_an_error_quoting_a_huge_hostile_line_is_cut_and_escaped(run: Run, tmp_path: Path) -> None:
+    """cantools quotes the line it cannot parse: 3 MB of it with an ESC sequence in it went to
+    the terminal whole. The error line is at most 500 characters, its ESC escaped."""
+    dbc = tmp_path / "bigline.dbc"
+    dbc.write_text(
+        'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\nBO_ 256 MSG1: 8 ECU\n'
+        ' SG_ SIG1 : 0|16@1+ (0.1,0) [0|6553.5] "\x1b[2J'
+        + "u" * 300_000
+        + "\n"  # the unit never ends: a syntax error that quotes the line
+    )
+    r = run("tools", "--dbc", str(dbc))
+    assert r.code == 2
+    line = one_line(r.err)
+    assert line.startswith(f"hwbridge: {dbc}:")
+    assert len(line) <= len("hwbridge: ") + 500
+    assert "\x1b" not in line and "\\x1b" in line  # shown, not obeyed
+    assert line.endswith("...")
+
+
+def test_one_line_bounds_and_escapes_any_text() -> None:
+    from hwbridge.cli.errors import MAX_LINE_CHARS
+    from hwbridge.cli.errors import one_line as shown
+
+    assert MAX_LINE_CHARS == 500
+    assert shown("first\n\n  second  \r\nthird") == "first second third"
+    assert shown("bell\x07 and \x1b]0;title\x07") == "bell\\x07 and \\x1b]0;title\\x07"
+    huge = shown("x" * 3_000_000)
+    assert huge == "x" * 497 + "..."
+    assert shown("\n" * 1_000_000 + "late") == "late"
+    assert len(shown("\x00" * 10_000)) == MAX_LINE_CHARS
+
+
 def test_bus_that_does_not_answer_exits_1(run: Run) -> None:
     bus = f"socketcand://127.0.0.1:{closed_port()}/vcan0"
     r = run("inspect", "--dbc", str(DEMO), "--bus", bus)

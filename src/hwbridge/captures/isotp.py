@@ -9,20 +9,30 @@ without its PCI byte. A transfer becomes one row, stamped with its first frame's
 
 Frames are reassembled per channel and id in file order; a consecutive frame out of sequence
 drops the transfer it belongs to (counted), as a receiver would.
+
+Bounds, whatever the capture holds: a transfer keeps at most 4,097 bytes, and at most
+`MAX_OPEN` (4,096) transfers are open at once, about 17 MB. A first frame that would open one
+more drops the transfer that has waited longest for its next frame (the first a receiver
+would have timed out), counted in `IsoTpStats.evicted` (and `broken`): a capture of first
+frames on 65,536 channels and several ids, each left open, held 1.5 GB before.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Final
 
 import numpy as np
 
 from hwbridge.can.io.frames import FrameChunk
 from hwbridge.captures.tables import frame_keys
 
-__all__ = ["IsoTpAssembler"]
+__all__ = ["MAX_OPEN", "IsoTpAssembler", "IsoTpStats"]
 
 _MAX_PAYLOAD = 4096 + 1
+MAX_OPEN: Final = 4096
+"""Transfers open at once, at most (as the J1939 chunk assembler's sessions)."""
 
 
 @dataclass(slots=True)
@@ -37,7 +47,8 @@ class _Transfer:
 class IsoTpStats:
     frames: int = 0
     transfers: int = 0
-    broken: int = 0
+    broken: int = 0  # transfers dropped before they were whole
+    evicted: int = 0  # of those, the ones dropped to keep at most `max_open` open
 
 
 @dataclass(slots=True)
@@ -45,8 +56,14 @@ class IsoTpAssembler:
     """Takes the frames of the given ids out of each chunk and returns whole transfers."""
 
     keys: frozenset[int]
+    max_open: int = MAX_OPEN
     stats: IsoTpStats = field(default_factory=IsoTpStats)
-    _open: dict[tuple[int, int], _Transfer] = field(default_factory=dict)
+    # by how long each has waited for its next frame, longest first
+    _open: OrderedDict[tuple[int, int], _Transfer] = field(default_factory=OrderedDict)
+
+    @property
+    def open_transfers(self) -> int:
+        return len(self._open)
 
     def feed(self, chunk: FrameChunk) -> tuple[FrameChunk, FrameChunk | None]:
         """(the chunk without ISO-TP frames, the transfers completed in it as frames)."""
@@ -105,6 +122,10 @@ class IsoTpAssembler:
         elif kind == 1 and len(frame) >= 2:  # first frame
             self._drop(slot)
             expected = ((frame[0] & 0x0F) << 8) | frame[1]
+            if len(self._open) >= max(1, self.max_open):
+                self._open.popitem(last=False)
+                self.stats.broken += 1
+                self.stats.evicted += 1
             self._open[slot] = _Transfer(stamp, expected, bytearray(frame[1:]))
             self._complete(slot, done)
         elif kind == 2:  # consecutive frame
@@ -116,6 +137,7 @@ class IsoTpAssembler:
                 return
             transfer.sequence += 1
             transfer.payload += frame[1:]
+            self._open.move_to_end(slot)
             if len(transfer.payload) > _MAX_PAYLOAD:
                 self._drop(slot)
                 return

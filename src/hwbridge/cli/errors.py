@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_OK", "EXIT_RUNTIME", "EXIT_USAGE", "CliError", "one_line", "os_text"]
+__all__ = [
+    "EXIT_OK",
+    "EXIT_RUNTIME",
+    "EXIT_USAGE",
+    "MAX_LINE_CHARS",
+    "CliError",
+    "one_line",
+    "os_text",
+]
 
 EXIT_OK = 0
 EXIT_RUNTIME = 1
@@ -20,9 +28,29 @@ class CliError(Exception):
         self.exit_code = exit_code
 
 
+MAX_LINE_CHARS = 500
+"""Characters of an error line, at most: a library's message may quote a file (cantools'
+syntax error quotes the whole line of the DBC, 3 MB of it for a hostile one)."""
+
+
 def one_line(text: str) -> str:
-    """Messages from libraries may span lines (cantools, repairs); stderr gets one."""
-    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+    """Messages from libraries may span lines (cantools, repairs) and quote files; stderr gets
+    one line of at most MAX_LINE_CHARS characters, its control characters escaped (an ESC
+    from a file would drive the terminal)."""
+    parts: list[str] = []
+    size = 0
+    for raw in text.splitlines():
+        if part := raw.strip():
+            parts.append(part[: MAX_LINE_CHARS + 1])
+            size += len(parts[-1]) + 1
+            if size > MAX_LINE_CHARS:
+                break
+    line = " ".join(parts)[: MAX_LINE_CHARS + 1]
+    if not line.isprintable():
+        line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+    if len(line) > MAX_LINE_CHARS:
+        line = line[: MAX_LINE_CHARS - 3] + "..."
+    return line
 
 
 def os_text(exc: OSError) -> str:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from hwbridge.discovery.analysis.obd_reference import ObdFrames
     from hwbridge.discovery.analysis.reference import Reference
     from hwbridge.discovery.analysis.survey import Found
+    from hwbridge.discovery.frames import Collector
 
 __all__ = ["TIME_BUDGET_S", "discover"]
 
@@ -74,8 +75,7 @@ def discover(
     ValueError) for events that cannot be read.
     """
     require_numpy()
-    from hwbridge.can.io.frames import CaptureError
-    from hwbridge.can.io.readers import check_capture, open_capture
+    from hwbridge.can.io.readers import check_capture
     from hwbridge.discovery import frames as frames_module
     from hwbridge.discovery.analysis.survey import MIN_R, analyse_frames, build_report
 
@@ -91,38 +91,8 @@ def discover(
     )
     notes: list[Note] = []
     for path in checked:
-        try:
-            reader = open_capture(path)
-        except CaptureError as exc:  # not a capture at all: the caller's mistake, one line
-            raise ValueError(f"{path.name}: {exc.reason}") from None
-        try:
-            for chunk in reader.chunks():
-                collector.add(
-                    chunk.timestamp_us / 1e6,
-                    chunk.arbitration_id,
-                    chunk.extended,
-                    chunk.length,
-                    chunk.data,
-                )
-                if obd_frames is not None:
-                    obd_frames.add(
-                        chunk.timestamp_us / 1e6,
-                        chunk.arbitration_id,
-                        chunk.extended,
-                        chunk.length,
-                        chunk.data,
-                    )
-                if progress is not None:
-                    progress(path.name, reader.progress)
-        except CaptureError as exc:
-            notes.append(
-                Note(
-                    message=path.name,
-                    text=f"{exc.reason} at {exc.position}; the frames before it were used",
-                )
-            )
-        finally:
-            reader.close()
+        if (note := _read_capture(path, collector, obd_frames, progress)) is not None:
+            notes.append(note)
         collector.end_segment()
     deadline = time.monotonic() + time_budget_s
     framesets = collector.framesets()
@@ -153,6 +123,42 @@ def discover(
     _explain_dropped(report, notes)
     report.notes = notes + report.notes
     return report
+
+
+def _read_capture(
+    path: Path,
+    collector: Collector,
+    obd_frames: ObdFrames | None,
+    progress: Callable[[str, float], None] | None,
+) -> Note | None:
+    """The frames of one capture into `collector` (and `obd_frames`); a note when the capture
+    ends in a CaptureError (truncated, corrupt, or junk), its frames before that kept. Raises
+    ValueError when it is no capture at all."""
+    from hwbridge.can.io.frames import CaptureError
+    from hwbridge.can.io.readers import open_capture
+
+    try:
+        reader = open_capture(path)
+    except CaptureError as exc:  # not a capture at all: the caller's mistake, one line
+        raise ValueError(f"{path.name}: {exc.reason}") from None
+    used = 0
+    try:
+        for chunk in reader.chunks():
+            used += len(chunk)
+            seconds = chunk.timestamp_us / 1e6
+            collector.add(seconds, chunk.arbitration_id, chunk.extended, chunk.length, chunk.data)
+            if obd_frames is not None:
+                obd_frames.add(
+                    seconds, chunk.arbitration_id, chunk.extended, chunk.length, chunk.data
+                )
+            if progress is not None:
+                progress(path.name, reader.progress)
+    except CaptureError as exc:
+        kept = f"the frames before it were used ({used})" if used else "no frame of it was used"
+        return Note(message=path.name, text=f"{exc.reason} at {exc.position}; {kept}")
+    finally:
+        reader.close()
+    return None
 
 
 def _inputs(

@@ -1,6 +1,6 @@
 """One set of frame checks for every reader, and lines bounded before python-can sees them.
 
-A frame no column holds (a timestamp that is nan, inf or beyond 10^12 s, an id outside 32
+A frame no column holds (a timestamp that is nan, inf or 9·10^9 s or more from 1970, an id outside 32
 bits, more than 64 data bytes) is dropped and counted as a malformed frame, whichever reader
 read it; a line longer than the bound is skipped and counted without ever being held whole;
 a capture that gives no frame at all but malformed ones is an error, not "0 frames".

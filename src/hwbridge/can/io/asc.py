@@ -23,6 +23,7 @@ python-can skips them.
 
 from __future__ import annotations
 
+import codecs
 import io
 import re
 from collections.abc import Callable, Iterator
@@ -32,23 +33,25 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from hwbridge.can.io.frames import FrameChunk, concat_chunks
+from hwbridge.can.io.frames import CaptureError, FrameChunk, concat_chunks
 from hwbridge.can.io.text_blocks import (
     BLOCK_BYTES,
     HEX,
     I64,
     LEFT,
     MAX_DATA,
+    MAX_JUNK_LINES,
     MAX_SECONDS,
     U8,
     Bools,
     Text,
     TextCaptureReader,
     all_of,
+    first_after,
     in_line_order,
     microseconds,
-    next_line,
     number_right,
+    undecodable,
 )
 
 __all__ = ["AscReader", "Block", "parse_block"]
@@ -146,6 +149,15 @@ class _Tokens:
         same: Bools = e - s == len(word)
         for i, c in enumerate(word):
             same &= t.at(s + i) == c
+        return same
+
+    def equals_any_case(self, j: int, word: bytes) -> Bools:
+        """Whether token `j` is `word` (lower case ASCII), in any case."""
+        s, e = self.of(j)
+        t = self.t
+        same: Bools = e - s == len(word)
+        for i, c in enumerate(word):
+            same &= (t.at(s + i) | np.uint8(0x20)) == c
         return same
 
     def number(self, j: I64 | int, width: int, base: int) -> tuple[I64, Bools]:
@@ -251,8 +263,101 @@ def _fd(tok: _Tokens, rows: I64, base: int) -> tuple[_Frames, Bools]:
     return _Frames(rows, can_id, extended, count, data, channel - 1), good
 
 
-def parse_block(text: bytes, base: int) -> Block:
-    """The lines of `text` (whole lines: the last ends with its line break) in `base`."""
+def _non_digits(t: Text) -> npt.NDArray[np.int32]:
+    """Bytes other than 0-9 before each position of the padded text (a prefix sum)."""
+    counts = np.zeros(len(t.a) + 1, np.int32)
+    np.cumsum((t.a - np.uint8(48)) > 9, out=counts[1:])
+    return counts
+
+
+def _starts_with(t: Text, start: I64, end: I64, word: bytes) -> Bools:
+    """Whether each token from `start` to `end` starts with `word`, in any case (ASCII)."""
+    found: Bools = end - start >= len(word)
+    for i, c in enumerate(word):
+        found &= (t.at(start + i) | np.uint8(0x20)) == c
+    return found
+
+
+def _message_like(tok: _Tokens) -> Bools:
+    """python-can's ASC_MESSAGE_REGEX on each (plain) line of `tok`, its stripped text:
+    `\\d+\\.\\d+\\s+(\\d+\\s+(\\w+\\s+(Tx|Rx)|ErrorFrame)|CANFD)`, ASCII, any case."""
+    t = tok.t
+    other = _non_digits(t)
+    word = np.zeros(len(t.a) + 1, np.int32)
+    np.cumsum(~_WORD[t.a], out=word[1:])
+    s0, e0 = tok.of(0)
+    dot = np.minimum(first_after(t.find(46), s0, t.last), e0)
+    seconds = (dot > s0) & (dot < e0 - 1) & (other[e0] - other[s0] == 1) & (t.at(dot) == 46)
+    s1, e1 = tok.of(1)
+    s2, e2 = tok.of(2)
+    s3, e3 = tok.of(3)
+    channel = other[e1] - other[s1] == 0
+    named = (
+        (word[e2] - word[s2] == 0)
+        & (tok.count >= 4)
+        & (_starts_with(t, s3, e3, b"tx") | _starts_with(t, s3, e3, b"rx"))
+    )
+    error = (tok.count >= 3) & _starts_with(t, s2, e2, b"errorframe")
+    fd = _starts_with(t, s1, e1, b"canfd")
+    found: Bools = seconds & (tok.count >= 2) & ((channel & (named | error)) | fd)
+    return found
+
+
+_WORD = np.zeros(256, np.bool_)
+for _c in b"0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ":
+    _WORD[_c] = True
+_UTF8_SPACE_LEADS = np.zeros(256, np.bool_)
+_UTF8_SPACE_LEADS[[0xC2, 0xE1, 0xE2, 0xE3]] = True
+"""The first bytes of the UTF-8 of every whitespace character beyond ASCII (U+0085, U+00A0,
+U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000)."""
+
+
+def _may_mean_something(
+    lines: _Tokens,
+    starts: I64,
+    stops: I64,
+    ends: I64,
+    *,
+    plain: Bools,
+    digit: Bools,
+    regular: Bools,
+    encoding: str,
+) -> I64:
+    """The lines besides the regular frames python-can may read something from: a frame
+    (its message pattern matches the stripped line) or a trigger block (`begin triggerblock
+    ...`), and any line that is not text in `encoding` (python-can stops at it). Every other
+    line python-can skips, so it is skipped here without being read one at a time."""
+    t = lines.t
+    left = ~regular & (stops > starts)
+    maybe = np.zeros(len(starts), np.bool_)
+    # plain lines (the lines of `lines`, `lines.count` tokens each): the patterns, on tokens
+    rows = np.flatnonzero(left & plain & digit)
+    if len(rows):
+        maybe[rows] = _message_like(lines.subset(rows))
+    rows = np.flatnonzero(left & plain & ~digit & (lines.count >= 4))
+    if len(rows):
+        tok = lines.subset(rows)
+        maybe[rows] = tok.equals_any_case(0, b"begin") & tok.equals_any_case(1, b"triggerblock")
+    # other lines: by the first byte str.strip() leaves, when it cannot start either
+    rows = np.flatnonzero(left & ~plain)
+    if len(rows):
+        lead = t.lead(starts[rows], stops[rows])
+        c = t.at(lead)
+        text_lead = ((c - np.uint8(48)) <= 9) | ((c | np.uint8(0x20)) == ord("b"))
+        if codecs.lookup(encoding).name == "utf-8":
+            text_lead |= _UTF8_SPACE_LEADS[c]
+        else:  # which bytes start a space in this encoding is not known here
+            text_lead |= c >= 0x80
+        maybe[rows] = text_lead & (lead < stops[rows])
+        skipped = rows[~maybe[rows]]
+        maybe[undecodable(t, starts, ends, skipped, encoding)] = True
+    return np.flatnonzero(maybe)
+
+
+def parse_block(text: bytes, base: int, encoding: str = "utf-8") -> Block:
+    """The lines of `text` (whole lines: the last ends with its line break) in `base`; the
+    lines python-can may read a frame or a trigger block from are left in `slow` (text in
+    `encoding`, as python-can's text mode reads it)."""
     t = Text(text)
     starts, stops, ends = t.lines()
     plain = t.plain(starts, stops, ends, tabs=True)
@@ -261,9 +366,6 @@ def parse_block(text: bytes, base: int) -> Block:
     count = np.searchsorted(tok_starts, stops) - first
     head = t.at(np.append(tok_starts, t.last)[first])
     digit = (count > 0) & ((head - np.uint8(48)) <= 9)
-    maybe_trigger = (count > 0) & ((head | np.uint8(0x20)) == ord("b"))
-    # a plain line that starts with neither a digit nor b/B is no frame nor trigger block
-    quiet = plain & ~digit & ~maybe_trigger
     rows = np.flatnonzero(plain & digit & (count >= 6))
     tok = _Tokens(t, first[rows], count[rows], tok_starts, tok_ends)
     fd = tok.equals(1, b"CANFD")
@@ -278,7 +380,10 @@ def parse_block(text: bytes, base: int) -> Block:
     regular = np.zeros(len(starts), np.bool_)
     for frames, good, _ in parts:
         regular[frames.rows[good]] = True
-    slow_rows = np.flatnonzero(~quiet & ~regular & (stops > starts))
+    lines = _Tokens(t, first, count, tok_starts, tok_ends)
+    slow_rows = _may_mean_something(
+        lines, starts, stops, ends, plain=plain, digit=digit, regular=regular, encoding=encoding
+    )
     slow = [(int(i), text[starts[i] - LEFT : stops[i] - LEFT]) for i in slow_rows]
     order = [(f, g, p) for f, g, p in parts if len(f.rows)]
     width = max([8] + [f.data.shape[1] for f, _, _ in order])
@@ -310,26 +415,54 @@ def parse_block(text: bytes, base: int) -> Block:
 
 class AscReader(TextCaptureReader):
     """Frame chunks from a Vector ASC log (or .asc.gz); malformed lines are counted in
-    `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
+    `counts.malformed_lines` (the first few in `counts.malformed`) and skipped. A header of
+    more than MAX_JUNK_LINES lines that are not comments is refused, as junk."""
+
+    NAME = "an ASC log"
 
     def __init__(self, path: str | Path, block_bytes: int = BLOCK_BYTES) -> None:
         super().__init__(path, block_bytes)
         self._in_header = True
+        self._header_lines = 0  # lines of the header read one at a time
         self._base = "hex"
         self._start = 0.0  # seconds of the latest trigger block (or the header's date)
 
     def _parse(self, text: bytes, first_line: int) -> FrameChunk:
         notes: list[tuple[int, str]] = []
-        at = 0
-        while self._in_header and at < len(text):
-            raw, at = next_line(text, at)
-            self._header_line(first_line, raw, notes)
-            first_line += 1
-        text = text[at:]
-        frames = self._body(text, first_line, notes) if text else None
-        for number, reason in sorted(notes):
-            self._malformed(number, reason)
-        return frames if frames is not None else concat_chunks([])
+        try:
+            if self._in_header:
+                at, lines = self._header(text, first_line, notes)
+                text, first_line = text[at:], first_line + lines
+            if not text or self._refused is not None:
+                return concat_chunks([])
+            return self._body(text, first_line, notes)
+        finally:
+            for number, reason in sorted(notes):
+                self._malformed(number, reason)
+
+    def _header(self, text: bytes, first: int, notes: list[tuple[int, str]]) -> tuple[int, int]:
+        """The header's lines of `text` (whole lines, the first numbered `first`): comments
+        skipped at once, the others read as python-can reads them, until one ends the header.
+        (where the body starts in `text`, the lines before it)"""
+        t = Text(text)
+        starts, stops, ends = t.lines()
+        lead = t.lead(starts, stops)
+        comment = (lead + 1 < stops) & (t.at(lead) == ord("/")) & (t.at(lead + 1) == ord("/"))
+        beyond = np.flatnonzero(comment & t.beyond_ascii(starts, ends))
+        comment[undecodable(t, starts, ends, beyond, self._encoding)] = False  # reported
+        for k in np.flatnonzero(~comment).tolist():
+            self._header_lines += 1
+            if self._header_lines > MAX_JUNK_LINES:
+                self._refused = CaptureError(
+                    self.path,
+                    f"line {first + k}",
+                    f"not {self.NAME}: a header of more than {MAX_JUNK_LINES} lines",
+                )
+                return len(text), len(starts)
+            self._header_line(first + k, text[starts[k] - LEFT : stops[k] - LEFT], notes)
+            if not self._in_header:
+                return int(ends[k]) + 1 - LEFT, k + 1
+        return len(text), len(starts)
 
     def _header_line(self, number: int, raw: bytes, notes: list[tuple[int, str]]) -> None:
         """One line of the header, as python-can's `ASCReader._extract_header` takes it."""
@@ -351,55 +484,66 @@ class AscReader(TextCaptureReader):
             return
         self._in_header = False  # `internal events logged` or any other line: consumed
 
-    def _start_at(self, number: int, date: str, notes: list[tuple[int, str]]) -> None:
+    def _start_at(self, number: int, date: str, notes: list[tuple[int, str]]) -> bool:
         """Times from now on count from `date` (of the header or a trigger block); a date
         python-can cannot read stops it, and is counted here, the start left as it was."""
         try:
             self._start = _date_seconds(date)
         except Exception as exc:
             notes.append((number, f"{type(exc).__name__}: {exc}"))
+            return False
+        return True
 
     def _body(self, text: bytes, first: int, notes: list[tuple[int, str]]) -> FrameChunk:
         base = 16 if self._base == "hex" else 10
-        block = parse_block(text, base)
+        block = parse_block(text, base, self._encoding)
         start_at_block = self._start
         change_lines: list[int] = []
         change_starts: list[float] = []
-        extra: list[Any] = []
-        extra_lines: list[int] = []
         note = _noting(notes)
-        for index, raw in block.slow:
-            number = first + index
+
+        def read_one(number: int, raw: bytes) -> list[Any] | None:
             line = self._decode(number, raw, note)
             if line is None:
-                continue
+                return None
             stripped = line.strip()
             if trigger := _TRIGGER.match(stripped):
-                self._start_at(number, trigger.group("datetime_string"), notes)
-                change_lines.append(index)
+                if not self._start_at(number, trigger.group("datetime_string"), notes):
+                    return None
+                change_lines.append(number - first)
                 change_starts.append(self._start)
-                continue
+                return []
             if not _MESSAGE.match(stripped):
-                continue  # comments, statistics, events: python-can skips them too
-            kept = self._read_line(number, line, self._python_can, report=note)
-            extra += kept
-            extra_lines += [index] * len(kept)
-        # the trigger block in force on each regular line
-        k = np.searchsorted(np.asarray(change_lines, np.int64), block.lines, side="right")
-        starts = np.append(start_at_block, np.asarray(change_starts, np.float64))[k]
-        seconds = block.seconds + starts
-        fits = np.abs(seconds) < MAX_SECONDS
-        for i in np.flatnonzero(~fits):
-            notes.append((first + int(block.lines[i]), f"timestamp {seconds[i]} out of range"))
-        chunk = FrameChunk(
-            microseconds(np.where(fits, seconds, 0.0))[fits],
-            (block.arbitration_id[fits] & 0x1FFFFFFF).astype(np.uint32),
-            block.extended[fits],
-            block.length[fits].astype(np.uint8),
-            _trimmed(block.data[fits], block.length[fits]),
-            np.clip(block.channel[fits], -1, 32767).astype(np.int16),
+                return []  # comments, statistics, events: python-can skips them too
+            return self._read_line(number, line, self._python_can, report=note)
+
+        stop, extra, extra_lines = self._in_order(
+            first, block.slow, read_one, frame_lines=block.lines, bad=block.lines[:0], name=str
         )
-        return in_line_order(chunk, block.lines[fits], extra, extra_lines)
+        lines = block.lines if stop is None else block.lines[block.lines < stop]
+        # the trigger block in force on each regular line
+        k = np.searchsorted(np.asarray(change_lines, np.int64), lines, side="right")
+        starts = np.append(start_at_block, np.asarray(change_starts, np.float64))[k]
+        seconds = block.seconds[: len(lines)] + starts
+        fits = np.abs(seconds) < MAX_SECONDS
+        unfit = np.flatnonzero(~fits)
+        for i in unfit:
+            notes.append((first + int(lines[i]), f"timestamp {seconds[i]} out of range"))
+        if len(unfit):  # counted as frames above: junk after all
+            self._frames -= len(unfit)
+            self._junk += len(unfit)
+            if stop is None and self._over():
+                self._refuse(first + int(lines[unfit[-1]]))
+        keep = np.flatnonzero(fits)
+        chunk = FrameChunk(
+            microseconds(seconds[keep]),
+            (block.arbitration_id[keep] & 0x1FFFFFFF).astype(np.uint32),
+            block.extended[keep],
+            block.length[keep].astype(np.uint8),
+            _trimmed(block.data[keep], block.length[keep]),
+            np.clip(block.channel[keep], -1, 32767).astype(np.int16),
+        )
+        return in_line_order(chunk, lines[keep], extra, extra_lines)
 
     def _python_can(self, line: str) -> Iterator[Any]:
         """The messages python-can reads from one body line, at the trigger block's time."""

@@ -34,6 +34,8 @@ from typing import BinaryIO, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from hwbridge.can.io.capture_file import open_regular
+from hwbridge.can.io.frame_checks import OVERFLOW_US
 from hwbridge.can.io.frames import CaptureError, FrameChunk, ReaderCounts, concat_chunks
 
 __all__ = ["BlfReader"]
@@ -70,6 +72,9 @@ _WALK_WINDOW = 4096  # irregular candidates made a list at once when walking a c
 _CROWDED = 4096
 """Containers whose bytes may wait to be parsed (tiny containers would else pile up)."""
 _NO_OBJECT = "no BLF object where one should start"
+_WRAPS_TEN_US = np.uint64(2**59)
+"""Object times of this many 10 us units or more are out of range (5.8e12 s): their
+microseconds, plus any start time of the file, would not fit 64 bits."""
 
 
 def _systemtime_us(fields: tuple[int, ...]) -> int:
@@ -261,9 +266,9 @@ class BlfReader:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self.counts = ReaderCounts()
-        self._bytes = self.path.stat().st_size
+        self._raw: BinaryIO = open_regular(self.path)  # closed in close()
+        self._bytes = os.fstat(self._raw.fileno()).st_size
         self._size = max(1, self._bytes)
-        self._raw: BinaryIO = open(self.path, "rb")  # noqa: SIM115 - closed in close()
         self._file: BinaryIO = (
             gzip.GzipFile(fileobj=self._raw, mode="rb")  # type: ignore[assignment]
             if self.path.suffix.lower() == ".gz"
@@ -536,13 +541,19 @@ class BlfReader:
         """(timestamps in us, offsets of the object bodies, which objects python-can reads)."""
         version = _u16(buf, at + 6)
         known = (version == 1) | (version == 2)  # python-can skips other header versions
-        flags = _u32(buf, at + 16)
+        ten_us = _u32(buf, at + 16) == 1  # else nanoseconds, as python-can reads them
         stamp = _u64(buf, at + 24)
+        # computed without wrapping: a count of 10 us units that 64 bits cannot hold once
+        # multiplied is out of range; nanoseconds are rounded without adding to them
+        wraps = ten_us & (stamp >= _WRAPS_TEN_US)
         micros = np.where(
-            flags == 1, stamp * np.uint64(10), (stamp + np.uint64(500)) // np.uint64(1000)
-        )
+            ten_us,
+            np.where(wraps, np.uint64(0), stamp) * np.uint64(10),
+            stamp // np.uint64(1000) + (stamp % np.uint64(1000) >= 500),
+        ).astype(np.int64)
+        micros[wraps] = OVERFLOW_US
         body = at + np.where(version == 2, 40, 32)
-        return micros.astype(np.int64) + self._start_us, body, known
+        return micros + self._start_us, body, known
 
     def _frames(  # noqa: PLR0917 - the columns of one object type
         self,

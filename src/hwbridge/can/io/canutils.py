@@ -5,9 +5,12 @@ writes the direction), where the frame is `id#hexdata`, `id##<flags>hexdata` (CA
 `id#R` with an optional length (remote) or an error frame (its id has the CAN_ERR_FLAG and
 CAN_ERR_BUSERROR bits). The file is read a block of bytes at a time; in a block, the fields
 of every line of that shape are found and parsed at once: line ends, spaces, dots and hashes
-by their positions, digits and hex digits through fixed-width windows. Any line outside
-that shape (other whitespace, non-ASCII bytes, odd hex, signs, exponents, very long
-timestamps) goes through python-can's own `CanutilsLogReader`, one line at a time, so every
+by their positions, digits and hex digits through fixed-width windows. An ASCII line that
+cannot be a frame (python-can wants three fields, four when the line ends in a space and R
+or T, and a `#` in the third: it raises on any other) is malformed there and then, without
+python-can; a blank one is skipped. Any other line outside the shape (other whitespace,
+non-ASCII bytes, odd hex, signs, exponents, very long timestamps) goes through python-can's
+own `CanutilsLogReader`, one line at a time, so every
 line gives what python-can gives; a line python-can cannot read is counted with its line
 number and skipped, where python-can stops with an exception (so is a line whose frame no
 column holds: a timestamp that is nan, inf or 1e300, more than 64 data bytes, which
@@ -22,12 +25,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hwbridge.can.io.frames import FrameChunk
+from hwbridge.can.io.frames import MAX_MALFORMED, FrameChunk
 from hwbridge.can.io.text_blocks import (
     HEX,
     I64,
     LEFT,
     MAX_SECONDS,
+    STRIPPED,
     U8,
     Bools,
     Parsed,
@@ -49,6 +53,7 @@ _ERR_BUSERROR = 0x80
 class _Layout(NamedTuple):
     starts: I64
     stops: I64  # where each line's text ends (before \r\n, \n or \r)
+    ends: I64  # each line's last byte
     filled: Bools  # not empty
     regular: Bools  # printable ASCII in three or four fields split by single spaces
     space1: I64
@@ -78,7 +83,7 @@ def _layout(t: Text) -> _Layout:
         frame_end > s2 + 1,
         ~four | ((stops == s3 + 2) & ((direction == ord("r")) | (direction == ord("t")))),
     )
-    return _Layout(starts, stops, filled, regular, s1, s2, frame_end)
+    return _Layout(starts, stops, ends, filled, regular, s1, s2, frame_end)
 
 
 def _timestamps(t: Text, starts: I64, s1: I64) -> tuple[I64, Bools]:
@@ -143,6 +148,31 @@ def _frame_fields(t: Text, s2: I64, frame_end: I64) -> _Fields:
     return _Fields(can_id, id_digits > 3, remote, chars // 2, data, good)
 
 
+def _no_frame(t: Text, starts: I64, stops: I64, rows: I64) -> tuple[Bools, Bools]:
+    """Of the ASCII lines `rows`: (blank ones, which python-can skips; ones that cannot be a
+    frame, on which python-can raises). python-can splits the stripped line into three
+    fields, or four when it ends in a space and R or T, and the third must hold a `#`."""
+    tok_starts, tok_ends = t.tokens(STRIPPED)
+    first = np.searchsorted(tok_starts, starts[rows])
+    count = np.searchsorted(tok_starts, stops[rows]) - first
+    padded_starts = np.append(tok_starts, t.last)
+    padded_ends = np.append(tok_ends, t.last)
+    last = np.maximum(first + count - 1, 0)
+    last_start, last_end = padded_starts[last], padded_ends[last]
+    direction = t.at(last_start) | np.uint8(0x20)
+    four = all_of(
+        count >= 2,
+        last_end - last_start == 1,
+        (direction == ord("r")) | (direction == ord("t")),
+        t.at(last_start - 1) == ord(" "),
+    )
+    third = np.minimum(first + 2, len(tok_starts))  # (with fewer fields the count decides)
+    frame_start, frame_end = padded_starts[third], padded_ends[third]
+    has_mark = first_after(t.find(35), frame_start, t.last) < frame_end
+    blank = count == 0
+    return blank, ~blank & ((count != np.where(four, 4, 3)) | ~has_mark)
+
+
 def parse_lines(text: bytes) -> Parsed:
     """The lines of `text` (whole lines: the last ends with its line break)."""
     t = Text(text)
@@ -165,17 +195,32 @@ def parse_lines(text: bytes) -> Parsed:
         np.ascontiguousarray(f.data[frames, :keep]).astype(np.uint8, copy=False),
         channel[frames].astype(np.int16),
     )
-    slow_rows = np.flatnonzero(lay.filled & ~lay.regular)
-    slow_rows = np.union1d(slow_rows, rows[~good])
-    slow = [(int(i), text[lay.starts[i] - LEFT : lay.stops[i] - LEFT]) for i in slow_rows]
-    errors = int(np.count_nonzero(error))
-    remotes = int(np.count_nonzero(good & f.remote & ~error))
-    return Parsed(chunk, rows[frames], errors, remotes, slow)
+    other = np.flatnonzero(lay.filled & ~lay.regular)
+    other = np.union1d(other, rows[~good])
+    bad = other[:0]
+    if len(other):  # lines outside the fast path's shape: judged here when they cannot be frames
+        ascii_rows = other[~t.beyond_ascii(lay.starts, lay.ends)[other]]
+        blank, no_frame = _no_frame(t, lay.starts, lay.stops, ascii_rows)
+        bad = ascii_rows[no_frame]
+        other = np.setdiff1d(other, ascii_rows[blank | no_frame], assume_unique=True)
+    slow = [(int(i), text[lay.starts[i] - LEFT : lay.stops[i] - LEFT]) for i in other]
+    named = [text[lay.starts[i] - LEFT : lay.stops[i] - LEFT] for i in bad[:MAX_MALFORMED]]
+    return Parsed(
+        chunk,
+        rows[frames],
+        rows[error],
+        rows[good & f.remote & ~error],
+        bad,
+        named,
+        slow,
+    )
 
 
 class CanutilsReader(TextCaptureReader):
     """Frame chunks from a candump .log (or .log.gz); malformed lines are counted in
     `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
+
+    NAME = "a candump log"
 
     def _parse(self, text: bytes, first_line: int) -> FrameChunk:
         return self._with_slow_lines(parse_lines(text), first_line, _candump)

@@ -7,8 +7,10 @@ The first line is skipped whatever it holds (python-can's CSVReader does so). Th
 read a block of bytes at a time; in a block, every line of the shape above (a decimal
 timestamp, `0x` and up to eight hex digits, the three flags as 0 or 1, a decimal DLC, the
 data in base64) is parsed at once: the fields by the positions of the commas, the timestamp
-by numpy's conversion (which rounds as float() does), the base64 by a table. Any other line
-goes through python-can's own CSVReader, one line at a time, so every line gives what
+by numpy's conversion (which rounds as float() does), the base64 by a table. An ASCII line
+without six commas is malformed there and then (python-can splits a line into seven fields,
+or raises). Any other line goes through python-can's own CSVReader, one line at a time, so
+every line gives what
 python-can gives; a line python-can cannot read is counted with its line number and
 skipped, where python-can stops with an exception (so is a frame no column holds).
 """
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from hwbridge.can.io.frames import FrameChunk, concat_chunks
+from hwbridge.can.io.frames import MAX_MALFORMED, FrameChunk, concat_chunks
 from hwbridge.can.io.text_blocks import (
     BLOCK_BYTES,
     I64,
@@ -143,15 +145,23 @@ def parse_rows(text: bytes) -> Parsed:
         np.full(int(np.count_nonzero(frames)), -1, np.int16),
     )
     slow_rows = np.union1d(np.flatnonzero(~regular), rows[~good])
+    bad = slow_rows[:0]
+    if len(slow_rows):  # python-can splits a line at its commas into seven fields, or raises
+        ascii_rows = slow_rows[~t.beyond_ascii(starts, ends)[slow_rows]]
+        bad = ascii_rows[(np.searchsorted(commas, stops[ascii_rows]) - first[ascii_rows]) != 6]
+        slow_rows = np.setdiff1d(slow_rows, bad, assume_unique=True)
     slow = [(int(i), text[starts[i] - LEFT : stops[i] - LEFT]) for i in slow_rows]
-    errors = int(np.count_nonzero(good & error))
-    remotes = int(np.count_nonzero(good & remote & ~error))
-    return Parsed(chunk, rows[frames], errors, remotes, slow)
+    named = [text[starts[i] - LEFT : stops[i] - LEFT] for i in bad[:MAX_MALFORMED]]
+    return Parsed(
+        chunk, rows[frames], rows[good & error], rows[good & remote & ~error], bad, named, slow
+    )
 
 
 class CsvReader(TextCaptureReader):
     """Frame chunks from a python-can CSV log (or .csv.gz); malformed lines are counted in
     `counts.malformed_lines` (the first few in `counts.malformed`) and skipped."""
+
+    NAME = "a CSV log"
 
     def __init__(self, path: str | Path, block_bytes: int = BLOCK_BYTES) -> None:
         super().__init__(path, block_bytes)

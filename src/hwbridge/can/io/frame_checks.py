@@ -33,6 +33,7 @@ __all__ = [
     "MAX_ID",
     "MAX_LINE_BYTES",
     "MAX_SECONDS",
+    "OVERFLOW_US",
     "CheckedReader",
     "checked",
     "chunk_faults",
@@ -40,11 +41,16 @@ __all__ = [
     "message_fault",
 ]
 
-MAX_SECONDS = 1e12
-"""Timestamps beyond this many seconds from 1970 (31,700 years) are malformed: microseconds
-since 1970 would not fit the 64-bit column."""
-MAX_MICROSECONDS = 10**18
+MAX_SECONDS = 9e9
+"""Timestamps this many seconds or more from 1970 (before 1684, from 2255 on) are malformed:
+every later stage must hold the time, and nanoseconds since 1970 (DuckDB's epoch_ns, pandas,
+Arrow's ns timestamps) fit 64 bits only up to 9.22e9 s (the year 2262)."""
+MAX_MICROSECONDS = 9 * 10**15
 """`MAX_SECONDS` in the column's unit. nan and inf become INT64_MIN there, out of range."""
+OVERFLOW_US = 2**62
+"""What a reader puts in the microsecond column for a time it could not compute in 64 bits
+(a BLF count of 10 us units near 2^64): out of range, and still so after any start time of
+a file is added."""
 MAX_ID = 2**32
 """Ids a reader may give (python-can's, before the flag bits above the 29 of the id are
 masked off); the column holds the 29 bits."""
@@ -120,7 +126,12 @@ def _fits(chunk: FrameChunk) -> bool:
 def _row_fault(chunk: FrameChunk, row: int) -> str:
     t = int(chunk.timestamp_us[row])
     if not -MAX_MICROSECONDS < t < MAX_MICROSECONDS:
-        shown = "nan or inf" if t == np.iinfo(np.int64).min else f"{t / 1e6:g} s"
+        if t == np.iinfo(np.int64).min:
+            shown = "nan or inf"
+        elif abs(t) >= OVERFLOW_US // 2:
+            shown = "beyond 64 bits of microseconds"
+        else:
+            shown = f"{t / 1e6:g} s"
         return f"timestamp {shown} out of range"
     if int(chunk.arbitration_id[row]) > ID_MASK:
         return f"id {int(chunk.arbitration_id[row]):#x} beyond 29 bits"

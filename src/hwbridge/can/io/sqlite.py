@@ -2,12 +2,14 @@
 
 python-can's `SqliteReader` opens the file to write (a journal beside it is rolled back into
 it), reads `SELECT * FROM messages` whatever `messages` is (a recursive view makes endless
-rows of an 8 KB file), and loads every blob whole. Here the file is opened read-only,
+rows of an 8 KB file), and loads every blob whole. Here the file is opened read-only and
+immutable (SQLite then takes no lock and makes no `-shm` or `-wal` file beside a WAL-mode
+database; what a `-wal` file left by a writer holds is not read),
 `messages` must be a stored table of python-can's seven columns (`ts, arbitration_id,
 extended, remote, error, dlc, data`, by position, as python-can reads them) with none
 computed, and a blob longer than a frame is measured, never loaded. Each row is what
 python-can's reader makes of it; a row no column holds (a timestamp that is not a number of
-seconds below 10^12, an id outside 32 bits, data that is not a blob of at most 64 bytes) is a
+seconds below 9·10^9, an id outside 32 bits, data that is not a blob of at most 64 bytes) is a
 malformed frame. So a capture gives at most one frame per stored row.
 """
 
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from hwbridge.can.io.capture_file import regular_file
 from hwbridge.can.io.frame_checks import MAX_DATA, frame_fault
 from hwbridge.can.io.frames import CaptureError, FrameChunk, ReaderCounts
 from hwbridge.can.io.pycan import MESSAGE_FRAMES, pack_frames
@@ -40,9 +43,10 @@ class SqliteReader:
             raise CaptureError(
                 self.path, "start of file", "a SQLite capture cannot be read gzipped"
             )
+        regular_file(self.path)
         try:
             self._db = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro",
+                f"{self.path.resolve().as_uri()}?mode=ro&immutable=1",
                 uri=True,
                 check_same_thread=False,  # read on a prefetch thread, one thread at a time
             )
