@@ -64,3 +64,27 @@ def test_hwbridge_plot_draws_a_database_whose_unit_is_tex(
     _, err = capsys.readouterr()
     assert code == 0, err
     assert "$5 off$" in _drawn_text(out.read_bytes())
+
+
+def test_a_capture_spanning_centuries_is_drawn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Times far apart but within the frame checks' bound (|t| < 9e9 s): the buckets of the
+    series query multiply microseconds, which overflowed 64 bits (DuckDB: "Overflow in
+    multiplication of INT64") and `hwbridge plot` failed."""
+    dbc = tmp_path / "one.dbc"
+    dbc.write_text(
+        'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: ECU\n\n'
+        'BO_ 256 Msg: 8 ECU\n SG_ Level : 0|8@1+ (1,0) [0|255] "%" ECU\n'
+    )
+    log = tmp_path / "far.log"
+    log.write_text(
+        "(-8900000000.000000) can0 100#0100000000000000\n"
+        "(1700000000.000000) can0 100#0200000000000000\n"
+        "(1700000001.000000) can0 100#0300000000000000\n"
+    )
+    out = tmp_path / "far.svg"
+    code = main(["plot", str(log), "--dbc", str(dbc), "--signal", "Msg.Level", "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Msg.Level: 3 samples" in err

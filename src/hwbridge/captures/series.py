@@ -136,7 +136,8 @@ class SeriesReader:
             f"max(epoch_us(timestamp)), arg_max({col}, timestamp), "
         )
         sql = f"""
-            SELECT least(greatest((epoch_us(timestamp) - ?) * ? // ?, 0), ?) AS k, count(*),
+            SELECT least(greatest((epoch_us(timestamp)::HUGEINT - ?) * ? // ?, 0), ?) AS k,
+                   count(*),
                    {"NULL, NULL, NULL, NULL, " if extremes_only else edges}
                    epoch_us(arg_min(timestamp, {col})), min({col}),
                    epoch_us(arg_max(timestamp, {col})), max({col})

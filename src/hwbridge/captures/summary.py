@@ -51,7 +51,7 @@ class FileSummary(_Model):
     )
     malformed_frames: int = Field(
         default=0,
-        description="frames no column holds (a timestamp that is nan, inf or beyond 10^12 s, "
+        description="frames no column holds (a timestamp that is nan, inf or beyond 9e9 s, "
         "an id outside 32 bits, more than 64 data bytes), dropped",
     )
     isotp_frames: int = 0

@@ -26,7 +26,7 @@ from hwbridge.can.io.capture_file import NotARegularFileError, regular_file
 from hwbridge.can.io.csv import CsvReader
 from hwbridge.can.io.frame_checks import MAX_SECONDS, frame_fault
 from hwbridge.can.io.frames import concat_chunks
-from hwbridge.can.io.readers import open_capture
+from hwbridge.can.io.readers import check_capture, open_capture
 from hwbridge.can.io.sqlite import SqliteReader
 from hwbridge.captures import decode_captures
 from tests.can.io.blf_build import BASE, CAN_MSG, HEADER_BYTES, OBJ_V1, container
@@ -216,3 +216,15 @@ def test_blf_times_that_would_wrap_are_out_of_range(tmp_path: Path) -> None:
         "frame 4: timestamp 1.84467e+10 s out of range",
         "frame 5: timestamp 9e+09 s out of range",
     ]
+
+
+@pytest.mark.timeout(20)
+@pytest.mark.parametrize("name", ["x.trc", "x.mf4", "x.trc.gz", "x.blf.gz"])
+def test_every_format_is_refused_as_a_fifo_before_any_reader_opens_it(
+    tmp_path: Path, name: str
+) -> None:
+    """check_capture refuses it, so no reader (python-can's TRC reader included) blocks."""
+    path = tmp_path / name
+    os.mkfifo(path)
+    with pytest.raises(NotARegularFileError, match="FIFO, not a regular file"):
+        check_capture(path)

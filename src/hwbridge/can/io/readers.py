@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
+from hwbridge.can.io.capture_file import regular_file
 from hwbridge.can.io.frame_checks import CheckedReader
 from hwbridge.can.io.frames import FrameChunk, ReaderCounts
 from hwbridge.can.io.pycan import PythonCanReader, reader_suffix
@@ -153,6 +154,7 @@ def check_capture(path: str | Path) -> Path:
         raise FileNotFoundError(errno.ENOENT, "capture not found", str(p))
     if p.is_dir():
         raise IsADirectoryError(errno.EISDIR, "capture is a directory", str(p))
+    regular_file(p)  # a FIFO or a device would block the reader for ever
     if not os.access(p, os.R_OK):
         raise PermissionError(errno.EACCES, "capture is not readable", str(p))
     if _suffix(p) not in READERS:
