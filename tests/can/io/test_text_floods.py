@@ -357,3 +357,21 @@ def test_junk_ends_a_capture_at_the_line_python_can_says(
     else:
         assert error is not None and error.position == f"line {stop}"
         assert error.reason.startswith(f"not a candump log: {junk} malformed lines")
+
+
+def test_a_truncated_trc_gz_keeps_the_frames_before_the_cut(tmp_path: Path) -> None:
+    """TRC goes through python-can's reader, 65,536 messages gathered at a time: the ones
+    gathered when the stream breaks are the capture's too, then the error says where."""
+    plain = tmp_path / "drive.trc"
+    with can.Logger(str(plain)) as writer:
+        for i in range(20_000):
+            writer(can.Message(timestamp=1.7e9 + i / 1000, arbitration_id=0x100, data=bytes(8)))
+    packed = gzip.compress(plain.read_bytes())
+    cut = tmp_path / "drive.trc.gz"
+    cut.write_bytes(packed[: len(packed) * 6 // 10])
+    chunks = open_capture(cut).chunks()
+    frames = 0
+    with pytest.raises(CaptureError, match="line"):
+        while True:
+            frames += len(next(chunks))
+    assert 10_000 < frames < 20_000

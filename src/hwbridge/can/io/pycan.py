@@ -211,6 +211,8 @@ class PythonCanReader:
                 except StopIteration:
                     break
                 except Exception as exc:
+                    if stamps:  # the frames before the damage are the capture's too
+                        yield pack_frames(stamps, ids, extended, payloads, channels)
                     why = note_text(f"corrupt: {exc}")
                     raise CaptureError(self.path, self.position, why) from None
                 self._frames += 1
