@@ -29,7 +29,7 @@ def site_flags(path: list[str] | None = None) -> list[str]:
     found on the search path handed to it, as an install or a plain editable one puts it.
     An install that reaches hwbridge only through an import hook that `site` sets up (a
     setuptools editable install in strict mode) keeps `site`."""
-    home = os.path.realpath(Path(__file__).resolve().parents[2])  # the folder of hwbridge/
+    home = os.path.realpath(Path(__file__).resolve().parents[3])  # the folder of hwbridge/
     entries = sys.path if path is None else path
     return ["-S"] if any(p and os.path.realpath(p) == home for p in entries) else []
 
