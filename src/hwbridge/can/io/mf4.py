@@ -619,7 +619,8 @@ class MdfReader:
                 seconds = seconds + m.offset
         else:
             seconds = values
-        micros = np.rint(np.asarray(seconds, np.float64) * 1e6).astype(np.int64)
+        with np.errstate(invalid="ignore", over="ignore"):  # nan or huge: the frame checks'
+            micros = np.rint(np.asarray(seconds, np.float64) * 1e6).astype(np.int64)
         return micros + self._layout.start_us
 
     def _signal_data(
