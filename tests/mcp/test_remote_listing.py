@@ -18,7 +18,12 @@ from hwbridge import Orchestrator, ToolError
 from hwbridge.mcp import McpToolDriver
 from hwbridge.mcp import remote as remote_module
 from hwbridge.mcp.remote_listing import MAX_LISTING_PAGE_BYTES
-from hwbridge.mcp.remote_tools import MAX_CATALOGUE_BYTES, MAX_DESCRIPTION_CHARS, MAX_TOOLS
+from hwbridge.mcp.remote_tools import (
+    MAX_CATALOGUE_BYTES,
+    MAX_DESCRIPTION_CHARS,
+    MAX_TOOLS,
+    tool_of,
+)
 from tests.conftest import wait_until
 from tests.mcp.hostile_server import LATER_LONG_NAME
 from tests.mcp.test_remote_hostile import consent_asked, hostile
@@ -38,7 +43,7 @@ def test_the_newest_listing_holds_however_long_an_older_one_takes(
 ) -> None:
     """The bench marks `press` read-only, then destructive; the older listing is slow to
     take (a tool of it takes 3 s to make): `press` must end up destructive, asked about."""
-    made = remote_module.tool_of
+    made = tool_of
     slow_done = threading.Event()
 
     def slow(listed: types.Tool, **options: Any) -> Any:
@@ -47,7 +52,7 @@ def test_the_newest_listing_holds_however_long_an_older_one_takes(
             slow_done.set()
         return made(listed, **options)
 
-    monkeypatch.setattr(remote_module, "tool_of", slow)
+    monkeypatch.setattr(remote_module, "tool_of", slow)  # where the driver makes its tools
     with hostile(trust_annotations=True) as bench:
         farm = Orchestrator([bench], names="dotted")
         bench.execute_tool("relist", {"kind": "stale"})
