@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from hwbridge import ToolError
+from hwbridge.mcp import McpToolDriver
 from tests.mcp.test_remote_hostile import hostile
 
 pytestmark = pytest.mark.timeout(90)
@@ -76,3 +78,15 @@ def test_a_call_that_changes_state_is_not_sent_again_for_another_round(tmp_path:
         assert caught.value.code == "REMOTE_UNSUPPORTED"
         assert "input_required" in caught.value.message
     assert len(log.read_text().splitlines()) == 1  # it was sent once, not eleven times
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="process states from /proc")
+def test_a_server_that_never_answers_is_stopped_when_the_driver_gives_up(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    script = (
+        f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    )
+    with pytest.raises(ToolError) as caught:
+        McpToolDriver([sys.executable, "-c", script], label="mute", connect_timeout_s=2)
+    assert caught.value.code == "REMOTE_DOWN"
+    assert not alive(int(pid_file.read_text()))  # it was left running for its minute

@@ -221,8 +221,13 @@ class RemoteLink:
             signature = _signature(fetched.listed)
             if signature == self._handed_signature:
                 return
+            self._handed_signature = None  # until it is taken: a failure is tried again
+            try:
+                self._on_tools(fetched.listed)
+            except Exception:
+                log.exception("the tools of %s could not be taken", self.target.shown)
+                return
             self._handed_signature = signature
-            self._on_tools(fetched.listed)
 
     # -- on the loop ---------------------------------------------------------------------
 
@@ -247,6 +252,7 @@ class RemoteLink:
     async def _connect(self) -> _Held:
         self.state = "connecting"
         ready: asyncio.Future[_Held] = asyncio.get_running_loop().create_future()
+        ready.add_done_callback(_retrieved)  # it may fail after this connection was given up
         holder = _Holder(asyncio.Event(), anyio.CancelScope())
         task = asyncio.ensure_future(self._hold(ready, holder))
         self._holders[task] = holder
@@ -519,6 +525,11 @@ class RemoteLink:
         client = await self.client()
         listed = await asyncio.wait_for(client.list_resources(), timeout_s)
         return [str(r.uri) for r in listed.resources]
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _signature(listed: Listed) -> list[Any]:
