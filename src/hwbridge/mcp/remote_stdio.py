@@ -7,9 +7,10 @@ started, and stopped, by the SDK's own helpers (its process group; stdin closed,
 SIGKILL), and its stdout is read by `_lines`: a line is kept in one growing buffer up to a
 cap, and one past it is read through to its end without being kept. Its cap is
 MAX_ANSWER_BYTES, as an HTTP answer's; a line that answers a `tools/list` request (its id,
-in the first bytes, is one the `Listing` noted) has MAX_LISTING_PAGE_BYTES and is counted
-into the listing. A line past its cap becomes an error for that request ("answer too
-large"), as over HTTP, when its id can be read; the connection stays.
+first, is one the `Listing` noted; or its id is not first while a listing is awaited) has
+MAX_LISTING_PAGE_BYTES and is counted into the listing. A line past its cap becomes an
+error for its request ("answer too large"), as over HTTP, when its id can be read at
+either end; the connection stays.
 """
 
 from __future__ import annotations
@@ -41,8 +42,12 @@ from hwbridge.mcp.remote_listing import MAX_LISTING_PAGE_BYTES, Listing
 
 __all__ = ["stdio_transport"]
 
-_HEAD = 256  # the bytes of a line searched for its id
-_ID = re.compile(rb'"id"\s*:\s*(-?\d{1,20}|"(?:[^"\\]|\\.){0,200}")')
+_ENDS = 256  # the bytes at either end of a line searched for its id
+_ID_VALUE = rb'(-?\d{1,20}|"(?:[^"\\]|\\.){0,200}")'
+_ID_FIRST = re.compile(rb'^\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*' + _ID_VALUE)
+"""A message's id when it is its first member, or comes after `"jsonrpc"` (Python servers)."""
+_ID_LAST = re.compile(rb'"id"\s*:\s*' + _ID_VALUE + rb"\s*\}\s*$")
+"""A message's id when it is its last member (TypeScript servers)."""
 _WRITER_FLUSH_S = 0.5  # as the SDK: time for accepted messages to go out before stdin closes
 
 
@@ -115,13 +120,13 @@ async def stdio_transport(
 
 
 class _Line:
-    """One line of the server's stdout: its bytes, or (past its cap) its head only."""
+    """One line of the server's stdout: its bytes, or (past its cap) only its ends."""
 
-    __slots__ = ("data", "head", "limit")
+    __slots__ = ("data", "ends", "limit")
 
-    def __init__(self, data: bytes | None, head: bytes, limit: int) -> None:
+    def __init__(self, data: bytes | None, ends: tuple[bytes, bytes], limit: int) -> None:
         self.data = data
-        self.head = head
+        self.ends = ends
         self.limit = limit
 
 
@@ -129,9 +134,10 @@ async def _lines(stdout: ByteReceiveStream, listing: Listing) -> AsyncIterator[_
     """The lines of `stdout` (without their newlines), each kept in one buffer up to its
     cap (see the module); one past it is read to its end and handed on without its bytes."""
     buffer = bytearray()  # the line so far, up to its cap and one byte more
+    tail = b""  # its last _ENDS bytes, once past its cap
     length = 0  # the whole line's
-    limit: int | None = None  # its cap, once its first _HEAD bytes are in
-    page = False  # it answers a tools/list request
+    limit: int | None = None  # its cap, once its first _ENDS bytes are in
+    page = False  # it answers a tools/list request (or may: its id is not first)
     while True:
         try:
             chunk = await stdout.receive()
@@ -143,34 +149,42 @@ async def _lines(stdout: ByteReceiveStream, listing: Listing) -> AsyncIterator[_
             room = (limit or MAX_ANSWER_BYTES) + 1 - len(buffer)
             if room > 0:
                 buffer += piece[:room]
-            if limit is None and (len(buffer) >= _HEAD or ends):
-                page = _answers_listing(bytes(buffer[:_HEAD]), listing)
+            if limit is None and (len(buffer) >= _ENDS or ends):
+                page = _may_answer_listing(bytes(buffer[:_ENDS]), listing)
                 limit = MAX_LISTING_PAGE_BYTES if page else MAX_ANSWER_BYTES
                 del buffer[limit + 1 :]
+            if limit is not None and length > limit:
+                tail = (tail + piece)[-_ENDS:]
             if not ends:
                 continue
+            limit = limit or MAX_ANSWER_BYTES
             if page:
                 listing.read_bytes += length
-            if length > (limit or MAX_ANSWER_BYTES):
-                yield _Line(None, bytes(buffer[:_HEAD]), limit or MAX_ANSWER_BYTES)
+            if length > limit:
+                yield _Line(None, (bytes(buffer[:_ENDS]), tail), limit)
             elif length:
-                yield _Line(bytes(buffer), b"", length)
+                yield _Line(bytes(buffer), (b"", b""), limit)
             buffer.clear()
-            length, limit, page = 0, None, False
+            tail, length, limit, page = b"", 0, None, False
 
 
-def _answers_listing(head: bytes, listing: Listing) -> bool:
+def _may_answer_listing(head: bytes, listing: Listing) -> bool:
     """Whether a line whose first bytes are `head` answers a `tools/list` request the
-    listing noted (the id comes first in what any server writes)."""
-    found = _ID.search(head)
-    return found is not None and listing.answers(orjson.loads(found.group(1)))
+    listing noted, or may: its id is not first (a TypeScript server's, or one that hides it)
+    while a listing is awaited. Such a line has a listing page's cap."""
+    found = _ID_FIRST.match(head)
+    if found is None:
+        return bool(listing.pending)
+    return listing.answers(orjson.loads(found.group(1)))
 
 
 def _message(line: _Line, encoding: str) -> SessionMessage | Exception:
-    """The message a line holds; for a line past its cap, an error for its request."""
+    """The message a line holds; for a line past its cap, an error for its request (when
+    its id is first or last, as every server writes it)."""
     if line.data is None:
         reason = f"{TOO_LARGE}: a line of more than {line.limit} bytes"
-        found = _ID.search(line.head)
+        head, tail = line.ends
+        found = _ID_FIRST.match(head) or _ID_LAST.search(tail)
         if found is None:
             return ValueError(reason)
         error = ErrorData(code=INTERNAL_ERROR, message=reason)
