@@ -115,6 +115,7 @@ def test_a_trusted_bench_s_reads_run_without_a_question(
         (("--remote", "bench.example:8000"), "give http(s)://HOST:PORT/mcp"),
         (("--trust-remote",), "need --remote"),
         (("--remote", "http://127.0.0.1:9/mcp", "--remote-token-env", "HWB_NOT_SET"), "not set"),
+        (("--remote", "a__b=http://127.0.0.1:9/mcp"), "may not contain __"),  # alias separator
     ],
 )
 def test_bad_remote_options_are_one_line(
