@@ -311,3 +311,70 @@ def test_a_tool_error_of_a_bench_keeps_its_code_through_the_labels() -> None:
     with pytest.raises(ToolError) as caught:
         orchestrator.execute_tool("bench1.fail", {"kind": "retryable"})
     assert caught.value.code == "BUSY" and caught.value.retryable
+
+
+# -- an alias offered stays bound to the tool it named (issue 33, review 2 finding 2) ---------
+
+
+def native_names(driver: HybridDriver) -> dict[str, str]:
+    """Each native function name the model is offered -> the tool a call by it runs."""
+    offered = [t["function"]["name"] for t in driver.get_native_tools("openai")]
+    return {name: driver.tool_name(name) for name in offered}
+
+
+@pytest.mark.parametrize("label", ["a__b", "bench__1", "a_", "bench1_"])
+def test_a_label_an_alias_could_not_be_told_apart_by_is_refused(label: str) -> None:
+    """With benches `a` and `a__b`, `a__b__c` stood for `a__b.c` until bench `a` added
+    `b__c`; with `a_` and `a`, `a___b` is `a_.b` or `a._b`."""
+    with pytest.raises(ValueError, match="__"):
+        Orchestrator({label: Bench()}, names="dotted")
+    with pytest.raises(ValueError, match="__"):
+        Orchestrator(names="dotted").add_driver(Bench(), label=label)
+
+
+def test_an_alias_keeps_naming_its_tool_when_the_bench_adds_one_that_would_take_it() -> None:
+    bench = Bench(extra=("b__c",))
+    gate = ConsentGate(Orchestrator({"a": bench}, names="dotted"), lambda tool, args: True)
+    before = native_names(gate)
+    assert before["a__b__c"] == "a.b__c"
+    bench.grow("b.c")  # listed after, but its alias would be `a__b__c` too
+    bench.extra = ("b.c", "b__c")  # and now listed first
+    bench.tools_changed()
+    after = native_names(gate)
+    assert after["a__b__c"] == "a.b__c"  # a call by the alias still runs the same tool
+    assert set(before.items()) <= set(after.items())
+    assert "a.b.c" in after.values()
+    call = {"id": "1", "type": "function", "function": {"name": "a__b__c", "arguments": "{}"}}
+    ran = gate.process_llm_response({"role": "assistant", "content": None, "tool_calls": [call]})
+    assert ran.tool_call_result == {"tool": "b__c"}
+
+
+def test_an_alias_of_a_tool_gone_is_not_given_to_another() -> None:
+    bench = Bench(extra=("b__c",))
+    orchestrator = Orchestrator({"a": bench}, names="dotted")
+    assert native_names(orchestrator)["a__b__c"] == "a.b__c"
+    bench.extra = ("b.c",)  # b__c is gone, b.c comes: its alias is another
+    bench.tools_changed()
+    after = native_names(orchestrator)
+    assert "a__b__c" not in after
+    assert after[next(n for n, t in after.items() if t == "a.b.c")] != "a__b__c"
+
+
+NAME_PARTS = st.sampled_from(["a", "b", "c", "_", "a_", "_b", "b__c", "a.b", "b.c"])
+
+
+@given(st.lists(st.lists(NAME_PARTS, unique=True, max_size=6), min_size=2, max_size=6))
+def test_an_alias_once_given_always_stands_for_the_same_name(generations: list[list[str]]) -> None:
+    """Whatever names come and go, an alias is given to one name only, and stays unique
+    and never a real name."""
+    first: dict[str, str] = {}  # alias -> the name it was first given to
+    kept: dict[str, str] = {}
+    for parts in generations:
+        names = [f"x.{part}" for part in parts] + [p for p in parts if "." not in p]
+        aliases = native_aliases(names, kept)
+        assert set(aliases) == {n for n in names if not is_valid_tool_name(n)}
+        assert len(set(aliases.values())) == len(aliases)
+        assert not set(aliases.values()) & set(names)
+        for name, alias in aliases.items():
+            assert first.setdefault(alias, name) == name
+        kept = {**kept, **aliases}

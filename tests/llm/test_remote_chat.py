@@ -15,6 +15,7 @@ from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 from tests.mcp.conftest import start_http, stop
 from tests.mcp.farm import free_port
+from tests.mcp.test_remote_hostile import flood_url  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -114,6 +115,7 @@ def test_a_trusted_bench_s_reads_run_without_a_question(
         (("--remote", "bench.example:8000"), "give http(s)://HOST:PORT/mcp"),
         (("--trust-remote",), "need --remote"),
         (("--remote", "http://127.0.0.1:9/mcp", "--remote-token-env", "HWB_NOT_SET"), "not set"),
+        (("--remote", "a__b=http://127.0.0.1:9/mcp"), "may not contain __"),  # alias separator
     ],
 )
 def test_bad_remote_options_are_one_line(
@@ -136,3 +138,26 @@ def test_a_bench_that_does_not_answer_exits_1_naming_it(
     url = f"http://127.0.0.1:{free_port()}/mcp"
     code, _, err = chat(capsys, monkeypatch, fake_openai, "--remote", url, stdin="")
     assert code == 1 and url in err and "does not answer" in err
+
+
+def test_a_bench_s_escape_sequences_never_reach_the_terminal(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeProvider,
+    flood_url: str,  # noqa: F811  (the fixture imported above)
+) -> None:
+    """The bench's error text writes the clipboard (OSC 52), the title (OSC 0) and forges
+    a green `ok` line over its own (erase, cursor up); its description is red: each
+    control character is shown, none is written (issue 33, review 2 finding 4)."""
+    fake_openai.script(
+        sse(P.openai_stream([], [("call_1", "bench1__boom", {})])),
+        sse(P.openai_stream(["ok"])),
+    )
+    code, out, err = chat(
+        capsys, monkeypatch, fake_openai, "--remote", flood_url, stdin="go\ny\n/tools\n"
+    )
+    assert code == 0, out
+    for control in ("\x1b", "\x07", "\x9b", "\x7f"):
+        assert control not in out and control not in err
+    assert "\\x1b]52;c;cHduZWQ=" in out and "\\x1b]0;TITLE-PWNED" in out  # shown
+    assert "\\x1b[41mDESC-ESC" in out  # the description in /tools

@@ -116,7 +116,10 @@ def test_progress_and_cancellation_reach_the_remote(liar: McpToolDriver) -> None
         return said
 
     said = asyncio.run(session())
-    assert said[:3] == ["slow_read 1", "slow_read 2", "slow_read 3"]  # the server's own words
+    # the server's own words, at most one each half second: the first, the last before
+    # the result, and the second may go unsaid (a bench's reports are paced)
+    assert all(message.startswith("slow_read ") for message in said), said
+    assert said[0] == "slow_read 1" and "slow_read 3" in said[:3], said
     assert wait_until(lambda: liar.execute_tool("counters", {})["cancelled"] > cancelled, 5)
 
 

@@ -24,7 +24,9 @@ from hwbridge import (
     Tool,
     ToolParameter,
 )
+from hwbridge.core.aio import PROGRESS
 from hwbridge.mcp import build_server, serve
+from hwbridge.mcp.calls import PROGRESS_MESSAGE_CHARS
 from tests.core.drivers import Thermostat
 from tests.mcp.conftest import text_of
 
@@ -282,3 +284,43 @@ def test_an_empty_token_never_means_no_token() -> None:
     for empty in ("", "   "):
         with pytest.raises(ValueError, match="bearer token is empty"):
             serve(Relay(), http="127.0.0.1:0", token=empty)
+
+
+class Chatty(HybridDriver):
+    """A driver that hears its call's own progress (as McpToolDriver hears a bench's): 100
+    reports of 100 kB each, 5 ms apart."""
+
+    meta = DriverMeta(id="6b1e9d2c-4a7f-4c3b-8e05-2f9d1a6c7b84", name="Chatty", version="1.0.0")
+
+    def list_tools(self) -> list[Tool]:
+        return [Tool(name="spin", description="Report progress, then answer.", read_only=True)]
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        sink = PROGRESS.get()
+        assert sink is not None
+        sink.claim()
+        for n in range(1, 101):
+            sink.report(float(n), 100.0, "P" * 100_000)
+            time.sleep(0.005)
+        return {"reports": 100}
+
+
+def test_a_driver_s_own_progress_is_passed_on_cut_and_paced() -> None:
+    """`hwbridge mcp --remote` passed on 1 MB progress messages at 18 a second (issue 33,
+    review 2 finding 8)."""
+
+    async def spin(client: Client) -> list[tuple[float, str]]:
+        said: list[tuple[float, str]] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            said.append((progress, message or ""))
+
+        await client.call_tool("spin", {}, progress_callback=on_progress)
+        return said
+
+    started = time.monotonic()
+    said = served(Chatty(), spin, progress_interval_s=0.2)
+    took = time.monotonic() - started
+    assert said and all(len(message) <= PROGRESS_MESSAGE_CHARS for _, message in said)
+    assert len(said) <= took / 0.2 + 2, (len(said), took)  # one per interval, not 100
+    assert said[-1][0] == 100.0  # the latest is passed on before the result

@@ -34,6 +34,7 @@ from hwbridge.cli import (
     sim,
     tools,
 )
+from hwbridge.cli.console import terminal_text
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 __all__ = ["build_parser", "main"]
@@ -126,7 +127,15 @@ def _split_sim(argv: list[str]) -> tuple[bool, list[str]] | None:
     return None
 
 
-class _BriefFormatter(logging.Formatter):
+class _TerminalFormatter(logging.Formatter):
+    """Log lines with their control characters shown (`terminal_text`): a message may hold
+    what a bench, a device or a file said."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return terminal_text(super().format(record))
+
+
+class _BriefFormatter(_TerminalFormatter):
     """Library logs on stderr without tracebacks; those are for --debug."""
 
     def formatException(self, ei: object) -> str:
@@ -143,7 +152,7 @@ def _configure_logging(debug: bool) -> None:
         return
     handler = logging.StreamHandler(sys.stderr)
     if debug:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
     else:
         handler.setFormatter(_BriefFormatter("hwbridge: %(levelname)s: %(message)s"))
     root.addHandler(handler)
@@ -153,7 +162,7 @@ def _configure_logging(debug: bool) -> None:
 
 
 def _fail(message: str, code: int) -> int:
-    print(f"hwbridge: {one_line(message)}", file=sys.stderr)
+    print(f"hwbridge: {terminal_text(one_line(message))}", file=sys.stderr)
     return code
 
 

@@ -94,9 +94,15 @@ class _Catalog:
     real: dict[str, str]  # alias -> name
 
     @classmethod
-    def of(cls, tools: list[Tool], refused: Mapping[str, ToolError]) -> _Catalog:
+    def of(
+        cls,
+        tools: list[Tool],
+        refused: Mapping[str, ToolError],
+        kept: Mapping[str, str] | None = None,
+    ) -> _Catalog:
+        """`kept`: the aliases given before (`native_aliases`), which stay what they were."""
         by_name = {t.name: t for t in tools}
-        aliases = native_aliases(by_name)
+        aliases = native_aliases(by_name, kept)
         validators = {t.name: ArgumentValidator(t) for t in tools}
         validators.update({alias: validators[name] for name, alias in aliases.items()})
         return cls(
@@ -112,6 +118,18 @@ class _Catalog:
     def tool(self, name: str) -> Tool | None:
         """The tool a call names, by its name or by its native alias."""
         return self.by_name.get(self.real.get(name, name))
+
+
+_RETIRED_ALIASES = 1024
+"""Aliases of tools no longer offered that are still kept from other tools (the oldest go
+first): a driver whose tools are renamed without end does not grow without end."""
+
+
+def _remembered(given: Mapping[str, str], aliases: Mapping[str, str]) -> dict[str, str]:
+    """The aliases to keep for the next catalog: the current ones and the most recent
+    _RETIRED_ALIASES of those given before (`native_aliases`)."""
+    retired = [(name, alias) for name, alias in given.items() if name not in aliases]
+    return {**dict(retired[-_RETIRED_ALIASES:]), **aliases}
 
 
 @cache
@@ -170,10 +188,21 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         return ""
 
     def _catalog(self) -> _Catalog:
+        """The tools indexed, built once per change of tools, one build at a time (the
+        native aliases of one build are what the next keeps); a build that a change of tools
+        overtook is used once, never kept."""
         catalog: _Catalog | None = self.__dict__.get("_hw_catalog")
-        if catalog is None:
-            catalog = _Catalog.of(self.list_tools(), self.refused_tools())
-            self.__dict__["_hw_catalog"] = catalog
+        if catalog is not None:
+            return catalog
+        with self.__dict__.setdefault("_hw_building", threading.Lock()):
+            catalog = self.__dict__.get("_hw_catalog")
+            if catalog is None:
+                version = self.__dict__.get("_hw_version", 0)
+                given: dict[str, str] = self.__dict__.get("_hw_aliases", {})
+                catalog = _Catalog.of(self.list_tools(), self.refused_tools(), given)
+                self.__dict__["_hw_aliases"] = _remembered(given, catalog.aliases)
+                if self.__dict__.get("_hw_version", 0) == version:
+                    self.__dict__["_hw_catalog"] = catalog
         return catalog
 
     def refused_tools(self) -> Mapping[str, ToolError]:
@@ -192,6 +221,7 @@ class HybridDriver(MCSDriver, MCSToolDriver):
         """Re-read `list_tools()` on next use (for drivers whose tools really change), and
         tell whoever listens (`on_tools_changed`: an orchestrator or a decorator holding
         this driver)."""
+        self.__dict__["_hw_version"] = self.__dict__.get("_hw_version", 0) + 1
         self.__dict__.pop("_hw_catalog", None)
         refs: list[Callable[[], Callable[[], None] | None]] = self.__dict__.get("_hw_listeners", [])
         for ref in list(refs):

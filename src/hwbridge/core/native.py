@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from hwbridge.core.models import Tool, is_valid_tool_name
@@ -38,15 +38,27 @@ def native_tools(
     return definitions
 
 
-def native_aliases(names: Iterable[str]) -> dict[str, str]:
+def native_aliases(names: Iterable[str], kept: Mapping[str, str] | None = None) -> dict[str, str]:
     """A provider-safe alias for each name a provider would refuse (`bench1.read_signals`
     -> `bench1__read_signals`), unique among all `names`: OpenAI and Anthropic refuse dots
-    in function names. Names every provider accepts are not in the mapping."""
+    in function names. Names every provider accepts are not in the mapping.
+
+    `kept` holds the aliases given before (name -> alias, names gone included): a name keeps
+    its alias, and no other name is given an alias that was given before, so an alias a
+    model was offered never comes to run another tool when the tools change. (Only a tool
+    whose own name is that alias takes it over: a name is never an alias. In a farm with
+    dotted names that cannot happen: every name has a dot, no alias has one.)"""
     names = list(names)
-    taken = set(names)
+    kept = kept or {}
+    real = set(names)
+    taken = real | set(kept.values())
     aliases: dict[str, str] = {}
     for name in names:
-        if is_valid_tool_name(name):
+        alias = kept.get(name)
+        if alias is not None and alias not in real and not is_valid_tool_name(name):
+            aliases[name] = alias
+    for name in names:
+        if is_valid_tool_name(name) or name in aliases:
             continue
         base = re.sub(r"[^A-Za-z0-9_-]", "_", name.replace(".", "__"))
         if len(base) > 64:  # kept apart from its neighbours by a digest of the whole name

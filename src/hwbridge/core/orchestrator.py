@@ -39,7 +39,7 @@ from hwbridge.core.hybrid import HybridDriver, unchecked_execute
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
 from hwbridge.core.prompts import PromptStrategy, estimate_tokens
 
-__all__ = ["ConflictPolicy", "Naming", "Orchestrator"]
+__all__ = ["ConflictPolicy", "Naming", "Orchestrator", "label_problem"]
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +150,9 @@ class Orchestrator(HybridDriver):
                 or (own if isinstance(own, str) and own else None)
                 or _label_from(driver, {e.label for e in current.entries})
             )
-            if not _LABEL.match(label):
-                raise ValueError(f"label {label!r} must be 1-24 letters, digits, _ or -")
+            problem = label_problem(label)
+            if problem is not None:
+                raise ValueError(problem)
             if any(e.label == label for e in current.entries):
                 raise ValueError(f"a driver is already registered as {label!r}")
             if any(e.driver is driver for e in current.entries):
@@ -379,6 +380,19 @@ class Orchestrator(HybridDriver):
         return "\n\n".join(p for p in parts if p)
 
 
+def label_problem(label: str) -> str | None:
+    """Why `label` cannot name a driver (None: it can): 1-24 letters, digits, `_` or `-`,
+    with no `__` (the separator of `label__name` and of native aliases,
+    `bench1__read_signals`) and no `_` at its end, so that an alias or a namespaced name
+    always says which driver it belongs to: with labels `a` and `a__b`, `a__b__c` could be
+    `a__b.c` or `a.b__c`; with `a_` and `a`, `a___b` could be `a_.b` or `a._b`."""
+    if not _LABEL.match(label):
+        return f"label {label!r} must be 1-24 letters, digits, _ or -"
+    if _SEPARATOR in label or label.endswith("_"):
+        return f"label {label!r} may not contain __ nor end with _ (__ separates label and name)"
+    return None
+
+
 def _names_from_elsewhere(driver: MCSToolDriver) -> bool:
     """Whether a server chose the driver's tool names (it lists what it skips: McpToolDriver)."""
     return callable(getattr(driver, "skipped_tools", None))
@@ -387,7 +401,7 @@ def _names_from_elsewhere(driver: MCSToolDriver) -> bool:
 def _label_from(driver: MCSToolDriver, taken: set[str]) -> str:
     meta = getattr(driver, "meta", None)
     base = re.sub(r"[^A-Za-z0-9_-]+", "_", getattr(meta, "name", "") or type(driver).__name__)
-    base = base.strip("_").lower()[:20] or "driver"
+    base = re.sub(r"_+", "_", base).strip("_").lower()[:20].rstrip("_") or "driver"
     label, n = base, 2
     while label in taken:
         label, n = f"{base}{n}", n + 1

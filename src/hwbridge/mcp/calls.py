@@ -6,7 +6,10 @@ validation, the same refusals, the same results. While it runs, a progress notif
 goes out every half second (when the client asked for progress), so a `wait_for_signal`, a
 `capture` or a slow serial command shows it is alive. A driver that hears how far its call
 has come (`McpToolDriver`, from the remote server's own progress) claims the reports
-(`hwbridge.core.aio.PROGRESS`): the half-second ones stop, and the server's own go on.
+(`hwbridge.core.aio.PROGRESS`): the half-second ones stop, and the server's own go on, at
+most one per `progress_interval_s` (the latest one; the last is sent before the result),
+each message cut to PROGRESS_MESSAGE_CHARS: a bench that reports a megabyte 18 times a
+second does not pass it on.
 
 Cancellation by the client (`notifications/cancelled`) follows `hwbridge.core.aio`: a call
 that has not started does not run; reads are abandoned at once (they end within their own
@@ -31,11 +34,15 @@ from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverResponse, ToolCall, ToolError
 from hwbridge.mcp.tools import call_result, error_result
 
-__all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "CallHandler"]
+__all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "PROGRESS_MESSAGE_CHARS", "CallHandler"]
 
 log = logging.getLogger(__name__)
 
 PROGRESS_INTERVAL_S = 0.5
+"""How often a call's progress goes to the client: its own clock's, or at most this often
+the driver's (a remote bench's) own reports."""
+PROGRESS_MESSAGE_CHARS = 200
+"""A progress message passed on from a driver is cut to this length."""
 MAX_RUNNING = 32
 """Calls running at once per server: a client that cancels and repeats long reads cannot
 pile up threads and bus waiters without end (BUSY beyond)."""
@@ -84,13 +91,15 @@ class CallHandler:
                 "may be cancelled reads waiting out their timeout); try again in a moment."
             )
         slot = WorkerSlot(self._release)
-        progress = _Progress(ctx, name)
+        progress = _Progress(ctx, name, self.progress_interval_s)
         task = asyncio.ensure_future(self._execute(calls[:1], slot, progress))
         task.add_done_callback(lambda _done: slot.call_ended())
         changes_state = self.driver.changes_state(calls[:1])
         try:
             await self._wait(task, progress, _expected_s(arguments))
+            await progress.finish()
         except asyncio.CancelledError:
+            progress.stop()
             # Cancelled once, in its own task: never again and again by the server's cancel
             # scope, which would spin while a send finishes.
             task.cancel()
@@ -159,15 +168,19 @@ class CallHandler:
 
 class _Progress:
     """The progress of one call as the client sees it: always increasing, from the handler's
-    own clock or, once the driver reports any, from the driver (from any thread)."""
+    own clock or, once the driver reports any, from the driver (from any thread): the
+    driver's at most once per `interval_s`, the latest one, its message cut."""
 
-    def __init__(self, ctx: ServerRequestContext[Any], name: str) -> None:
+    def __init__(self, ctx: ServerRequestContext[Any], name: str, interval_s: float) -> None:
         self.ctx = ctx
         self.name = name
+        self.interval_s = interval_s
         self.loop = asyncio.get_running_loop()
         self.reported = 0.0
         self.forwarded = False
-        self._sending: set[asyncio.Task[None]] = set()
+        self._latest: tuple[float, float | None, str | None] | None = None  # not yet sent
+        self._sent_at = -float("inf")
+        self._passing: asyncio.Task[None] | None = None
 
     async def send(self, progress: float, total: float | None, message: str | None) -> None:
         if progress <= self.reported:  # progress must increase: past the total, stay quiet
@@ -184,14 +197,41 @@ class _Progress:
         self.forwarded = True
 
     def report(self, progress: float, total: float | None, message: str | None) -> None:
+        if message is not None and len(message) > PROGRESS_MESSAGE_CHARS:
+            message = message[: PROGRESS_MESSAGE_CHARS - 3] + "..."
+
         def schedule() -> None:
             self.forwarded = True
-            task = self.loop.create_task(self.send(progress, total, message))
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            self._latest = (progress, total, message)
+            if self._passing is None or self._passing.done():
+                self._passing = self.loop.create_task(self._pass_on())
 
         with contextlib.suppress(RuntimeError):  # the server's loop has closed: nobody listens
             self.loop.call_soon_threadsafe(schedule)
+
+    async def _pass_on(self) -> None:
+        """Send the latest report, at most one per `interval_s`, until none is left."""
+        while self._latest is not None:
+            wait = self._sent_at + self.interval_s - self.loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            await self._send_latest()
+
+    async def _send_latest(self) -> None:
+        latest, self._latest = self._latest, None
+        if latest is not None:
+            self._sent_at = self.loop.time()
+            await self.send(*latest)
+
+    async def finish(self) -> None:
+        """The call ended: the latest report, if one is still to go, goes before the
+        result."""
+        self.stop()
+        await self._send_latest()
+
+    def stop(self) -> None:
+        if self._passing is not None:
+            self._passing.cancel()
 
 
 def _expected_s(arguments: dict[str, Any]) -> float | None:

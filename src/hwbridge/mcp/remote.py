@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import shlex
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from fnmatch import fnmatchcase
@@ -41,6 +42,7 @@ from typing import Any
 
 import orjson
 from mcp import StdioServerParameters, types
+from mcp.client import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
@@ -51,14 +53,20 @@ from hwbridge.core.contract import Capability
 from hwbridge.core.health import Health
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
+from hwbridge.core.orchestrator import label_problem
 from hwbridge.core.prompts import PromptStrategy
 from hwbridge.mcp.remote_http import MAX_ANSWER_BYTES, answer_too_large
-from hwbridge.mcp.remote_link import RemoteLink, Target, describe
+from hwbridge.mcp.remote_link import InputRequired, RemoteLink, Target, describe
+from hwbridge.mcp.remote_listing import Listed
 from hwbridge.mcp.remote_tools import (
+    MAX_CATALOGUE_BYTES,
+    MAX_TOOLS,
     RemoteAnnotations,
     down_while_calling,
     error_of,
+    past_catalogue,
     result_of,
+    size_of,
     timed_out,
     too_large,
     tool_of,
@@ -71,7 +79,6 @@ DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 HEALTH_TIMEOUT_S = 5.0
 _DURATION_ARGUMENTS = ("timeout_ms", "duration_ms")
-_LABEL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _TOOL_LEVEL = frozenset({INVALID_PARAMS, METHOD_NOT_FOUND})
 """MCP error codes about the call itself; any other leaves the connection in doubt."""
 
@@ -113,8 +120,9 @@ class McpToolDriver(HybridDriver):
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         if not (timeout_s > 0 and connect_timeout_s > 0):
             raise ValueError("timeout_s and connect_timeout_s must be above 0")
-        if label is not None and not (0 < len(label) <= 24 and set(label) <= _LABEL_CHARS):
-            raise ValueError(f"label {label!r} must be 1-24 letters, digits, _ or -")
+        problem = label_problem(label) if label is not None else None
+        if problem is not None:
+            raise ValueError(problem)
         self.target = _target(url_or_command, token, env, cwd)
         self.label = label
         self.timeout_s = float(timeout_s)
@@ -124,6 +132,8 @@ class McpToolDriver(HybridDriver):
         self._tools: dict[str, Tool] = {}
         self._hints: dict[str, RemoteAnnotations] = {}
         self._skipped: dict[str, str] = {}
+        self._unread = 0  # tools past MAX_TOOLS in the last listing, not read
+        self._taking = threading.Lock()
         transport = "mcp-streamable-http" if self.target.url is not None else "mcp-stdio"
         self.meta = type(self).meta.model_copy(
             update={
@@ -141,18 +151,18 @@ class McpToolDriver(HybridDriver):
             on_tools=self._take_tools,
         )
         try:
-            self._link.run(self._link.client(), self.connect_timeout_s + 5)
+            self._link.run(self._link.client(), 2 * self.connect_timeout_s + 5)
         except TimeoutError:
-            self._link.close(1.0)
+            self._link.close()
             raise ToolError(
                 "REMOTE_DOWN",
                 f"{self.where} does not answer (no answer within {self.connect_timeout_s:g} s)",
                 retryable=True,
             ) from None
         except BaseException:
-            self._link.close(1.0)
+            self._link.close()
             raise
-        self._take_tools(self._link.tools)
+        self._link.hand_over()  # the first listing, here and now
 
     # -- the server's tools --------------------------------------------------------------
 
@@ -162,13 +172,25 @@ class McpToolDriver(HybridDriver):
         shown = self.target.shown
         return f"{self.label} ({shown})" if self.label else shown
 
-    def _take_tools(self, remote: list[types.Tool]) -> None:
+    def _take_tools(self, listing: Listed) -> None:
+        """Make the tools of a listing this driver's (the link hands over one listing at a
+        time, the newest): at most MAX_CATALOGUE_BYTES of them, the rest skipped."""
+        with self._taking:
+            self._take(listing)
+
+    def _take(self, listing: Listed) -> None:
         tools: dict[str, Tool] = {}
         hints: dict[str, RemoteAnnotations] = {}
-        skipped: dict[str, str] = {}
-        for listed in remote:
+        skipped: dict[str, str] = dict(listing.skipped)
+        room = MAX_CATALOGUE_BYTES
+        for listed in listing.tools:
+            if room <= 0:
+                skipped[str(listed.name)[:80]] = past_catalogue()
+                continue
             read_only = self._counts_as_read_only(listed)
-            made = tool_of(listed, read_only=read_only, trust_hints=self.trust_annotations)
+            made = tool_of(
+                listed, read_only=read_only, trust_hints=self.trust_annotations, room=room
+            )
             if isinstance(made, str):
                 skipped[str(listed.name)[:80]] = made
                 continue
@@ -182,6 +204,8 @@ class McpToolDriver(HybridDriver):
                 continue
             tools[made.name] = made
             hints[made.name] = RemoteAnnotations.of(listed)
+            room -= size_of(made.parameters, made.description)
+        self._unread = listing.unread
         if tools == self._tools and skipped == self._skipped:
             return
         self._tools, self._hints, self._skipped = tools, hints, skipped
@@ -204,13 +228,30 @@ class McpToolDriver(HybridDriver):
 
     def skipped_tools(self) -> dict[str, str]:
         """The server's tools that are not offered, and why (a name or schema that cannot be
-        carried, a duplicate)."""
+        carried, a duplicate, past the bytes all of them may take)."""
         return dict(self._skipped)
 
     def refresh_tools(self) -> None:
         """List the server's tools again now (a change notification or a new connection does
-        this by itself)."""
-        self._link.run(self._link.refresh_tools(), self.connect_timeout_s + 5)
+        this by itself). A listing that does not end within `connect_timeout_s` is
+        REMOTE_TIMEOUT, one that fails REMOTE_ERROR (the tools stay as they were)."""
+        try:
+            # after the listing in flight, if any: each within connect_timeout_s
+            self._link.run(self._link.refresh_tools(), 2 * self.connect_timeout_s + 5)
+        except TimeoutError:
+            raise ToolError(
+                "REMOTE_TIMEOUT",
+                f"{self.where} did not list its tools within {self.connect_timeout_s:g} s",
+                retryable=True,
+            ) from None
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(
+                "REMOTE_ERROR",
+                f"the tools of {self.where} could not be listed again: {describe(exc)}",
+                retryable=True,
+            ) from None
 
     # -- calls -------------------------------------------------------------------------
 
@@ -288,9 +329,31 @@ class McpToolDriver(HybridDriver):
         changes_state: bool,
     ) -> types.CallToolResult:
         try:
-            return await self._link.call(name, arguments, limit, progress)
+            return await self._link.call(
+                name, arguments, limit, progress, changes_state=changes_state
+            )
         except ToolError:  # no connection: nothing was sent
             raise
+        except TimeoutError:  # the one deadline of all its rounds (the server was told)
+            self._link.failures += 1
+            self._link.lost(f"no answer within {limit:g} s")
+            raise timed_out(self.where, limit, changes_state=changes_state) from None
+        except InputRequired:
+            self._link.failures += 1
+            raise ToolError(
+                "REMOTE_UNSUPPORTED",
+                f"{self.where} asked for another round (input_required) instead of answering "
+                f"{name[:80]}; a call that changes state is sent once per consent, so it was "
+                "not sent again and did not complete",
+            ) from None
+        except InputRequiredRoundsExceededError:
+            self._link.failures += 1
+            raise ToolError(
+                "REMOTE_ERROR",
+                f"{self.where} asked for more rounds (input_required) than are followed "
+                f"without answering {name[:80]}",
+                retryable=True,
+            ) from None
         except MCPError as exc:
             self._link.failures += 1
             if answer_too_large(exc):  # cut here; the connection is fine
@@ -338,6 +401,10 @@ class McpToolDriver(HybridDriver):
             status = "ok"
         if self._skipped:
             problems.append(f"{len(self._skipped)} of the server's tools are not offered")
+        if self._unread:
+            problems.append(
+                f"{self._unread} more of the server's tools were not read (past {MAX_TOOLS})"
+            )
         details = {
             "server": self.target.shown,
             "label": self.label,
@@ -362,8 +429,9 @@ class McpToolDriver(HybridDriver):
     # -- lifetime ------------------------------------------------------------------------
 
     def close(self) -> None:
-        """End the connection (a stdio server process is stopped). Calls after this fail
-        with REMOTE_DOWN."""
+        """End the connection; returns once every server process this driver started has
+        stopped (the SDK's shutdown: stdin closed, SIGTERM after 2 s, SIGKILL after 2 s
+        more). Calls after this fail with REMOTE_DOWN."""
         self._link.close()
 
     def __enter__(self) -> McpToolDriver:

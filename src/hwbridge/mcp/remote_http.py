@@ -9,7 +9,9 @@ on and stops past `MAX_ANSWER_BYTES` (or at once when the Content-Length says so
 request while the connection stays. An event stream (which may stay open for hours) is not
 counted as a whole: each of its events gets the same bound from the SDK's own
 `max_sse_event_size`. Answers are asked for uncompressed and a compressed one is
-refused: a small gzip body can unpack to gigabytes.
+refused: a small gzip body can unpack to gigabytes. A `tools/list` answer (one page of a
+listing, event stream or not) is read up to `MAX_LISTING_PAGE_BYTES`, and counted into the
+`Listing` being read (`hwbridge.mcp.remote_listing`), which asks for no page past its total.
 """
 
 from __future__ import annotations
@@ -18,10 +20,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import httpx2
+import orjson
 from mcp.client._transport import TransportStreams
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+
+from hwbridge.mcp.remote_listing import MAX_LISTING_PAGE_BYTES, Listing
 
 __all__ = [
     "MAX_ANSWER_BYTES",
@@ -48,11 +53,14 @@ class AnswerRefused(httpx2.StreamError):
 
 
 @asynccontextmanager
-async def http_transport(url: str, token: str | None) -> AsyncIterator[TransportStreams]:
+async def http_transport(
+    url: str, token: str | None, listing: Listing | None = None
+) -> AsyncIterator[TransportStreams]:
     """The SDK's streamable HTTP transport to `url` over a `bounded_http_client` (closed with
-    it), its events bounded as its bodies are."""
+    it), its events bounded as its bodies are; `tools/list` answers are counted into
+    `listing`."""
     async with (
-        bounded_http_client(token) as http,
+        bounded_http_client(token, listing=listing) as http,
         streamable_http_client(
             url, http_client=http, max_sse_event_size=MAX_ANSWER_BYTES
         ) as streams,
@@ -60,15 +68,19 @@ async def http_transport(url: str, token: str | None) -> AsyncIterator[Transport
         yield streams
 
 
-def bounded_http_client(token: str | None, limit: int = MAX_ANSWER_BYTES) -> httpx2.AsyncClient:
-    """The SDK's HTTP client, reading at most `limit` bytes of any answer, asking for it
-    uncompressed, with the bearer `token` when given."""
+def bounded_http_client(
+    token: str | None, limit: int = MAX_ANSWER_BYTES, *, listing: Listing | None = None
+) -> httpx2.AsyncClient:
+    """The SDK's HTTP client, reading at most `limit` bytes of any answer (of a `tools/list`
+    answer, MAX_LISTING_PAGE_BYTES, counted into `listing`), asking for it uncompressed,
+    with the bearer `token` when given."""
     headers = {"Accept-Encoding": "identity"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
     client = create_mcp_http_client(headers=headers)
     hooks = client.event_hooks
-    client.event_hooks = {**hooks, "response": [*hooks.get("response", []), _bounding(limit)]}
+    bound = _bounding(limit, listing)
+    client.event_hooks = {**hooks, "response": [*hooks.get("response", []), bound]}
     return client
 
 
@@ -78,9 +90,10 @@ def answer_too_large(exc: MCPError) -> bool:
     return TOO_LARGE in message or _SSE_TOO_LARGE in message
 
 
-def _bounding(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
+def _bounding(limit: int, listing: Listing | None) -> Callable[[httpx2.Response], Awaitable[None]]:
     """A response hook: the body is read through `_Bounded` (an event stream, which may stay
-    open for hours, is bounded per event by the SDK instead of as a whole)."""
+    open for hours, is bounded per event by the SDK instead of as a whole; the answer to a
+    `tools/list` request is bounded as a whole, whatever its framing)."""
 
     async def bound(response: httpx2.Response) -> None:
         assert isinstance(response.stream, httpx2.AsyncByteStream)
@@ -88,13 +101,27 @@ def _bounding(limit: int) -> Callable[[httpx2.Response], Awaitable[None]]:
         encoding = response.headers.get("content-encoding", "identity").strip().lower()
         length = response.headers.get("content-length", "")
         events = response.headers.get("content-type", "").lower().startswith("text/event-stream")
+        page = _lists_tools(response.request)
+        most: int | None = MAX_LISTING_PAGE_BYTES if page else None if events else limit
         if encoding not in ("", "identity"):
             refusal = AnswerRefused(f"the answer is compressed ({encoding[:20]}) unasked")
-        elif not events and length.isdigit() and int(length) > limit:
-            refusal = AnswerTooLarge(f"{TOO_LARGE}: {int(length)} bytes, at most {limit}")
-        response.stream = _Bounded(response.stream, None if events else limit, refusal)
+        elif most is not None and length.isdigit() and int(length) > most:
+            refusal = AnswerTooLarge(f"{TOO_LARGE}: {int(length)} bytes, at most {most}")
+        counted = listing if page else None
+        response.stream = _Bounded(response.stream, most, refusal, counted)
 
     return bound
+
+
+def _lists_tools(request: httpx2.Request) -> bool:
+    """Whether `request` is a `tools/list` request (the SDK posts each one as JSON)."""
+    if request.method != "POST":
+        return False
+    try:
+        body = orjson.loads(request.content)
+    except (orjson.JSONDecodeError, httpx2.RequestNotRead, TypeError):
+        return False
+    return isinstance(body, dict) and body.get("method") == "tools/list"
 
 
 class _Bounded(httpx2.AsyncByteStream):
@@ -106,10 +133,12 @@ class _Bounded(httpx2.AsyncByteStream):
         inner: httpx2.AsyncByteStream,
         limit: int | None,
         refusal: httpx2.StreamError | None,
+        listing: Listing | None = None,
     ) -> None:
         self._inner = inner
         self._limit = limit
         self._refusal = refusal
+        self._listing = listing
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._refusal is not None:
@@ -117,6 +146,8 @@ class _Bounded(httpx2.AsyncByteStream):
         read = 0
         async for chunk in self._inner:
             read += len(chunk)
+            if self._listing is not None:
+                self._listing.read_bytes += len(chunk)
             if self._limit is not None and read > self._limit:
                 raise AnswerTooLarge(f"{TOO_LARGE}: more than {self._limit} bytes")
             yield chunk

@@ -8,12 +8,22 @@ keep them apart).
 The connection is held by a task that enters the client and waits; when the transport
 fails (the server died, the network dropped) that task ends and the link is *down*: the
 calls in flight fail with REMOTE_DOWN, and the next call connects again (at most one
-attempt a second while the server stays away, so a dead bench costs no time). After each
-connection, and when the server says its tools changed, the tools are listed again and
-`on_tools` hears of a change. Change notifications are coalesced: at most one listing runs
-and one waits, and a listing they ask for starts at least LIST_INTERVAL_S after the last one
-ended, so a storm of them costs one listing a second, not one each. Over HTTP, an answer is
-read up to a cap (`hwbridge.mcp.remote_http`).
+attempt a second while the server stays away, so a dead bench costs no time). A connection
+dropped or closed is ended by the SDK's own shutdown (a stdio server: stdin closed, then
+terminated, then killed), and `close()` waits for every one it started.
+
+After each connection, and when the server says its tools changed, the tools are listed
+again, within `connect_timeout_s`, and `on_tools` hears of a change. Listings are read one
+at a time, each bounded as it is read (`hwbridge.mcp.remote_listing`), numbered as they
+begin, and handed over one at a time, the newest only: an older listing never replaces a
+newer one. Change notifications are coalesced: at most one listing runs and one waits, and
+a listing they ask for starts at least LIST_INTERVAL_S after the last one ended, so a storm
+of them costs one listing a second, not one each. Over HTTP, an answer is read up to a cap
+(`hwbridge.mcp.remote_http`).
+
+A call has one deadline over all its rounds: a server that answers `input_required`
+(2026-07-28) is asked again within it for a read, and not at all for a call that changes
+state (`InputRequired`): that would send it again without a new consent.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
+import anyio
 from mcp import Client, StdioServerParameters, types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -34,9 +45,10 @@ from mcp.shared.exceptions import MCPError
 from hwbridge.__about__ import __version__
 from hwbridge.core.models import ToolError
 from hwbridge.mcp.remote_http import http_transport
-from hwbridge.mcp.remote_tools import MAX_TOOLS
+from hwbridge.mcp.remote_listing import Listed, Listing, listing_transport
+from hwbridge.mcp.remote_stdio import stdio_transport
 
-__all__ = ["LinkState", "RemoteLink", "Target"]
+__all__ = ["InputRequired", "LinkState", "RemoteLink", "Target"]
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +58,17 @@ RETRY_AFTER_S = 1.0
 """After a failed connection, calls fail at once for this long before the next attempt."""
 LIST_INTERVAL_S = 1.0
 """A listing a change notification asks for starts at least this long after the last one."""
+RELIST_PAUSE_MAX_S = 60.0
+"""A listing that failed is tried again after 2, 4, ... seconds, then once a minute."""
+STOP_WAIT_S = 10.0
+"""How long `close()` waits for the connections it started to end: the SDK's own shutdown
+of a stdio server (stdin closed, 2 s, SIGTERM, 2 s, SIGKILL) ends within about 7 s."""
 _MAX_PAGES = 16
+
+
+class InputRequired(Exception):
+    """The server answered a call that changes state with `input_required`: it is not sent
+    again (that would run it again without a new consent)."""
 
 
 @dataclass(frozen=True)
@@ -65,11 +87,14 @@ class Target:
         assert self.command is not None
         return " ".join([self.command.command, *self.command.args])[:200]
 
-    def client(self, **options: Any) -> Client:
+    def client(self, listing: Listing, **options: Any) -> Client:
+        """A client whose tool listings are counted and cut by `listing` as they arrive."""
         if self.url is not None:
-            return Client(http_transport(self.url, self.token), **options)
-        assert self.command is not None
-        return Client(self.command, **options)
+            transport = http_transport(self.url, self.token, listing)
+        else:
+            assert self.command is not None
+            transport = stdio_transport(self.command, listing)
+        return Client(listing_transport(transport, listing), **options)
 
 
 @dataclass
@@ -83,6 +108,24 @@ class _Held:
     protocol: str
 
 
+@dataclass
+class _Holder:
+    """A task holding a connection, live or on its way out: `stop` ends it the SDK's way
+    (its shutdown stops a stdio server), `scope` cancels it while it connects."""
+
+    stop: asyncio.Event
+    scope: anyio.CancelScope
+    ready: bool = False
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """A listing as read, numbered when it began."""
+
+    generation: int
+    listed: Listed
+
+
 class RemoteLink:
     """The connection to one server; every method may be called from any thread except
     this link's own loop thread."""
@@ -94,7 +137,7 @@ class RemoteLink:
         name: str,
         where: str,
         connect_timeout_s: float,
-        on_tools: Callable[[list[types.Tool]], None],
+        on_tools: Callable[[Listed], None],
     ) -> None:
         self.target = target
         self.where = where  # how messages name the server (its label and URL)
@@ -108,13 +151,19 @@ class RemoteLink:
         self.failures = 0
         self.server: str | None = None
         self.protocol: str | None = None
-        self.tools: list[types.Tool] = []
-        self.skipped_tools = 0
+        self.tools: tuple[types.Tool, ...] = ()  # the newest listing read, as it was kept
         self._held: _Held | None = None
+        self._holders: dict[asyncio.Task[None], _Holder] = {}
         self._connecting: asyncio.Future[_Held] | None = None
         self._failed_at = -float("inf")
         self._listed_at = -float("inf")
         self._listing = asyncio.Lock()  # one listing at a time
+        self._count = Listing()  # what the listing being read has read so far
+        self._generation = 0  # of the last listing begun
+        self._fetched: _Fetched | None = None  # the newest listing read
+        self._handing = threading.Lock()  # one listing handed over at a time
+        self._handed = 0  # the generation last handed over
+        self._handed_signature: list[Any] | None = None
         self._relist = False  # a change was announced since the last listing began
         self._relister: asyncio.Task[None] | None = None
         self._loop = asyncio.new_event_loop()
@@ -144,19 +193,41 @@ class RemoteLink:
             raise ToolError("REMOTE_DOWN", f"the connection to {self.where} is closed")
         return asyncio.run_coroutine_threadsafe(work, self._loop)
 
-    def close(self, timeout_s: float = 5.0) -> None:
-        """Close the connection (and the stdio server process) and end the loop thread."""
+    def close(self) -> None:
+        """Close the connection and end the loop thread, once every connection this link
+        started has ended (a stdio server process stopped: at most about STOP_WAIT_S)."""
         if self.state == "closed":
             return
         try:
-            self.run(self._disconnect(), timeout_s)
+            self.run(self._disconnect(), STOP_WAIT_S + 5)
         except (TimeoutError, RuntimeError, ToolError):
-            log.debug("the connection to %s did not close in time", self.target.shown)
+            log.warning("the connection to %s did not close in time", self.target.shown)
         self.state = "closed"
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout_s)
+        self._thread.join(5.0)
         if not self._thread.is_alive():
             self._loop.close()
+
+    def hand_over(self) -> None:
+        """Hand the newest listing read to `on_tools`, unless it was handed over already or
+        is what was handed over last. Listings are handed over one at a time, from any
+        thread but the loop's (a listener may call back into the driver): whichever thread
+        comes first hands over the newest, so an older one never follows a newer one."""
+        with self._handing:
+            fetched = self._fetched
+            if fetched is None or fetched.generation <= self._handed:
+                return
+            self._handed = fetched.generation
+            signature = _signature(fetched.listed)
+            if signature == self._handed_signature:
+                return
+            self._handed_signature = None  # until it is taken: a failure is tried again
+            try:
+                self._on_tools(fetched.listed)
+            except Exception:
+                log.exception("the tools of %s could not be taken", self.target.shown)
+                return
+            self._handed_signature = signature
 
     # -- on the loop ---------------------------------------------------------------------
 
@@ -181,12 +252,15 @@ class RemoteLink:
     async def _connect(self) -> _Held:
         self.state = "connecting"
         ready: asyncio.Future[_Held] = asyncio.get_running_loop().create_future()
-        stop = asyncio.Event()
-        task = asyncio.ensure_future(self._hold(ready, stop))
+        ready.add_done_callback(_retrieved)  # it may fail after this connection was given up
+        holder = _Holder(asyncio.Event(), anyio.CancelScope())
+        task = asyncio.ensure_future(self._hold(ready, holder))
+        self._holders[task] = holder
+        task.add_done_callback(self._holders.pop)
         try:
             held = await asyncio.wait_for(asyncio.shield(ready), self.connect_timeout_s)
         except BaseException as exc:
-            task.cancel()
+            holder.scope.cancel()  # anyio's way: the SDK's shielded shutdown still runs
             self._failed_at = time.monotonic()
             self.state = "down"
             self.down_since = self.down_since or time.time()
@@ -200,7 +274,7 @@ class RemoteLink:
             raise self._down(reason) from None
         self._held = held
         try:
-            await asyncio.wait_for(self._list_tools(held.client), self.connect_timeout_s)
+            await self._list_tools(held.client)
         except Exception as exc:  # it answered, but not with its tools: as good as down
             reason = f"its tools could not be listed: {describe(exc)}"
             self.lost(reason)
@@ -212,27 +286,30 @@ class RemoteLink:
         self.server, self.protocol = held.server, held.protocol
         return held
 
-    async def _hold(self, ready: asyncio.Future[_Held], stop: asyncio.Event) -> None:
-        """Enter the client, hand it over, and keep it open until `stop` or until the
-        transport fails."""
+    async def _hold(self, ready: asyncio.Future[_Held], holder: _Holder) -> None:
+        """Enter the client, hand it over, and keep it open until `holder.stop` or until
+        the transport fails."""
         task = asyncio.current_task()
         assert task is not None
         try:
-            async with self.target.client(
-                cache=None,
-                message_handler=self._on_message,
-                client_info=types.Implementation(name="hwbridge", version=__version__),
-            ) as client:
-                info = client.server_info
-                server = f"{info.name} {info.version}" if info is not None else "unnamed"
-                held = _Held(client, task, stop, server, client.protocol_version)
-                if not ready.done():
-                    ready.set_result(held)
-                listening = asyncio.ensure_future(self._listen(client))
-                try:
-                    await stop.wait()
-                finally:
-                    listening.cancel()
+            with holder.scope:
+                async with self.target.client(
+                    self._count,
+                    cache=None,
+                    message_handler=self._on_message,
+                    client_info=types.Implementation(name="hwbridge", version=__version__),
+                ) as client:
+                    info = client.server_info
+                    server = f"{info.name} {info.version}" if info is not None else "unnamed"
+                    held = _Held(client, task, holder.stop, server, client.protocol_version)
+                    holder.ready = True
+                    if not ready.done():
+                        ready.set_result(held)
+                    listening = asyncio.ensure_future(self._listen(client))
+                    try:
+                        await holder.stop.wait()
+                    finally:
+                        listening.cancel()
         except BaseException as exc:
             if not ready.done():
                 ready.set_exception(exc if isinstance(exc, Exception) else ConnectionError())
@@ -241,6 +318,8 @@ class RemoteLink:
             if not isinstance(exc, Exception | asyncio.CancelledError):
                 raise
         else:
+            if not ready.done():  # cancelled while connecting
+                ready.set_exception(ConnectionError("the connection was given up"))
             self._lost(task, "closed")
 
     def _lost(self, task: asyncio.Task[None], reason: str) -> None:
@@ -255,12 +334,12 @@ class RemoteLink:
             self.down_since = time.time()
 
     def lost(self, reason: str) -> None:
-        """A call found the connection broken: drop it, connect again on the next call."""
+        """A call found the connection broken: drop it (the SDK's shutdown ends it, and
+        stops a stdio server), connect again on the next call."""
         held = self._held
         if held is not None:
             self._held = None
             held.stop.set()
-            held.task.cancel()
         if self.state != "closed":
             self.state = "down"
             self.last_error = reason
@@ -275,53 +354,70 @@ class RemoteLink:
         )
 
     async def _disconnect(self) -> None:
+        """End every connection this link started, and wait (STOP_WAIT_S at most) until
+        each has: a connection dropped a moment ago may still be stopping its server."""
         if self._relister is not None:
             self._relister.cancel()
-        held, self._held = self._held, None
-        if held is None:
+        self._held = None
+        for holder in self._holders.values():
+            holder.stop.set()
+            if not holder.ready:
+                holder.scope.cancel()
+        holding = set(self._holders)
+        if not holding:
             return
-        held.stop.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(held.task), 3.0)
-        except (TimeoutError, asyncio.CancelledError):
-            held.task.cancel()
-        except Exception:
-            log.debug("closing %s", self.target.shown, exc_info=True)
+        _, late = await asyncio.wait(holding, timeout=STOP_WAIT_S)
+        for task in late:  # the SDK's shutdown did not end: nothing gentler is left
+            log.warning("the connection to %s did not end; cancelling it", self.target.shown)
+            task.cancel()
+        if late:
+            await asyncio.wait(late, timeout=2.0)
 
     # -- tools -------------------------------------------------------------------------
 
     async def _list_tools(self, client: Client) -> None:
-        """List the server's tools (every page, bounded) and report a change."""
-        tools: list[types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if cursor is None or len(tools) >= MAX_TOOLS:
-                break
-        self._listed_at = time.monotonic()
-        self.skipped_tools = max(0, len(tools) - MAX_TOOLS)
-        tools = tools[:MAX_TOOLS]
-        if _signature(tools) != _signature(self.tools):
-            self.tools = tools
-            # told from a thread of its own: a listener may call back into the driver
-            threading.Thread(
-                target=self._on_tools, args=(tools,), name="hwbridge-remote-tools", daemon=True
-            ).start()
-
-    async def refresh_tools(self) -> None:
-        """List the tools again now (after the listing in flight, if any)."""
+        """List the server's tools (every page, bounded as read: `remote_listing`; within
+        `connect_timeout_s`), one listing at a time, and hand the listing over."""
         async with self._listing:
-            held = self._held
-            if held is None:
-                return
+            self._generation += 1
+            generation = self._generation
+            count = self._count
+            count.begin()
+            tools: list[types.Tool] = []
+            cursor: str | None = None
             try:
-                await self._list_tools(held.client)
-            except Exception as exc:
-                log.warning("the tools of %s could not be listed again: %s", self.target.shown, exc)
+                async with asyncio.timeout(self.connect_timeout_s):
+                    for _ in range(_MAX_PAGES):
+                        page = await client.list_tools(cursor=cursor)
+                        tools.extend(page.tools)
+                        cursor = page.next_cursor
+                        if cursor is None or count.full:
+                            break
             finally:
                 self._listed_at = time.monotonic()  # a failing listing is paced as well
+            if count.unread or cursor is not None:
+                log.warning(
+                    "%s lists more tools than are read (%d read, %d more, more pages: %s)",
+                    self.target.shown,
+                    count.read,
+                    count.unread,
+                    cursor is not None,
+                )
+            listed = count.listed(tools)
+            if self._fetched is None or generation > self._fetched.generation:
+                self._fetched = _Fetched(generation, listed)
+                self.tools = listed.tools
+        # told from a thread of its own: a listener may call back into the driver
+        threading.Thread(target=self.hand_over, name="hwbridge-remote-tools", daemon=True).start()
+
+    async def refresh_tools(self) -> None:
+        """List the tools again now (after the listing in flight, if any); a listing that
+        does not end within `connect_timeout_s` is given up (TimeoutError), one that fails
+        raises what it failed with."""
+        held = self._held
+        if held is None:
+            return
+        await self._list_tools(held.client)
 
     def _changed(self) -> None:
         """The server says its tools changed: list them again, coalesced with what is
@@ -331,12 +427,27 @@ class RemoteLink:
             self._relister = asyncio.ensure_future(self._relist_when_due())
 
     async def _relist_when_due(self) -> None:
+        """List again while a change is announced, LIST_INTERVAL_S after the last listing;
+        a listing that fails (or is given up) is tried again, twice as late each time up to
+        RELIST_PAUSE_MAX_S: a server need not announce a change again until it was listed."""
+        pause = LIST_INTERVAL_S
         while self._relist:
-            wait = self._listed_at + LIST_INTERVAL_S - time.monotonic()
+            wait = self._listed_at + pause - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
             self._relist = False  # what is announced from here on asks for one more
-            await self.refresh_tools()
+            try:
+                await self.refresh_tools()
+                pause = LIST_INTERVAL_S
+            except Exception as exc:
+                log.warning(
+                    "the tools of %s could not be listed again (tried again in %g s): %s",
+                    self.target.shown,
+                    min(pause * 2, RELIST_PAUSE_MAX_S),
+                    describe(exc) if not isinstance(exc, TimeoutError) else "no answer",
+                )
+                self._relist = True
+                pause = min(pause * 2, RELIST_PAUSE_MAX_S)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -381,13 +492,30 @@ class RemoteLink:
         arguments: dict[str, Any],
         timeout_s: float,
         progress: ProgressFnT | None,
+        *,
+        changes_state: bool,
     ) -> types.CallToolResult:
-        """One `tools/call`; MCPError and transport errors propagate (see McpToolDriver)."""
+        """One `tools/call`, all its rounds within `timeout_s` once connected (TimeoutError
+        past it; the server is told to cancel). A read follows `input_required` rounds (the
+        SDK's, at most 10); a call that changes state is sent once: `InputRequired` instead
+        of a second round. MCPError and transport errors propagate (see McpToolDriver)."""
         client = await self.client()
         self.calls += 1
-        return await client.call_tool(
-            name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
-        )
+        async with asyncio.timeout(timeout_s):
+            if not changes_state:
+                return await client.call_tool(
+                    name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
+                )
+            result = await client.session.call_tool(
+                name,
+                arguments,
+                read_timeout_seconds=timeout_s,
+                progress_callback=progress,
+                allow_input_required=True,
+            )
+        if isinstance(result, types.InputRequiredResult):
+            raise InputRequired(name)
+        return result
 
     async def read_resource(self, uri: str, timeout_s: float) -> types.ReadResourceResult:
         client = await self.client()
@@ -399,8 +527,14 @@ class RemoteLink:
         return [str(r.uri) for r in listed.resources]
 
 
-def _signature(tools: list[types.Tool]) -> list[Any]:
-    return [t.model_dump(mode="json", exclude_none=True) for t in tools]
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _signature(listed: Listed) -> list[Any]:
+    tools = [t.model_dump(mode="json", exclude_none=True) for t in listed.tools]
+    return [tools, listed.skipped, listed.unread]
 
 
 def describe(exc: BaseException) -> str:

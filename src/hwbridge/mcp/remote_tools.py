@@ -39,6 +39,7 @@ from hwbridge.core.models import Tool, ToolError, ToolParameter, is_tool_name
 from hwbridge.core.validation import ArgumentValidator
 
 __all__ = [
+    "MAX_CATALOGUE_BYTES",
     "MAX_DESCRIPTION_CHARS",
     "MAX_INLINED_NODES",
     "MAX_RESULT_CHARS",
@@ -47,8 +48,11 @@ __all__ = [
     "MAX_TOOLS",
     "RETRYABLE_CODES",
     "RemoteAnnotations",
+    "cut_text",
     "error_of",
+    "past_catalogue",
     "result_of",
+    "size_of",
     "too_large",
     "tool_of",
 ]
@@ -56,7 +60,12 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_TOOLS = 512
-"""Tools taken from one server; the rest are left out (and logged)."""
+"""Tools read from one server's listing; the rest are not read (only counted)."""
+MAX_CATALOGUE_BYTES = 256_000
+"""What one server's tools may take, their input schemas (with `$ref`s inlined) and
+descriptions together: every request to the model carries them. Tools past it are skipped
+(and listed with the reason). A real bench's catalogue is a few kilobytes; 100 tools of
+64 KB schemas put 6.4 MB into every request."""
 MAX_DESCRIPTION_CHARS = 4000
 """A remote tool's description is cut to this length: it goes into the model's prompt."""
 MAX_SCHEMA_BYTES = 64_000
@@ -111,11 +120,15 @@ class RemoteAnnotations(NamedTuple):
         return {name: value for name, value in zip(names, self, strict=True) if value is not None}
 
 
-def tool_of(remote: types.Tool, *, read_only: bool, trust_hints: bool) -> Tool | str:
+def tool_of(
+    remote: types.Tool, *, read_only: bool, trust_hints: bool, room: int = MAX_CATALOGUE_BYTES
+) -> Tool | str:
     """The Tool for a remote MCP tool, or the reason it cannot be offered.
 
     `read_only`: whether this side treats it as read-only (decided by the caller).
     `trust_hints`: whether the server's destructiveHint is kept (else: destructive).
+    `room`: the bytes of MAX_CATALOGUE_BYTES the server's tools before it left (its schema,
+    `$ref`s inlined, and description must fit).
     """
     name = remote.name
     if not isinstance(name, str) or not is_tool_name(name):
@@ -133,8 +146,12 @@ def tool_of(remote: types.Tool, *, read_only: bool, trust_hints: bool) -> Tool |
         return str(exc)
     if isinstance(parameters, str):
         return parameters
-    description = _text(remote.description, MAX_DESCRIPTION_CHARS)
-    title = _text(remote.title or (remote.annotations.title if remote.annotations else None), 200)
+    description = cut_text(remote.description, MAX_DESCRIPTION_CHARS)
+    if size_of(parameters, description) > room:
+        return past_catalogue()
+    title = cut_text(
+        remote.title or (remote.annotations.title if remote.annotations else None), 200
+    )
     hints = RemoteAnnotations.of(remote)
     destructive = hints.destructive if trust_hints and not read_only else None
     try:
@@ -178,7 +195,7 @@ def _parameters(schema: Mapping[str, Any]) -> list[ToolParameter] | str:
         out.append(
             ToolParameter(
                 name=key,
-                description=_text(text, 1000),
+                description=cut_text(text, 1000),
                 required=key in required,
                 schema=prop or None,
             )
@@ -297,11 +314,27 @@ class _Inliner:
         return {k: self._build(v, refs) for k, v in node.items() if k not in _DROPPED}
 
 
-def _text(value: Any, limit: int) -> str | None:
+def size_of(parameters: list[ToolParameter], description: str | None) -> int:
+    """What a tool takes of MAX_CATALOGUE_BYTES: its schema as JSON and its description."""
+    schemas = [p.schema for p in parameters]
+    notes = sum(len(p.description or "") + len(p.name) for p in parameters)
+    return len(orjson.dumps(schemas)) + notes + len(description or "")
+
+
+def past_catalogue() -> str:
+    """Why a tool past the server's MAX_CATALOGUE_BYTES is skipped."""
+    return (
+        f"the server's tools take more than {MAX_CATALOGUE_BYTES} bytes "
+        "(schemas and descriptions); this one is past that"
+    )
+
+
+def cut_text(value: Any, limit: int) -> str | None:
+    """A text from the server, cleaned and cut to `limit` characters (None: no text)."""
     if not isinstance(value, str) or not value.strip():
         return None
-    text = clean_text(value.strip())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    text = value.strip()  # cut before cleaning: a cleaned text is as long
+    return clean_text(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -409,7 +442,9 @@ def _tool_error(result: types.CallToolResult) -> ToolError:
             code, message = found.group(1), message or found.group(2)
     if code is None:
         code = "REMOTE_TOOL_ERROR"
-    message = _text(message or text, MAX_ERROR_CHARS) or "the remote tool failed without saying why"
+    message = (
+        cut_text(message or text, MAX_ERROR_CHARS) or "the remote tool failed without saying why"
+    )
     if retryable is None:
         retryable = code in RETRYABLE_CODES
     return ToolError(code, message, retryable=retryable)
