@@ -352,6 +352,7 @@ def serve_tools(kind: str) -> None:
 
 def _hostile_startup() -> None:
     from hwbridge.mcp import McpToolDriver
+    from hwbridge.mcp.remote_listing import Listed
 
     def start(kind: str) -> tuple[float, float, int, int, int]:
         command = [sys.executable, str(Path(__file__).resolve()), "--serve-tools", kind]
@@ -361,7 +362,7 @@ def _hostile_startup() -> None:
             listed = driver._link.tools
             again = time.perf_counter()
             driver._tools, driver._skipped = {}, {}
-            driver._take_tools(listed)
+            driver._take_tools(Listed(listed))
             read = time.perf_counter() - again
             size = len(json.dumps([t.model_dump(mode="json", exclude_none=True) for t in listed]))
             return took, read, len(driver.list_tools()), len(driver.skipped_tools()), size
