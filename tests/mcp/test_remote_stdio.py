@@ -4,6 +4,9 @@ cap without their bytes but with the id that lets their request fail at once."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import anyio
 import pytest
 from hypothesis import given, settings
@@ -91,3 +94,45 @@ def test_a_listing_page_has_the_page_cap_and_is_counted() -> None:
     answered = remote_stdio._message(second, "utf-8")
     assert isinstance(answered, SessionMessage) and isinstance(answered.message, JSONRPCResponse)
     assert listing.read_bytes == len(page) - 1
+
+
+def test_a_page_whose_id_is_echoed_as_a_string_is_still_the_listing_s() -> None:
+    """The SDK pairs "3" with request 3 (as the TypeScript SDK does): so must the listing's
+    bounds, or a bench escapes them all by quoting the id."""
+    listing = Listing()
+    listing.note(3)
+    page = b'{"jsonrpc":"2.0","id":"3","result":{"tools":[' + b" " * 400 + b"]}}\n"
+    [line] = read([page], listing)
+    assert line.data is None and line.limit == PAGE_CAP
+    assert listing.answers("3") and listing.answers(3)
+    listing.answered("3")
+    assert not listing.pending
+
+
+@pytest.mark.timeout(60)
+def test_a_bench_quoting_its_ids_gets_the_listing_caps(tmp_path: Path) -> None:
+    """2,000 tools answered under a quoted id: the page's cap (made 300 bytes here) holds - it
+    was not applied, and all 2,000 tools were kept."""
+    from hwbridge.core.models import ToolError
+    from hwbridge.mcp import McpToolDriver
+
+    server = tmp_path / "quoting.py"
+    server.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if 'id' not in m: continue\n"
+        "    mid, method = m['id'], m.get('method')\n"
+        "    if method == 'initialize':\n"
+        "        r = {'protocolVersion': m['params']['protocolVersion'],\n"
+        "             'capabilities': {'tools': {}}, 'serverInfo': {'name': 's', 'version': '1'}}\n"
+        "    elif method == 'tools/list':\n"
+        "        r = {'tools': [{'name': f't{i}', 'inputSchema': {'type': 'object'}}\n"
+        "                       for i in range(2000)]}\n"
+        "        mid = str(mid)\n"
+        "    else:\n"
+        "        r = {}\n"
+        "    print(json.dumps({'jsonrpc': '2.0', 'id': mid, 'result': r}), flush=True)\n"
+    )
+    with pytest.raises(ToolError, match="answer too large: a line of more than 300 bytes"):
+        McpToolDriver([sys.executable, str(server)], label="q", connect_timeout_s=20)

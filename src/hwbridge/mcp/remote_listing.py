@@ -29,6 +29,7 @@ from typing import Any
 
 import orjson
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
@@ -127,13 +128,19 @@ class Listing:
 
     def note(self, request_id: Any) -> None:
         """A `tools/list` request was sent with this id."""
-        self.pending[request_id] = None
+        self.pending[_correlated(request_id)] = None
         while len(self.pending) > _PENDING_IDS:  # unanswered long ago: forgotten
             del self.pending[next(iter(self.pending))]
 
     def answers(self, request_id: Any) -> bool:
-        """Whether a message with this id answers a `tools/list` request (not yet answered)."""
-        return isinstance(request_id, int | str) and request_id in self.pending
+        """Whether a message with this id answers a `tools/list` request (not yet answered):
+        correlated as the SDK correlates it ("7" answers 7), or a bench could slip a listing
+        past every bound by echoing the id as a string."""
+        return isinstance(request_id, int | str) and _correlated(request_id) in self.pending
+
+    def answered(self, request_id: Any) -> None:
+        """The answer to the `tools/list` request with this id came."""
+        self.pending.pop(_correlated(request_id), None)
 
     def listed(self, tools: list[Any]) -> Listed:
         return Listed(tuple(tools), dict(self.skipped), self.unread)
@@ -217,7 +224,7 @@ class _CuttingReads:
         if isinstance(message, JSONRPCResponse | JSONRPCError) and self._listing.answers(
             message.id
         ):
-            del self._listing.pending[message.id]
+            self._listing.answered(message.id)
             if isinstance(message, JSONRPCResponse):
                 cut = message.model_copy(update={"result": self._listing.cut_page(message.result)})
                 return SessionMessage(cut, metadata=item.metadata)
@@ -246,3 +253,8 @@ class _CuttingReads:
     ) -> bool | None:
         await self.aclose()
         return None
+
+
+def _correlated(request_id: Any) -> Any:
+    """A request id as the SDK pairs answers with requests ("7" is 7)."""
+    return coerce_request_id(request_id) if isinstance(request_id, int | str) else request_id
