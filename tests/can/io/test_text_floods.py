@@ -378,3 +378,45 @@ def test_a_truncated_trc_gz_keeps_the_frames_before_the_cut(tmp_path: Path) -> N
     with pytest.raises(CaptureError, match="line"):
         read()
     assert 10_000 < sum(frames) < 20_000
+
+
+# -- junk in bytes: long lines and lines between frames ------------------------------------
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("suffix", [".log", ".csv"])
+def test_a_line_longer_than_any_frame_is_malformed_without_python_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """A frame line is a few hundred bytes at most: a megabyte of odd hex cost python-can
+    70 ms a line (400 of them, 28 s from a 400 KB gzip); now none reaches it."""
+    calls = _Calls(monkeypatch)
+    long = {
+        ".log": "(1.000000) can0 123#" + "1" * 200_000 + "Z\n",
+        ".csv": "1.0,0x100,0,0,0,8," + "A" * 200_000 + "!\n",
+    }[suffix]
+    frame = {
+        ".log": "(1.000000) can0 123#0102030405060708\n",
+        ".csv": "1.0,0x123,0,0,0,8,AQIDBAUGBwg=\n",
+    }[suffix]
+    path = _gz(tmp_path / f"long{suffix}.gz", HEAD[suffix] + (frame + long) * 50)
+    frames, reader, error = _read(path)
+    assert error is None and len(frames) == 50
+    assert reader.counts.malformed_lines == 50
+    assert "longer than any frame" in reader.counts.malformed[0]
+    assert calls.python_can == 0
+
+
+@pytest.mark.timeout(120)
+def test_lines_python_can_reads_for_nothing_between_frames_are_bounded_in_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One frame, one junk line python-can must read (not ASCII), again and again: junk never
+    outnumbers the frames, so only its bytes can bound the work."""
+    monkeypatch.setattr(text_blocks, "MAX_JUNK_BYTES", 200_000)
+    junk = "(1.000000) cän0 123#" + "0" * 3000 + "\n"  # python-can reads it: a channel 'cän0'
+    frame = "(1.000000) can0 123#0102030405060708\n"
+    path = _gz(tmp_path / "alternate.log.gz", (frame + junk) * 1000)
+    frames, _, error = _read(path)
+    assert error is not None and "bytes of lines without a frame" in error.reason
+    assert len(frames) < 100  # about 200,000 / 3,000 junk lines, a frame before each

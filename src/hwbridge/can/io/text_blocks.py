@@ -41,6 +41,8 @@ from hwbridge.can.io.pycan import pack_messages
 __all__ = [
     "BLOCK_BYTES",
     "MAX_DATA",
+    "MAX_FRAME_LINE_BYTES",
+    "MAX_JUNK_BYTES",
     "MAX_JUNK_LINES",
     "MAX_LINE_BYTES",
     "MAX_SECONDS",
@@ -60,6 +62,14 @@ MAX_JUNK_LINES = 10_000
 capture may have before it is refused, once they also outnumber its frames: a file of junk
 costs the work of at most this many such lines more than its frames, whatever its size (a
 gzip bomb of 32 KB inflates to 32 MiB of lines). A real capture has a few, if any."""
+MAX_FRAME_LINE_BYTES = 4096
+"""The longest line that can be a frame in any of these formats (a CAN FD frame in ASC, its
+name and every field included, is a few hundred bytes): a longer one is malformed without
+python-can reading it (a line of a megabyte cost python-can 70 ms)."""
+MAX_JUNK_BYTES = 16 * 1024 * 1024
+"""Bytes of lines python-can read one at a time for no frame a text capture may have: past
+them it is refused, however many frames it has (junk lines between frames cost python-can's
+reading, about 15 MB/s: this bounds that work to about a second)."""
 # MAX_LINE_BYTES (a longer line, e.g. of a binary file named .log, is reported, not buffered
 # whole), MAX_SECONDS and MAX_DATA are frame_checks' bounds, the same for every reader.
 
@@ -314,8 +324,10 @@ class TextCaptureReader:
     `counts.malformed`) and skipped. Subclasses parse a block in `_parse`.
 
     Junk is bounded: once MAX_JUNK_LINES lines gave no frame (malformed lines, and lines read
-    one at a time for nothing) and they outnumber the frames read, the capture is refused at
-    that line with a CaptureError (`NAME`: "not a candump log"), its frames before read."""
+    one at a time for nothing) and they outnumber the frames read, or python-can read more
+    than MAX_JUNK_BYTES of lines for no frame, the capture is refused at that line with a
+    CaptureError (`NAME`: "not a candump log"), its frames before read. A line longer than
+    MAX_FRAME_LINE_BYTES is malformed without python-can reading it."""
 
     NAME = "a text capture"
 
@@ -333,6 +345,7 @@ class TextCaptureReader:
         self._frames = 0  # frames read: data, error and remote
         self._junk = 0  # lines that gave no frame: malformed, or read one at a time for nothing
         self._idle = 0  # of those, the ones read for nothing
+        self._junk_bytes = 0  # bytes of the lines python-can read for no frame
         self._refused: CaptureError | None = None
         self._damage: GzipDamage | None = None
 
@@ -527,7 +540,13 @@ class TextCaptureReader:
                 return stop, messages, at
             f0, b0 = f_cut[j], b_cut[j]
             others = self.counts.error_frames + self.counts.remote_frames
-            kept = read_one(first_line + index, raw)
+            if len(raw) > MAX_FRAME_LINE_BYTES:  # no frame is this long: python-can not asked
+                self._malformed(first_line + index, f"{len(raw)} bytes, longer than any frame")
+                kept = None
+            else:
+                kept = read_one(first_line + index, raw)
+                if not kept:
+                    self._junk_bytes += len(raw)
             others = self.counts.error_frames + self.counts.remote_frames - others
             if kept is None:
                 self._junk += 1
@@ -581,7 +600,8 @@ class TextCaptureReader:
         return stop
 
     def _over(self) -> bool:
-        return self._junk >= MAX_JUNK_LINES and self._junk > self._frames
+        lines = self._junk >= MAX_JUNK_LINES and self._junk > self._frames
+        return lines or self._junk_bytes > MAX_JUNK_BYTES
 
     def _refuse(self, number: int) -> None:
         """Junk ends the capture at line `number`."""
@@ -592,6 +612,8 @@ class TextCaptureReader:
             else f"{junk} lines without a frame ({junk - idle} malformed)"
         )
         against = "and no frame" if not frames else f"more than the {frames} frames before them"
+        if self._junk_bytes > MAX_JUNK_BYTES:
+            what, against = f"{self._junk_bytes} bytes of lines without a frame", "in between"
         self._refused = CaptureError(
             self.path, f"line {number}", f"not {self.NAME}: {what} {against}"
         )
