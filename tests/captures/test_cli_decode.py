@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from hwbridge.cli.main import main
+from tests.conftest import wait_until
 from tests.shared_data import needs_shared
 
 from .conftest import GPS_DBC, J1939_DBC, TRUCK, drive, write_capture
@@ -120,3 +126,37 @@ def test_inspect_a_dataset(
 def test_inspect_a_dataset_that_is_not_there(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(capsys, "inspect", "--dataset", "/nonexistent/dataset")
     assert code == 2 and "no dataset folder" in err
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_or_sighup_during_a_compressed_mf4_leaves_no_temporary_copy(
+    tmp_path: Path, fleet_dbc: Path, how: signal.Signals
+) -> None:
+    """A .mf4.gz is inflated to a temporary file to be read: SIGTERM (timeout, systemd,
+    docker stop) or SIGHUP (a closed terminal) ends the command as Ctrl-C does, its copy
+    deleted (it was left behind, up to 4 GiB each time)."""
+    plain = write_capture(tmp_path / "drive.mf4", drive(5.0))
+    packed = tmp_path / "drive.mf4.gz"
+    with gzip.open(packed, "wb", compresslevel=1) as out:
+        out.write(plain.read_bytes())
+        out.write(bytes(400 * 1024 * 1024))  # inflating takes a while: time to signal
+    spool = tmp_path / "tmp"
+    spool.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hwbridge", "decode", str(packed), "--dbc", str(fleet_dbc),
+         "--out", str(tmp_path / "out")],
+        env={**os.environ, "TMPDIR": str(spool)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert wait_until(lambda: any(spool.iterdir()) or proc.poll() is not None, 60)
+        proc.send_signal(how)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 128 + how, err
+    assert "terminated" in err
+    assert list(spool.iterdir()) == []

@@ -11,6 +11,7 @@ import argparse
 import gc
 import logging
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Sequence
@@ -175,8 +176,24 @@ def _silence_stdout() -> None:
         pass
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP reached the command's own process: it ends as an interrupt does
+    (a BaseException, as KeyboardInterrupt is: no `except Exception` takes it for an error),
+    its `finally` blocks run (temporary files deleted, files closed whole)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command's own process, which ends when the command does
+        for stop in (signal.SIGTERM, signal.SIGHUP):  # what timeout, systemd, a closed
+            signal.signal(stop, _terminate)  # terminal send: unwound like Ctrl-C
         try:
             return _main(None)
         finally:
@@ -208,6 +225,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return _fail(exc.message, exc.exit_code)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
+    except Terminated as exc:
+        return _fail(f"terminated ({exc})", 128 + exc.signum)
     except BrokenPipeError:
         _silence_stdout()
         return EXIT_RUNTIME
