@@ -110,3 +110,30 @@ def test_repaired_database_warns_on_stderr_only(run: Run, tmp_path: Path) -> Non
         f"hwbridge: warning: {repaired}: loaded after 2 repairs of defects cantools refuses "
         "(--debug lists them)\n"
     )
+
+
+C1_KCD = """<?xml version="1.0" encoding="UTF-8"?>
+<NetworkDefinition xmlns="http://kayak.2codeornot2code.org/1.0">
+  <Document/>
+  <Bus name="B">
+    <Message id="0x100" name="EngineData" length="8">
+      <Signal name="EngineSpeed" offset="0" length="16">
+        <Value unit="rpm&#x9b;2K&#x9b;1A&#x9d;0;PWNED&#x9c;"/>
+      </Signal>
+    </Message>
+  </Bus>
+</NetworkDefinition>
+"""
+
+
+def test_json_output_never_carries_a_raw_terminal_control(run: Run, tmp_path: Path) -> None:
+    """A database's text with C1 controls (CSI, OSC: some terminals act on them) is written
+    as JSON escapes, the same JSON: JSON escapes only C0 itself."""
+    kcd = tmp_path / "c1.kcd"
+    kcd.write_text(C1_KCD)
+    r = run("tools", "--json", "--dbc", str(kcd))
+    assert r.code == 0, r.err
+    assert not any(0x7F <= ord(c) <= 0x9F for c in r.out)
+    assert "\\u009b" in r.out  # escaped where it stood
+    said = json.dumps(json.loads(r.out), ensure_ascii=False)
+    assert "rpm\x9b2K\x9b1A\x9d0;PWNED\x9c" in said  # the same JSON: nothing lost

@@ -22,11 +22,17 @@ if TYPE_CHECKING:
     from rich.segment import Segment
     from rich.text import Text
 
-__all__ = ["make_console", "terminal_text"]
+__all__ = ["json_text", "make_console", "stdout_text", "terminal_text"]
 
 _PIPE_WIDTH = 100  # rich assumes 80 columns off a terminal; tool tables read better wider
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]+")
 """C0 but \\t and \\n (ESC among them), DEL, C1: what a terminal acts on rather than shows."""
+
+_RAW_IN_JSON = re.compile("[\x7f-\x9f]")
+
+
+def _json_escape(found: re.Match[str]) -> str:
+    return f"\\u{ord(found.group()):04x}"
 
 
 def _escape(found: re.Match[str]) -> str:
@@ -37,6 +43,19 @@ def terminal_text(text: str) -> str:
     """`text` safe to write to a terminal: each control character but `\\n` and `\\t` (C0,
     ESC, DEL, C1) shown as `\\xNN`, so it is seen and never acted on."""
     return _CONTROL.sub(_escape, text) if _CONTROL.search(text) else text
+
+
+def json_text(document: str) -> str:
+    """A JSON document safe to write to a terminal, meaning the same: JSON escapes C0 itself;
+    DEL and C1 (a CSI or OSC from a database or a bench, which some terminals act on) are
+    written as `\\u00NN`, as valid JSON as the raw character."""
+    return _RAW_IN_JSON.sub(_json_escape, document) if _RAW_IN_JSON.search(document) else document
+
+
+def stdout_text(text: str) -> str:
+    """Text for stdout: shown safely (`terminal_text`) when stdout is a terminal, as it is
+    when it is piped to a file or a program (a system prompt handed on whole)."""
+    return terminal_text(text) if sys.stdout.isatty() else text
 
 
 def make_console(file: TextIO | None = None) -> Console:

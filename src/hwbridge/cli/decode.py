@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:  # a capture given
         raise CliError(os_text(exc), EXIT_USAGE) from exc
     if args.json:
-        print(summary.model_dump_json(indent=2))
+        print(json_text(summary.model_dump_json(indent=2)))
     else:
         show_summary(console, summary)
     from rich.text import Text

@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def _output(report: DiscoveryReport, args: argparse.Namespace) -> int:
         except OSError as exc:
             raise CliError(f"cannot write {page}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
     if args.json:
-        print(report.to_json(indent=True))
+        print(json_text(report.to_json(indent=True)))
     else:
         show_report(make_console(), report, wrote=args.out)
         if args.html:

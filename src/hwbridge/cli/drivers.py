@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError
 
 __all__ = ["register"]
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--sha256: no driver named {', '.join(unknown)} is installed")
     rows = [_row(e.name, e.value, pins.get(e.name), load=not args.no_load) for e in entries]
     if args.json:
-        sys.stdout.write(json.dumps({"drivers": rows}, indent=2) + "\n")
+        sys.stdout.write(json_text(json.dumps({"drivers": rows}, indent=2)) + "\n")
     else:
         _blocks(rows)
     failed = [r for r in rows if r["name"] in pins and r["status"] != "verified"]

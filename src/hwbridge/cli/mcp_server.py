@@ -31,6 +31,7 @@ from hwbridge.cli.bridges import (
     serves_can,
     serves_serial,
 )
+from hwbridge.cli.console import json_text
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.options import add_bitrate_option, add_driver_options
 from hwbridge.cli.remotes import add_remote_options, local_named, open_remotes, remote_words
@@ -263,7 +264,7 @@ def _print_config(args: argparse.Namespace, address: tuple[str, int] | None) -> 
         config = stdio_config(command, name=args.name)
         line = claude_code_command(command, name=args.name)
         where = "claude_desktop_config.json (Claude Desktop) or .mcp.json (Claude Code)"
-    print(json.dumps(config, indent=2))
+    print(json_text(json.dumps(config, indent=2)))
     print(f"hwbridge: merge this into {where}; or run: {line}", file=sys.stderr)
     return EXIT_OK
 

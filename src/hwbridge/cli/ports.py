@@ -11,7 +11,7 @@ import logging
 import sys
 from typing import Any
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK
 
 __all__ = ["can_interfaces", "register", "serial_ports"]
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     can = can_interfaces(bool(args.all), serial)
     if args.json:
         document = {"serial": serial, "can": can}
-        sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n")
         return EXIT_OK
     from rich.table import Table
 

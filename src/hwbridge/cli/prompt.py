@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hwbridge.cli.console import stdout_text
 from hwbridge.cli.errors import EXIT_OK
 from hwbridge.cli.options import add_driver_options, open_driver
 
@@ -33,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         return serial_cli.run_prompt(args)
     with open_driver(args) as driver:
         text = driver.get_driver_system_message(args.model)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(stdout_text(text) + "\n")
     sys.stdout.flush()
     return EXIT_OK

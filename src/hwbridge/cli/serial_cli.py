@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import make_console, stdout_text
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.repl import Inspector
 
@@ -123,7 +123,7 @@ def open_serial_driver(args: argparse.Namespace, policy: SendPolicy | None = Non
 def run_prompt(args: argparse.Namespace) -> int:
     with open_serial_driver(args) as driver:
         text = driver.get_driver_system_message(args.model)
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(stdout_text(text) + "\n")
     sys.stdout.flush()
     return EXIT_OK
 

@@ -7,7 +7,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from hwbridge.cli.console import make_console
+from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK
 from hwbridge.cli.options import add_driver_options, open_driver
 
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                 **facts,
                 "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
             }
-            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n")
             return EXIT_OK
         console = make_console()
         title = (
@@ -108,7 +108,7 @@ def _run_serial(args: argparse.Namespace) -> int:
                 **facts,
                 "tools": [t.model_dump(mode="json", exclude_none=True) for t in tools],
             }
-            sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(json.dumps(document, indent=2, ensure_ascii=False)) + "\n")
             return EXIT_OK
         console = make_console()
         source = f"{args.spec} ({device})" if device else f"port {args.port}"
