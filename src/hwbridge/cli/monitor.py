@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from hwbridge.cli.console import terminal_text
 from hwbridge.cli.errors import EXIT_OK
 
 if TYPE_CHECKING:
@@ -609,7 +610,7 @@ def _logs_to(handler: _NoteHandler) -> Iterator[None]:
         if handler.count:
             more = handler.count - len(handler.kept)
             for text in handler.kept:
-                print(f"hwbridge: warning: {text}", file=sys.stderr)
+                print(f"hwbridge: warning: {terminal_text(text)}", file=sys.stderr)
             if more > 0:
                 print(f"hwbridge: ... and {more} more warnings", file=sys.stderr)
 

@@ -12,6 +12,7 @@ import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from hwbridge.cli.console import terminal_text
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 
 if TYPE_CHECKING:
@@ -146,9 +147,9 @@ def load_database(path: str, *, debug: bool = False) -> CanDatabase:
         first = (
             shown[0] if debug or len(lines) < 2 else f"{shown[0].rstrip(':')} (--debug lists them)"
         )
-        print(f"hwbridge: warning: {first}", file=sys.stderr)
+        print(f"hwbridge: warning: {terminal_text(first)}", file=sys.stderr)
         for line in shown[1:]:
-            print(f"hwbridge:   {line.strip()}", file=sys.stderr)
+            print(f"hwbridge:   {terminal_text(line.strip())}", file=sys.stderr)
     return db
 
 
