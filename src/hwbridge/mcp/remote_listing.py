@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import orjson
 from mcp.client._transport import ReadStream, TransportStreams, WriteStream
@@ -177,23 +177,15 @@ async def listing_transport(
         yield _CuttingReads(read, listing), _NotingWrites(write, listing)
 
 
-class _NotingWrites:
-    """The write stream, noting the id of each `tools/list` request sent."""
+class _Wrapped:
+    """A stream of the transport's, closed as a whole (and as an async context) through it."""
 
-    def __init__(self, inner: WriteStream[SessionMessage], listing: Listing) -> None:
-        self._inner = inner
-        self._listing = listing
-
-    async def send(self, item: SessionMessage, /) -> None:
-        message = item.message
-        if isinstance(message, JSONRPCRequest) and message.method == "tools/list":
-            self._listing.note(message.id)
-        await self._inner.send(item)
+    _inner: ReadStream[SessionMessage | Exception] | WriteStream[SessionMessage]
 
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    async def __aenter__(self) -> _NotingWrites:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -206,11 +198,25 @@ class _NotingWrites:
         return None
 
 
-class _CuttingReads:
+class _NotingWrites(_Wrapped):
+    """The write stream, noting the id of each `tools/list` request sent."""
+
+    def __init__(self, inner: WriteStream[SessionMessage], listing: Listing) -> None:
+        self._inner: WriteStream[SessionMessage] = inner
+        self._listing = listing
+
+    async def send(self, item: SessionMessage, /) -> None:
+        message = item.message
+        if isinstance(message, JSONRPCRequest) and message.method == "tools/list":
+            self._listing.note(message.id)
+        await self._inner.send(item)
+
+
+class _CuttingReads(_Wrapped):
     """The read stream, with each answer to a noted `tools/list` request cut."""
 
     def __init__(self, inner: ReadStream[SessionMessage | Exception], listing: Listing) -> None:
-        self._inner = inner
+        self._inner: ReadStream[SessionMessage | Exception] = inner
         self._listing = listing
 
     @property
@@ -238,21 +244,6 @@ class _CuttingReads:
 
     async def __anext__(self) -> SessionMessage | Exception:
         return self._cut(await self._inner.__anext__())
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _CuttingReads:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 def _correlated(request_id: Any) -> Any:
