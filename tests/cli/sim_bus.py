@@ -9,6 +9,7 @@ recording can be checked frame by frame against it.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -75,7 +76,8 @@ def sim_bus() -> Iterator[SimBus]:
 
 def hwbridge(*argv: str, **kwargs: object) -> subprocess.Popen[str]:
     """`python -m hwbridge ARGV` in its own process, as a user runs it."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # faulthandler: a command that hangs can be made to show where (`stack_of`)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     env.pop("COLUMNS", None)
     return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
         [sys.executable, "-m", "hwbridge", *argv],
@@ -84,6 +86,18 @@ def hwbridge(*argv: str, **kwargs: object) -> subprocess.Popen[str]:
         text=True,
         **kwargs,
     )
+
+
+def stack_of(proc: subprocess.Popen[str]) -> str:
+    """Where a command that does not end is stuck: every thread's stack (faulthandler's
+    dump on SIGABRT), for the failure message of a test that waited for it in vain."""
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return "(no stack: the process did not answer SIGABRT)"
+    return str(err)[-8000:]
 
 
 def contiguous_in(recorded: list[Frame], sent: list[Frame]) -> int | None:

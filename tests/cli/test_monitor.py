@@ -23,7 +23,7 @@ from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.transport.monitor import BusMonitor
 from hwbridge.cli.monitor import MAX_UNKNOWN_IDS, MonitorScreen, matches, parse_keys
 from tests.cli.conftest import DEMO, ENGINE, REPO, Run
-from tests.cli.sim_bus import SimBus, hwbridge, sim_bus
+from tests.cli.sim_bus import SimBus, hwbridge, sim_bus, stack_of
 from tests.conftest import wait_until
 
 __all__ = ["sim_bus"]  # the fixture, imported for the tests below
@@ -199,7 +199,10 @@ def test_without_a_terminal_it_prints_plain_snapshots(sim_bus: SimBus) -> None:
         while time.monotonic() < deadline and sum("EngineSpeed" in s for s in seen) < 2:
             seen.append(proc.stdout.readline())
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
+        try:
+            out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the monitor did not end after Ctrl-C; its threads:\n{stack_of(proc)}")
     finally:
         proc.kill()
     text = "".join(seen) + out
