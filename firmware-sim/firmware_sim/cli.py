@@ -17,14 +17,13 @@ exits the interpreter.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
-import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+from firmware_sim.stop_signals import stop_on_signals
 
 __all__ = ["SOCKETCAND_BUS", "build_parser", "main", "parse_fault"]
 
@@ -217,24 +216,6 @@ def _device(kind: str, channel: str) -> _Device:
         raise RuntimeError(f"the {kind} device is not available: {exc}") from exc
 
 
-@contextlib.contextmanager
-def _signals_set(stop: threading.Event) -> Iterator[None]:
-    """SIGINT and SIGTERM set `stop` while inside; the previous handlers come back after."""
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            previous[signum] = signal.signal(signum, on_signal)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-
 def _setup_logging(verbose: bool) -> None:
     root = logging.getLogger()
     if not root.handlers:
@@ -287,7 +268,7 @@ def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
     if bench_only:
         _setup_logging(args.verbose)
         stop = stop if stop is not None else threading.Event()
-        with _signals_set(stop):
+        with stop_on_signals(stop):
             return _serve_bench(args, stop)
     if args.dbc is None and args.j1939:
         from hwbridge.resources import J1939_TRUCK_DBC, bundled_dbc
@@ -325,7 +306,7 @@ def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
         )
     _setup_logging(args.verbose)
     stop = stop if stop is not None else threading.Event()
-    with _signals_set(stop):
+    with stop_on_signals(stop):
         return _serve(args, faults, endpoint, stop)
 
 

@@ -18,16 +18,16 @@ import errno
 import logging
 import os
 import select
-import signal
 import termios
 import threading
 import time
 import tty
 from abc import ABC, abstractmethod
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Self
 
 import can
+from firmware_sim.stop_signals import stop_on_signals
 
 __all__ = ["PtyDevice", "serve_forever"]
 
@@ -265,13 +265,7 @@ class PtyDevice(ABC):
 def serve_forever(device: PtyDevice) -> None:
     """Run `device` until SIGINT/SIGTERM, printing `KIND on PORT` once it is up."""
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with device:
+    with stop_on_signals(stop), device:
         print(f"{device.kind} on {device.port_name}", flush=True)
         while not stop.wait(0.5):
             pass

@@ -27,15 +27,15 @@ import argparse
 import contextlib
 import logging
 import queue
-import signal
 import socket
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from types import FrameType, TracebackType
+from types import TracebackType
 from typing import Self
 
 import can
+from firmware_sim.stop_signals import stop_on_signals
 
 __all__ = ["SocketcandServer", "carried", "format_frame", "main", "parse_send"]
 
@@ -498,13 +498,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    with SocketcandServer(args.channel or ["vcan0"], host=args.host, port=args.port) as server:
+    with (
+        stop_on_signals(stop),
+        SocketcandServer(args.channel or ["vcan0"], host=args.host, port=args.port) as server,
+    ):
         print(f"socketcand listening on {server.host}:{server.port}", flush=True)
         while not stop.wait(0.5):
             pass

@@ -14,15 +14,13 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.text import Text
 
 from hwbridge.cli.errors import EXIT_OK
+from hwbridge.cli.stop_signals import relayed_signals
 
 if TYPE_CHECKING:
     from hwbridge.core.hybrid import HybridDriver
@@ -206,16 +204,20 @@ class Chat:
 
         loop = aio.get_loop()
 
-        def interrupt() -> None:
+        def leave_if_withdrawn(signum: int) -> None:
+            # in the signal handler: a second Ctrl-C leaves at once (reading a flag takes no
+            # lock; setting it does, so that is left to `withdraw`)
             if self.withdrawn.is_set():
                 raise KeyboardInterrupt
+
+        def withdraw(signum: int) -> None:
             self.withdrawn.set()
             task = holder.get("task")
             if task is not None:
                 loop.call_soon_threadsafe(task.cancel)
 
         try:
-            with _sigint(interrupt):
+            with relayed_signals((signal.SIGINT,), withdraw, at_once=leave_if_withdrawn):
                 result = aio.run(ask())
         except asyncio.CancelledError:
             self._end_line()
@@ -329,20 +331,3 @@ class Chat:
 def _short(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= _SHOWN_CHARS else text[: _SHOWN_CHARS - 3] + "..."
-
-
-@contextmanager
-def _sigint(handler: Callable[[], None]) -> Iterator[None]:
-    """Ctrl-C calls `handler` while the block runs (main thread only; elsewhere a no-op)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        handler()
-
-    previous = signal.signal(signal.SIGINT, on_signal)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

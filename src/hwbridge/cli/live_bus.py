@@ -9,12 +9,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
-import threading
-from collections.abc import Callable, Iterator, Sequence
-from types import FrameType
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from hwbridge.cli.errors import EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
+from hwbridge.cli.stop_signals import relayed_signals
 
 if TYPE_CHECKING:
     import can
@@ -76,20 +75,8 @@ def open_adapter(bus: str, listeners: Sequence[Callable[[can.Message], object]])
         raise CliError(f"cannot open {bus}: {os_text(exc)}", EXIT_RUNTIME) from exc
 
 
-@contextlib.contextmanager
-def on_stop_signals(handler: Callable[[int], None]) -> Iterator[None]:
-    """Ctrl-C and SIGTERM call `handler(signum)` while the block runs (main thread only: a
-    signal handler can be set nowhere else); the previous handlers come back after it."""
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        handler(signum)
-
-    previous: dict[signal.Signals, object] = {}
-    if threading.current_thread() is threading.main_thread():
-        for number in (signal.SIGINT, signal.SIGTERM):
-            previous[number] = signal.signal(number, on_signal)
-    try:
-        yield
-    finally:
-        for kind, old in previous.items():
-            signal.signal(kind, old)  # type: ignore[arg-type]
+def on_stop_signals(handler: Callable[[int], None]) -> contextlib.AbstractContextManager[None]:
+    """Ctrl-C and SIGTERM call `handler(signum)` while the block runs, on a thread of their
+    own (`relayed_signals`: the handler may set events); the previous handlers come back
+    after it."""
+    return relayed_signals((signal.SIGINT, signal.SIGTERM), handler)

@@ -676,7 +676,7 @@ def _live(screen: MonitorScreen) -> int:
     handler = _NoteHandler(screen)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_logs_to(handler))
-        stack.enter_context(_until_sigterm(stop))
+        stack.enter_context(_until_sigterm())
         keys = stack.enter_context(KeyReader(sys.stdin.fileno())) if tty_in else _NoKeys(stop)
         live = stack.enter_context(
             Live(
@@ -705,10 +705,10 @@ def _live(screen: MonitorScreen) -> int:
 
 
 @contextlib.contextmanager
-def _until_sigterm(stop: threading.Event) -> Iterator[None]:
+def _until_sigterm() -> Iterator[None]:
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-        raise KeyboardInterrupt  # out of a blocking select at once
+        # out of a blocking select at once; nothing here may take a lock (stop_signals.py)
+        raise KeyboardInterrupt
 
     previous = None
     if threading.current_thread() is threading.main_thread():
