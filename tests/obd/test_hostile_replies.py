@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import can
 from hwbridge.can.transport.adapter import PythonCanAdapter
@@ -23,7 +25,7 @@ from hwbridge.obd import IsoTpObdAdapter, ObdDriver
 from hwbridge.obd.tools.uds_service import UdsService
 from hwbridge.obd.transport.base import Ecu
 from hwbridge.obd.transport.elm327_reply import parse_reply
-from hwbridge.obd.transport.pending import is_pending
+from hwbridge.obd.transport.pending import for_another_request, is_pending
 from hwbridge.policy import SendPolicy
 from tests.obd.conftest import ScriptedElm
 
@@ -277,6 +279,56 @@ def test_a_positive_answer_names_the_service_it_is_for() -> None:
     assert parse_reply("7E8 05 62 F1 90 35 48", extended=False).messages == {
         0x7E8: bytes([0x62, 0xF1, 0x90, 0x35, 0x48])
     }
+
+
+@pytest.mark.parametrize(
+    ("request_hex", "answer_hex", "foreign"),
+    [
+        ("01 0C", "41 0C 1A F8", False),
+        ("01 0C", "41 0D 32", True),  # the speed's late answer while the rpm is asked
+        ("01 0C 0D", "41 0D 32 0C 1A F8", False),
+        ("02 0C 00", "42 0C 00 1A F8", False),
+        ("02 0C 00", "42 05 00 7B", True),
+        ("09 02", "49 02 01 35 48 57", False),
+        ("09 02", "49 0A 01 45 43 4D", True),
+        ("22 F1 90", "62 F1 90 35 48", False),
+        ("22 F1 90", "62 F1 8C 30 31", True),
+        ("22 F1 8C F1 90", "62 F1 90 35 48", False),
+        ("19 02 FF", "59 02 FF", False),
+        ("19 02 FF", "59 0A FF 01 17 00 09", True),
+        ("10 83", "50 03 00 32 01 F4", False),  # the suppress bit is not echoed
+        ("31 01 02 03", "71 01 02 03 00", False),
+        ("31 01 02 03", "71 01 FF 00 00", True),
+        ("14 FF FF FF", "54", False),  # echoes nothing: judged by service
+        ("19 02 FF", "62 F1 90 35 48", True),  # another service
+        ("19 02 FF", "7F 22 31", True),
+        ("19 02 FF", "7F 19 31", False),  # a refusal of this request
+    ],
+)
+def test_an_answer_is_matched_to_what_its_request_asked(
+    request_hex: str, answer_hex: str, foreign: bool
+) -> None:
+    answer, request = bytes.fromhex(answer_hex), bytes.fromhex(request_hex)
+    assert for_another_request(answer, request) is foreign
+
+
+@given(
+    service=st.sampled_from([0x01, 0x06, 0x09, 0x10, 0x11, 0x19, 0x22, 0x27, 0x2E, 0x31, 0x3E]),
+    params=st.binary(min_size=1, max_size=6),
+    data=st.binary(max_size=16),
+)
+def test_an_answer_that_echoes_its_request_is_never_another_requests(
+    service: int, params: bytes, data: bytes
+) -> None:
+    request = bytes([service]) + params
+    echo = (
+        bytes([params[0] & 0x7F]) + params[1:]
+        if service not in (0x01, 0x06, 0x09, 0x22)
+        else params
+    )
+    answer = bytes([service + 0x40]) + echo + data
+    assert not for_another_request(answer, request)
+    assert for_another_request(bytes([0x7F, service ^ 0x01, 0x31]), request)
 
 
 def test_a_multi_frame_answer_trickling_past_the_budget_stops_at_the_budget(

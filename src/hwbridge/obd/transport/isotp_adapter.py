@@ -42,7 +42,7 @@ from hwbridge.obd.transport.base import (
 from hwbridge.obd.transport.pending import (
     PendingClock,
     another_service_note,
-    for_another_service,
+    for_another_request,
     is_pending,
 )
 
@@ -286,7 +286,7 @@ class IsoTpObdAdapter(ObdAdapter):
         clock = PendingClock(first_s, self.p2_star_s, max(timeout_s, self.p2_star_s))
         service = payload[0]
         replies: dict[tuple[int, bool], EcuReply] = {}
-        foreign: dict[tuple[int, bool], bytes] = {}  # negative answers to another service
+        foreign: dict[tuple[int, bool], bytes] = {}  # answers to other requests
         involved: dict[tuple[int, bool], _Link] = {}
         if ecu is not None:
             involved[(ecu.response_id, ecu.extended)] = self._link(ecu)
@@ -299,7 +299,7 @@ class IsoTpObdAdapter(ObdAdapter):
                     if is_pending(data, service):
                         clock.pending(key[0])
                         continue
-                    if for_another_service(data, service):
+                    if for_another_request(data, payload):
                         foreign[key] = data  # another request's answer (the last)
                         continue
                     if key not in replies:
@@ -394,7 +394,8 @@ class IsoTpObdAdapter(ObdAdapter):
             elif key[0] in clock.pendings:
                 replies[key] = EcuReply(link.ecu, b"", error=clock.unanswered(key[0]))
             elif key in foreign:
-                replies[key] = EcuReply(link.ecu, b"", error=another_service_note(foreign[key]))
+                note = another_service_note(foreign[key], payload[0])
+                replies[key] = EcuReply(link.ecu, b"", error=note)
 
     # -- state ----------------------------------------------------------------------------
 
