@@ -9,12 +9,14 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
+import threading
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 import can
+from hwbridge.cli.record import Recorder
 from tests.cli.conftest import Run
 from tests.cli.sim_bus import Frame, SimBus, contiguous_in, frame_of, hwbridge, read_back, sim_bus
 from tests.conftest import wait_until
@@ -62,6 +64,24 @@ def test_a_second_of_the_simulator_read_back_frame_for_frame(
         expected = 1000 / cycle
         assert expected * 0.6 - 1 <= counts[aid] <= expected * 1.1 + 1, (hex(aid), counts)
     assert f"{len(recorded):,} frames" in err
+
+
+def test_frames_that_arrive_after_the_duration_are_not_written(tmp_path: Path) -> None:
+    """However late the main thread notices that the time is up (a loaded machine), the
+    file holds what arrived within --duration of the first frame: 112 frames of a 10 ms
+    message once made "1 s" of a recording."""
+    path = tmp_path / "cut.log"
+    ended = threading.Event()
+    recorder = Recorder(can.Logger(path), duration_s=0.3, ended=ended)
+    frame = can.Message(arbitration_id=0x100, data=b"\x01", is_extended_id=False)
+    recorder.on_message(frame)  # the first frame starts the clock
+    recorder.start()  # the bus "opened" after it: the clock stays
+    assert wait_until(lambda: recorder.timed_out, 10)
+    assert not ended.is_set()
+    recorder.on_message(frame)  # too late
+    recorder.close()
+    assert recorder.frames == 1 and ended.is_set()
+    assert len(read_back(path)) == 1
 
 
 @pytest.mark.parametrize(

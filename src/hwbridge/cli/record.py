@@ -111,7 +111,9 @@ class Recorder:
     while frames arrive; frames after `close()` are not written. The recording ends (and
     `ended` is set) when a write fails (a full disk: kept in `error`) or when the file
     reaches `max_bytes`, checked after every frame, so the file ends at the frame that
-    reached the limit.
+    reached the limit, and after `duration_s` from the first frame or from `start()`,
+    whichever came first: a frame that arrives later is not written, however late the main
+    thread notices that the time is up (on a loaded machine it did, by a tenth of a second).
     """
 
     def __init__(
@@ -120,8 +122,11 @@ class Recorder:
         *,
         max_bytes: int | None = None,
         ended: threading.Event | None = None,
+        duration_s: float | None = None,
     ) -> None:
         self._writer = writer
+        self.duration_s = duration_s
+        self.started: float | None = None  # monotonic: the first frame, or start()
         self._lock = threading.Lock()
         self._closed = False
         self.max_bytes = max_bytes
@@ -131,10 +136,36 @@ class Recorder:
         self.ended = ended if ended is not None else threading.Event()
         self._ids: set[tuple[int, bool]] = set()
 
+    def start(self) -> None:
+        """The bus is open: the duration runs from now, unless a frame came first."""
+        with self._lock:
+            if self.started is None:
+                self.started = time.monotonic()
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the duration has run out (frames are no longer written)."""
+        with self._lock:
+            return self._past_duration(time.monotonic())
+
+    def _past_duration(self, now: float) -> bool:
+        return (
+            self.duration_s is not None
+            and self.started is not None
+            and now - self.started >= self.duration_s
+        )
+
     def on_message(self, msg: can.Message) -> None:
         with self._lock:
             if self._closed or self.full or self.error is not None:
                 return
+            if self.duration_s is not None:
+                now = time.monotonic()
+                if self.started is None:
+                    self.started = now
+                elif self._past_duration(now):
+                    self.ended.set()
+                    return
             try:
                 self._writer.on_message_received(msg)
                 size = self._writer.file_size() if self.max_bytes is not None else 0
@@ -249,13 +280,16 @@ def run(args: argparse.Namespace) -> int:
     max_bytes = None if args.max_size is None else int(args.max_size * _MB)
     # the writer first, so the first frame the bus gives is written (a replay at full
     # speed gives them at once); a bus that does not open takes the empty file away
-    recorder = Recorder(_open_writer(path, suffix), max_bytes=max_bytes, ended=stop)
+    recorder = Recorder(
+        _open_writer(path, suffix), max_bytes=max_bytes, ended=stop, duration_s=args.duration
+    )
     try:
         adapter = open_adapter(args.bus, [recorder.on_message])
     except BaseException:
         recorder.close()
         path.unlink(missing_ok=True)
         raise
+    recorder.start()
     try:
         return _record(args, path, adapter, recorder, stop)
     finally:
@@ -286,14 +320,14 @@ def _record(
     else:
         total = None
     bus_name = str(getattr(adapter, "description", args.bus))
-    start = time.monotonic()
+    start = recorder.started if recorder.started is not None else time.monotonic()
     last_t, last_frames, rate = start, 0, 0.0
     with _stop_on_signals(stop, why), progress:
         task: TaskID = progress.add_task(f"recording {path.name}", total=total)
         while True:
             elapsed = time.monotonic() - start
             wait = _TICK_S if duration is None else min(_TICK_S, max(0.0, duration - elapsed))
-            if stop.wait(wait):
+            if stop.wait(wait) and not recorder.timed_out:
                 break
             now = time.monotonic()
             elapsed = now - start
