@@ -33,8 +33,11 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             os.write(write_end, b"!")
 
     def relay() -> None:
-        if os.read(read_end, 1):
-            stop.set()
+        try:
+            if os.read(read_end, 1):
+                stop.set()
+        finally:
+            os.close(read_end)  # here: a number closed under a reader is soon another's
 
     thread = threading.Thread(target=relay, name="sim-signals", daemon=True)
     thread.start()
@@ -48,4 +51,3 @@ def stop_on_signals(stop: threading.Event) -> Iterator[None]:
             signal.signal(number, old)  # type: ignore[arg-type]
         os.close(write_end)
         thread.join(5.0)
-        os.close(read_end)

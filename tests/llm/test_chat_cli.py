@@ -25,6 +25,7 @@ import can
 from firmware_sim import VirtualVehicle
 from firmware_sim.socketcand import SocketcandServer
 from hwbridge.cli.main import main
+from tests.cli.sim_bus import stack_of
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, json_answer, sse
 
@@ -290,7 +291,9 @@ def test_ctrl_c_stops_a_long_wait_over_socketcand(fake_openai: FakeProvider, cha
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"},
+            env={
+                **os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200", "PYTHONFAULTHANDLER": "1"
+            },
         )  # fmt: skip
         try:
             assert proc.stdin is not None and proc.stdout is not None
@@ -301,7 +304,10 @@ def test_ctrl_c_stops_a_long_wait_over_socketcand(fake_openai: FakeProvider, cha
             time.sleep(0.3)  # the wait is under way
             start = time.monotonic()
             proc.send_signal(signal.SIGINT)
-            _until(lines, "(interrupted)")
+            try:
+                _until(lines, "(interrupted)")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\nthe chat's threads:\n{stack_of(proc)}") from None
             assert time.monotonic() - start < 3.0
             proc.stdin.write("still there?\n")
             proc.stdin.flush()

@@ -49,12 +49,17 @@ def relayed_signals(
             at_once(signum)
 
     def relay() -> None:
-        while data := os.read(read_end, 64):
-            for signum in data:
-                try:
-                    handler(signum)
-                except Exception:
-                    log.exception("the handler of signal %d failed", signum)
+        try:
+            while data := os.read(read_end, 64):
+                for signum in data:
+                    try:
+                        handler(signum)
+                    except Exception:
+                        log.exception("the handler of signal %d failed", signum)
+        finally:
+            # closed here, never by the block's end: a number closed under a reading
+            # thread is soon another file's, which it would then read from
+            os.close(read_end)
 
     thread = threading.Thread(target=relay, name="hwbridge-signals", daemon=True)
     thread.start()
@@ -68,4 +73,3 @@ def relayed_signals(
             signal.signal(number, old)  # type: ignore[arg-type]
         os.close(write_end)  # the relay reads the end of the pipe and returns
         thread.join(5.0)
-        os.close(read_end)
