@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import can
-from hwbridge.cli.record import Recorder
+from hwbridge.cli.record import Recorder, _open_writer
 from tests.cli.conftest import Run
 from tests.cli.sim_bus import Frame, SimBus, contiguous_in, frame_of, hwbridge, read_back, sim_bus
 from tests.conftest import wait_until
@@ -72,7 +72,7 @@ def test_frames_that_arrive_after_the_duration_are_not_written(tmp_path: Path) -
     message once made "1 s" of a recording."""
     path = tmp_path / "cut.log"
     ended = threading.Event()
-    recorder = Recorder(can.Logger(path), duration_s=0.3, ended=ended)
+    recorder = Recorder(_open_writer(path, ".log"), duration_s=0.3, ended=ended)
     frame = can.Message(arbitration_id=0x100, data=b"\x01", is_extended_id=False)
     recorder.on_message(frame)  # the first frame starts the clock
     recorder.start()  # the bus "opened" after it: the clock stays
