@@ -63,8 +63,9 @@ def _results(report: Path) -> tuple[list[str], list[tuple[float, float, str]]]:
         if problem is None:
             problem = case.find("error")
         if problem is not None:
-            why = (problem.get("message") or "").splitlines()
-            failed.append(f"{name}: {why[0][:300] if why else '(no message)'}")
+            why = (problem.get("message") or "(no message)").splitlines()
+            shown = "\n    ".join(line[:300] for line in why[:80])
+            failed.append(f"{name}: {shown}")
         took = float(case.get("time") or 0.0)
         timeout = DEFAULT_TIMEOUT_S
         for prop in case.iter("property"):

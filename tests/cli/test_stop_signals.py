@@ -100,3 +100,26 @@ def test_at_once_can_leave_a_blocking_wait_in_the_main_thread() -> None:
         """
     )
     assert result.stdout == "left\n", result.stderr
+
+
+def test_when_at_once_leaves_the_handler_is_not_called() -> None:
+    """The chat's second Ctrl-C leaves; its first withdraws the answer. Were the signal handed
+    to the handler before `at_once` looked, the handler's withdrawal could come first and a
+    single Ctrl-C leave the chat (seen under load as "(left)" for one press)."""
+    result = _run(
+        """
+        import os, signal, threading
+        from hwbridge.cli.stop_signals import relayed_signals
+        called = []
+        def leave(signum):
+            raise KeyboardInterrupt
+        try:
+            with relayed_signals((signal.SIGINT,), called.append, at_once=leave):
+                os.kill(os.getpid(), signal.SIGINT)
+                threading.Event().wait(20)
+        except KeyboardInterrupt:
+            pass
+        print("handler called" if called else "handler not called")
+        """
+    )
+    assert result.stdout == "handler not called\n", result.stderr

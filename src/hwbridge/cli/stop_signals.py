@@ -33,8 +33,9 @@ def relayed_signals(
 ) -> Iterator[None]:
     """While the block runs, each of `signals` calls `handler(signum)` on a thread of its
     own; the previous handlers come back after it. `at_once(signum)`, if given, runs in the
-    signal handler itself first: it may raise (KeyboardInterrupt, to leave a blocking call)
-    and read plain values, never take a lock. Only the main thread can set signal handlers:
+    signal handler itself, before the handler is called: it may raise (KeyboardInterrupt, to
+    leave a blocking call; the handler is then not called) and read plain values, never
+    take a lock. Only the main thread can set signal handlers:
     elsewhere the block runs without them."""
     if threading.current_thread() is not threading.main_thread():
         yield
@@ -43,10 +44,12 @@ def relayed_signals(
     os.set_blocking(write_end, False)
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        with contextlib.suppress(OSError):  # a full pipe: stops enough are on their way
-            os.write(write_end, bytes([signum]))
+        # at_once first: once written, the relay may run the handler before at_once looks
+        # (os.write lets other threads run), and at_once would judge by what it did
         if at_once is not None:
             at_once(signum)
+        with contextlib.suppress(OSError):  # a full pipe: stops enough are on their way
+            os.write(write_end, bytes([signum]))
 
     def relay() -> None:
         try:
