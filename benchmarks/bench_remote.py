@@ -80,7 +80,7 @@ def _started(command: list[str], pattern: str, stream: str) -> tuple[subprocess.
 
 def _server(*options: str) -> tuple[subprocess.Popen[str], str]:
     command = [sys.executable, "-m", "hwbridge", "mcp", "--http", "127.0.0.1:0", *options]
-    return _started(command, r"serving at (http://\S+)", "stderr")
+    return _started(command, r"serving at (http://[^\s/]+/mcp)", "stderr")
 
 
 def _bench(bus: str) -> tuple[subprocess.Popen[str], str]:

@@ -6,11 +6,15 @@ loop that never runs)."""
 from __future__ import annotations
 
 import inspect
+import logging
 import threading
 import time
 
+import pytest
+
 import can
 from firmware_sim.socketcand import SocketcandServer
+from hwbridge.can.transport.adapter import PythonCanAdapter
 from hwbridge.can.transport.pycan_internals import RxNotifier, socketcand_socket
 
 
@@ -55,3 +59,19 @@ def test_the_socketcand_client_socket_is_found() -> None:
             assert sock is not None, "python-can's socketcand client hides its socket elsewhere"
         finally:
             bus.shutdown()
+
+
+def test_a_socketcand_bus_opened_by_the_adapter_does_not_report_partial_reads(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """python-can's client warns at every TCP read that ends inside a frame: on a busy link
+    `hwbridge mcp` printed it without end, once into the middle of its "serving at" line."""
+    with (
+        SocketcandServer(["vcan0"]) as server,
+        PythonCanAdapter(f"socketcand://127.0.0.1:{server.port}/vcan0"),
+        caplog.at_level(logging.WARNING),
+    ):
+        log = logging.getLogger("can.interfaces.socketcand.socketcand")
+        log.warning("Got incomplete message => waiting for more data")
+        log.warning("the server said something else")
+    assert [r.getMessage() for r in caplog.records] == ["the server said something else"]

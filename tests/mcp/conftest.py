@@ -117,7 +117,7 @@ def start_http(
         assert process.stderr is not None
         for line in process.stderr:
             seen.append(line)
-            match = re.search(r"serving at (http://\S+)", line)
+            match = re.search(r"serving at (http://[^\s/]+/mcp)", line)
             if match:
                 return process, match.group(1)
     finally:

@@ -144,7 +144,8 @@ def main() -> None:
     port = sock.getsockname()[1]
     app = Flood(server.streamable_http_app(json_response=True, host="127.0.0.1"))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    print(f"serving at http://127.0.0.1:{port}/mcp", file=sys.stderr, flush=True)
+    sys.stderr.write(f"serving at http://127.0.0.1:{port}/mcp\n")
+    sys.stderr.flush()
     uvicorn.Server(config).run(sockets=[sock])
 
 

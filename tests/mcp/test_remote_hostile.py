@@ -179,7 +179,7 @@ def flood_url() -> Iterator[str]:
     try:
         assert process.stderr is not None
         for line in process.stderr:
-            found = re.search(r"serving at (\S+)", line)
+            found = re.search(r"serving at (http://[^\s/]+/mcp)", line)
             if found:
                 break
         else:

@@ -7,7 +7,6 @@ A bad bus string is a usage error (exit 2); a bus that does not answer exits 1.
 from __future__ import annotations
 
 import contextlib
-import logging
 import signal
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -19,24 +18,7 @@ if TYPE_CHECKING:
     import can
     from hwbridge.can.transport.adapter import CanAdapter
 
-__all__ = ["check_bus", "open_adapter", "quiet_socketcand"]
-
-_SOCKETCAND_LOG = "can.interfaces.socketcand.socketcand"
-
-
-class _PartialReads(logging.Filter):
-    """python-can's socketcand client warns whenever a TCP read ends inside a frame and
-    then simply reads on: ordinary on a busy link, and no news to the user."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Got incomplete message")
-
-
-def quiet_socketcand() -> None:
-    """Silence the client's partial-read warning (its other warnings stay)."""
-    logger = logging.getLogger(_SOCKETCAND_LOG)
-    if not any(isinstance(f, _PartialReads) for f in logger.filters):
-        logger.addFilter(_PartialReads())
+__all__ = ["check_bus", "open_adapter"]
 
 
 def check_bus(bus: str) -> None:
@@ -60,7 +42,6 @@ def open_adapter(bus: str, listeners: Sequence[Callable[[can.Message], object]])
     from hwbridge.can.transport.bus_url import is_replay_url
     from hwbridge.core.models import ToolError
 
-    quiet_socketcand()
     try:
         if is_replay_url(bus):
             return ReplayAdapter.from_url(bus, listeners=listeners)

@@ -168,4 +168,8 @@ def serve(
 
 
 def _announce(url: str) -> None:
-    print(f"hwbridge mcp: serving at {url}", file=sys.stderr, flush=True)
+    # one write, the newline in it: a warning logged meanwhile from another thread would
+    # otherwise land between the address and its newline, where a reader takes it for
+    # part of the address (a test farm met "http://127.0.0.1:60443/mcphwbridge: ...")
+    sys.stderr.write(f"hwbridge mcp: serving at {url}\n")
+    sys.stderr.flush()

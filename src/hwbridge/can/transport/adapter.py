@@ -24,6 +24,7 @@ from hwbridge.can.transport.bus_url import bus_kwargs, describe_bus
 from hwbridge.can.transport.pycan_internals import (
     LivenessProbe,
     RxNotifier,
+    quiet_socketcand,
     socketcand_probe,
     socketcand_socket,
 )
@@ -526,6 +527,7 @@ class PythonCanAdapter(CanAdapter):
         config = self._kwargs
         deadline = time.monotonic() + self._open_timeout_s
         if config.get("interface") == "socketcand":
+            quiet_socketcand()
             _preflight_socketcand(str(config["host"]), int(config["port"]), self._open_timeout_s)
         bus = _open_with_timeout(config, max(0.1, deadline - time.monotonic()))
         sock = socketcand_socket(bus)

@@ -25,6 +25,7 @@ __all__ = [
     "Receive",
     "RxNotifier",
     "RxOwner",
+    "quiet_socketcand",
     "socketcand_probe",
     "socketcand_socket",
 ]
@@ -160,3 +161,22 @@ class RxNotifier(can.Notifier):
                 owner._dispatch(msg)
             except Exception:
                 owner._on_listener_error()
+
+
+_SOCKETCAND_LOG = "can.interfaces.socketcand.socketcand"
+
+
+class _PartialReads(logging.Filter):
+    """python-can's socketcand client warns whenever a TCP read ends inside a frame and
+    then simply reads on: ordinary on a busy link, and no news to the user."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Got incomplete message")
+
+
+def quiet_socketcand() -> None:
+    """Silence the client's partial-read warning (its other warnings stay): every command
+    that opens a socketcand bus (monitor, record, chat, mcp) printed it on a busy link."""
+    logger = logging.getLogger(_SOCKETCAND_LOG)
+    if not any(isinstance(f, _PartialReads) for f in logger.filters):
+        logger.addFilter(_PartialReads())
