@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import sys
+import tempfile
 import traceback
 from collections.abc import Sequence
 
@@ -192,6 +193,9 @@ def _terminate(signum: int, frame: object) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the command's own process, which ends when the command does
+        # the temporary folder is found before a signal can end the command: finding it
+        # writes a probe file there, which a SIGTERM in that moment would leave behind
+        tempfile.gettempdir()
         for stop in (signal.SIGTERM, signal.SIGHUP):  # what timeout, systemd, a closed
             signal.signal(stop, _terminate)  # terminal send: unwound like Ctrl-C
         try:
