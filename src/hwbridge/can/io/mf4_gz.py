@@ -43,14 +43,16 @@ def _delete(path: Path) -> None:
         path.unlink()
 
 
-def spool(path: Path) -> Path:
+def spool(path: Path, made: list[Path]) -> Path:
     """The MF4 file the gzip file at `path` holds, inflated to a temporary file the caller
-    deletes; CaptureError if the stream is corrupt, cut short, or inflates past the cap."""
+    deletes; CaptureError if the stream is corrupt, cut short, or inflates past the cap.
+    The copy's name goes into `made` the moment it exists, so that a caller interrupted
+    anywhere (SIGTERM raises where it lands) can delete it."""
     cap = min(MAX_SPOOL_BYTES, DEFLATE_RATIO * max(1, path.stat().st_size))
-    fd, name = tempfile.mkstemp(prefix="hwbridge-", suffix=".mf4")
-    copy = Path(name)
     inflated = 0
     try:
+        fd, name = tempfile.mkstemp(prefix="hwbridge-", suffix=".mf4")
+        made.append(copy := Path(name))
         with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as stream:
             while piece := stream.read(_PIECE):
                 inflated += len(piece)
@@ -64,15 +66,16 @@ def spool(path: Path) -> Path:
                     )
                 out.write(piece)
     except EOFError:
-        _delete(copy)
+        _delete(made[0])
         why = "truncated: the gzip stream ends early"
         raise CaptureError(path, f"inflated byte {inflated}", why) from None
     except (gzip.BadGzipFile, zlib.error) as exc:
-        _delete(copy)
+        _delete(made[0])
         why = note_text(f"corrupt gzip stream: {exc}")
         raise CaptureError(path, f"inflated byte {inflated}", why) from None
     except BaseException:
-        _delete(copy)
+        for made_copy in made:
+            _delete(made_copy)
         raise
     return copy
 
@@ -86,8 +89,14 @@ class Mf4GzReader:
         self, path: str | Path, open_reader: Callable[[Path], CaptureReader] = mf4_reader
     ) -> None:
         self.path = Path(path)
-        copy = spool(self.path)
-        self._delete = weakref.finalize(self, _delete, copy)
+        made: list[Path] = []
+        try:  # the copy is deleted however this ends, a signal's exception included
+            copy = spool(self.path, made)
+            self._delete = weakref.finalize(self, _delete, copy)
+        except BaseException:
+            for made_copy in made:
+                _delete(made_copy)
+            raise
         try:
             self.reader = open_reader(copy)
         except CaptureError as exc:
