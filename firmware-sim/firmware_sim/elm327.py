@@ -130,7 +130,13 @@ class _Stopped(Exception):
 
 class Elm327Device(PtyDevice):
     """A simulated ELM327 (v1.5 unless `version` says otherwise); `start()` returns the pty a
-    client opens."""
+    client opens.
+
+    `no_data_timeout_ms` is the ATST value the chip starts with and ATZ/ATD restore
+    (programmable parameter 03 of a real chip, 200 ms as shipped): how long it waits for an
+    ECU before `NO DATA`. A test that compares answers, not timing, lengthens it so that an
+    ECU thread starved of CPU by a busy machine is still heard.
+    """
 
     kind = "elm327"
 
@@ -142,8 +148,16 @@ class Elm327Device(PtyDevice):
         voltage: float = 12.6,
         bitrate: int = 500_000,
         version: str = "1.5",
+        no_data_timeout_ms: int = _DEFAULT_ST * 4,
     ) -> None:
         super().__init__(channel)
+        if not 4 <= no_data_timeout_ms <= 1020 or no_data_timeout_ms % 4:
+            raise ValueError(
+                "no_data_timeout_ms must be a multiple of 4 from 4 to 1020,"
+                f" not {no_data_timeout_ms}"
+            )
+        # programmable parameter 03 of a real chip: the ATST value that ATZ and ATD restore
+        self._default_st = no_data_timeout_ms // 4
         self.bitrate = bitrate  # the vehicle bus's: a CAN protocol at another rate hears nothing
         if _parse_protocol(protocol) is None:
             raise ValueError(f"protocol must be 0-9, A-C or A1-AC, not {protocol!r}")
@@ -156,7 +170,7 @@ class Elm327Device(PtyDevice):
         self._stored_protocol = protocol.upper()
         self._protocol = self._stored_protocol
         self._detected: str | None = None
-        self._settings = _Settings()
+        self._settings = _Settings(timeout=self._default_st)
         self._line = bytearray()
         self._overflow = False
         self._pending = bytearray()
@@ -174,7 +188,7 @@ class Elm327Device(PtyDevice):
         self._overflow = False
 
     def _power_on(self) -> None:
-        self._settings = _Settings()
+        self._settings = _Settings(timeout=self._default_st)
         self._protocol = self._stored_protocol
         self._detected = None
 
@@ -288,7 +302,7 @@ class Elm327Device(PtyDevice):
             s.adaptive = int(body[2])
             return ["OK"]
         if body[:2] == "ST" and len(body) == 4 and _HEXRUN.fullmatch(body[2:]):
-            s.timeout = int(body[2:], 16) or _DEFAULT_ST
+            s.timeout = int(body[2:], 16) or self._default_st
             return ["OK"]
         if body[:2] in ("SP", "TP") and (setting := _parse_protocol(body[2:])) is not None:
             self._protocol, self._detected = setting, None

@@ -20,6 +20,10 @@ from tests.sim.conftest import DEMO
 
 pytestmark = pytest.mark.usefixtures("no_thread_leaks")
 
+ELM_WAIT_MS = 1000
+"""The simulated ELM327's NO DATA timeout in tests that compare answers, not timing: its
+200 ms default, the real chip's, turned a late ECU thread on a busy machine into NO DATA."""
+
 
 @pytest.fixture
 def channel() -> str:
@@ -38,7 +42,7 @@ def car(channel: str) -> Iterator[VirtualVehicle]:
 
 @pytest.fixture
 def elm(channel: str) -> Iterator[Elm327Device]:
-    with Elm327Device(channel) as device:
+    with Elm327Device(channel, no_data_timeout_ms=ELM_WAIT_MS) as device:
         yield device
 
 
@@ -58,7 +62,7 @@ def open_driver(
             driver = ObdDriver.from_can(bus=f"virtual:{channel}", policy=policy)
         else:
             if not device:
-                device.append(Elm327Device(channel))
+                device.append(Elm327Device(channel, no_data_timeout_ms=ELM_WAIT_MS))
                 device[0].start()
             driver = ObdDriver.from_elm327(device[0].port_name, policy=policy)
         opened.append(driver)

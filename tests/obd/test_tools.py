@@ -14,7 +14,7 @@ from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.obd import ObdDriver
 from hwbridge.policy import SendPolicy
 from tests.conftest import wait_until
-from tests.obd.conftest import Opener
+from tests.obd.conftest import ELM_WAIT_MS, Opener
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_leaks")]
 
@@ -107,7 +107,7 @@ def test_python_obd_reads_the_simulated_elm327(
     import obd
 
     monkeypatch.setattr(obd.elm327.time, "sleep", lambda seconds: None)  # its 1 s pauses
-    with Elm327Device(channel) as elm:
+    with Elm327Device(channel, no_data_timeout_ms=ELM_WAIT_MS) as elm:
         connection = obd.OBD(elm.port_name, fast=False, timeout=2)
         try:
             assert connection.status() == obd.OBDStatus.CAR_CONNECTED
@@ -149,7 +149,7 @@ def test_python_obd_reads_the_freeze_frame_the_simulator_stored(
         message.data = bytearray([0x41, pid]) + ENGINE.pids[pid](frozen)
         return obd.commands[1][pid]([message]).value
 
-    with Elm327Device(channel) as elm:
+    with Elm327Device(channel, no_data_timeout_ms=ELM_WAIT_MS) as elm:
         connection = obd.OBD(elm.port_name, fast=False, timeout=2)
         try:
             mode02 = [c for c in obd.commands[2] if c is not None and connection.supports(c)]

@@ -27,6 +27,7 @@ ANSWERS = {
 }
 TRANSMISSION_0100 = b"\x41\x00\x80\x00\x00\x01"
 SLOW, SLOW_ANSWER, SLOW_S = b"\x31\x01\x02\x03", b"\x71\x01\x02\x03\x00", 0.3
+LATE, LATE_ANSWER = b"\x01\x42", b"\x41\x42\x31\x2c"  # answered SLOW_S late, no pending
 
 
 class Ecu:
@@ -72,6 +73,9 @@ class Ecu:
             self._send(self.engine, b"\x7f\x31\x78")
             time.sleep(SLOW_S)
             self._send(self.engine, SLOW_ANSWER)
+        if request == LATE:
+            time.sleep(SLOW_S)
+            self._send(self.engine, LATE_ANSWER)
         if request in ANSWERS:
             self._send(self.engine, ANSWERS[request])
         if request == b"\x01\x00" and msg.arbitration_id == self.functional:
@@ -268,6 +272,28 @@ def test_no_data_and_bad_input(elm: serial.Serial) -> None:
     assert ask(elm, "0" * 200) == "?\r\r>"
     ask(elm, "ATR0")  # responses off: nothing is printed
     assert ask(elm, "010C") == "\r>"
+
+
+def test_the_no_data_timeout_is_the_chips_and_survives_a_reset(channel: str, ecu: Ecu) -> None:
+    """`no_data_timeout_ms` is the ATST the chip starts with and ATZ restores (a real chip's
+    programmable parameter 03): 200 ms as shipped gives NO DATA for an ECU 300 ms late; 1020
+    ms hears it, after a reset too. (Both hold however slow the machine: lateness only grows.)"""
+    with Elm327Device(channel) as shipped, serial.Serial(shipped.port_name, timeout=3.0) as link:
+        ask(link, "ATE0")
+        ask(link, "ATSP6")
+        assert ask(link, "0142") == "NO DATA\r\r>"
+    with (
+        Elm327Device(channel, no_data_timeout_ms=1020) as patient,
+        serial.Serial(patient.port_name, timeout=3.0) as link,
+    ):
+        for _ in range(2):
+            assert "ELM327" in ask(link, "ATZ")
+            ask(link, "ATE0")
+            ask(link, "ATSP6")
+            assert ask(link, "0142") == "41 42 31 2C\r\r>"
+    for wrong in (0, 2, 1021, 1024):
+        with pytest.raises(ValueError, match="no_data_timeout_ms"):
+            Elm327Device(channel, no_data_timeout_ms=wrong)
 
 
 def test_automatic_protocol_search(port: serial.Serial, ecu: Ecu) -> None:
