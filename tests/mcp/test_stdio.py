@@ -143,11 +143,15 @@ def test_a_long_wait_reports_progress_and_can_be_cancelled(server: Session) -> N
         return reports, elapsed(cancelled_at)
 
     progress, took = server.run(cancelled_wait)
-    assert progress[0] == (0.5, 20.0)
-    assert took < 1.0  # the client is not kept waiting for the 20 s timeout
+    # seconds waited of the 20 s timeout, once per PROGRESS_INTERVAL_S (0.5 s): never sooner,
+    # later on a busy machine
+    first, total = progress[0]
+    assert total == 20.0 and 0.5 <= first < 20.0
+    assert [p for p, _ in progress] == sorted(p for p, _ in progress)
+    assert took < 10.0  # the client is not kept waiting for the 20 s timeout
     started = time.monotonic()
-    status = call(server, "bus_status")  # the server goes on serving at once
-    assert not status.is_error and elapsed(started) < 2.0
+    status = call(server, "bus_status")  # the server goes on serving, not held by the wait
+    assert not status.is_error and elapsed(started) < 10.0
 
 
 def test_diagnostics_join_on_the_same_bus(server: Session) -> None:
