@@ -37,6 +37,7 @@ from typing import Final, Protocol
 import isotp
 
 import can
+from firmware_sim.clock import Clock, RealClock
 from firmware_sim.model import VehicleState
 from firmware_sim.obd_pids import (
     ENGINE_PIDS,
@@ -293,7 +294,7 @@ class _Work:
 class _EcuLink:
     """One ECU in one addressing: a can-isotp layer fed by the notifier listener."""
 
-    def __init__(self, ecu: EcuProfile, extended: bool, bus: can.BusABC) -> None:
+    def __init__(self, ecu: EcuProfile, extended: bool, bus: can.BusABC, clock: Clock) -> None:
         self.ecu = ecu
         self.extended = extended
         self.frames: collections.deque[isotp.CanMessage] = collections.deque(maxlen=1024)
@@ -306,6 +307,7 @@ class _EcuLink:
         def tx(msg: isotp.CanMessage) -> None:
             bus.send(
                 can.Message(
+                    timestamp=clock.time(),
                     arbitration_id=msg.arbitration_id,
                     data=bytes(msg.data),
                     is_extended_id=extended,
@@ -313,6 +315,7 @@ class _EcuLink:
             )
 
         self.bus = bus
+        self.clock = clock
         self.layer = isotp.TransportLayer(
             rxfn=lambda timeout: self.frames.popleft() if self.frames else None,
             txfn=tx,
@@ -332,7 +335,12 @@ class _EcuLink:
         """A stalled ECU: the first frame of a long answer, then nothing."""
         frame = bytes([0x10 | len(response) >> 8, len(response) & 0xFF]) + response[:6]
         self.bus.send(
-            can.Message(arbitration_id=self.response_id, data=frame, is_extended_id=self.extended)
+            can.Message(
+                timestamp=self.clock.time(),
+                arbitration_id=self.response_id,
+                data=frame,
+                is_extended_id=self.extended,
+            )
         )
 
 
@@ -340,7 +348,8 @@ class ObdResponder:
     """Answers diagnostic requests on `bus` from `source`'s state; start() / stop().
 
     `ecus` are the ECUs that answer; `extended` the addressings they answer in (11-bit
-    and 29-bit by default: a tester finds whichever it tries first).
+    and 29-bit by default: a tester finds whichever it tries first). Frames are stamped from
+    `clock` (real by default), for a bus that keeps the timestamps it is given.
     """
 
     def __init__(
@@ -352,8 +361,10 @@ class ObdResponder:
         vin: str = DEFAULT_VIN,
         ecus: Iterable[EcuProfile] = ECUS,
         extended: Iterable[bool] = (False, True),
+        clock: Clock | None = None,
     ) -> None:
         self.vin = check_vin(vin)
+        clock = clock if clock is not None else RealClock()
         self.source = source
         self._notifier = notifier
         self._stop = threading.Event()
@@ -367,7 +378,7 @@ class ObdResponder:
         self._links = {
             (link.request_id, ext): link
             for ext in extended
-            for link in (_EcuLink(ecu, ext, bus) for ecu in ecus)
+            for link in (_EcuLink(ecu, ext, bus, clock) for ecu in ecus)
         }
         self._extended = frozenset(extended)
 

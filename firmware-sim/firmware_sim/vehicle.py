@@ -1,8 +1,11 @@
 """`VirtualVehicle`: a simulated car on a python-can `virtual` channel.
 
 Every periodic message of the database goes out at its cycle time, filled from a
-`VehicleModel` that one scheduler thread steps in real time: it sleeps until the next frame
-is due, steps the model, sends what is due. A notifier on the same bus takes climate
+`VehicleModel` stepped on the vehicle's clock: in real time (the default) one scheduler
+thread sleeps until the next frame is due, steps the model, sends what is due; on a
+`SimulatedClock` the test's `clock.advance(seconds)` does the same in its own thread, and
+nothing moves in between. Every frame carries the timestamp of the moment its values are
+from. A notifier on the same bus takes climate
 commands from testers and feeds the OBD-II responder, so the vehicle answers OBD requests
 from the very state it broadcasts. Tests and demos drive it through small, thread-safe
 methods (`set_throttle`, `set_gear`, `inject_fault`, ...) and read `state`.
@@ -14,12 +17,12 @@ import dataclasses
 import heapq
 import logging
 import threading
-import time
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import Any, Final, Self
 
 import can
+from firmware_sim.clock import Clock, RealClock, SimulatedClock
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.signals import (
@@ -81,6 +84,11 @@ class VirtualVehicle:
     `seed` makes the model reproducible; `drive=False` keeps it parked at idle instead of
     running the drive cycle; `model` replaces the default `VehicleModel(seed)` (e.g. to
     start with a warm engine); `obd=False` leaves out the OBD-II responder.
+
+    `clock` is the time the vehicle lives in: real by default; a `SimulatedClock` makes the
+    run reproducible (see `firmware_sim.clock`): frames go out only while the test advances
+    the clock, stamped with their simulated times. The OBD-II responder answers on either
+    from the state at the clock's now; its own delays (a routine's 0.3 s) stay real.
     """
 
     def __init__(
@@ -93,8 +101,10 @@ class VirtualVehicle:
         model: VehicleModel | None = None,
         obd: bool = True,
         vin: str = DEFAULT_VIN,
+        clock: Clock | None = None,
     ) -> None:
         self.db = _cantools_db(dbc)
+        self.clock: Clock = clock if clock is not None else RealClock()
         self.channel = channel
         self.vin = check_vin(vin)
         self._model = model if model is not None else VehicleModel(seed)
@@ -128,24 +138,48 @@ class VirtualVehicle:
         self._errors_sent = 0
         self._commands = 0
         self._stepped_at: float | None = None  # when the model was last stepped (monotonic)
+        # the schedule: (due, slot) for every message, the model tick and the error frames
+        self._periods = [p.period_s for p in self._plans] + [_TICK_S, _ERROR_PERIOD_S]
+        self._heap: list[tuple[float, int]] = []
+        # slot i is due at _base[i] + k * period for k = _count[i]: multiples, not sums, so
+        # simulated time lands on the database's periods exactly however long the run
+        self._base: list[float] = []
+        self._count: list[int] = []
+        self._started = False
 
     # -- lifetime -------------------------------------------------------------------------
 
     def start(self) -> Self:
         """Open the bus and start sending; returns self."""
-        if self._thread is not None:
+        if self._started:
             raise RuntimeError("vehicle already started")
         self._stop.clear()
-        bus = self._bus = can.Bus(interface="virtual", channel=self.channel)
+        # frames keep the timestamp they are sent with: the moment their values are from
+        bus = self._bus = can.Bus(
+            interface="virtual", channel=self.channel, preserve_timestamps=True
+        )
         try:
             self._notifier = can.Notifier(bus, [self._on_frame], timeout=_NOTIFIER_TIMEOUT_S)
             if self._want_obd:
-                self._obd = ObdResponder(bus, self._notifier, self, vin=self.vin)
+                self._obd = ObdResponder(bus, self._notifier, self, vin=self.vin, clock=self.clock)
                 self._obd.stalled = self._obd_stall
                 self._obd.start()
-            self._thread = threading.Thread(target=self._run, name="vehicle-sender", daemon=True)
-            self._thread.start()
+            now = self.clock.monotonic()
+            with self._lock:
+                self._stepped_at = now
+                self._heap = [(now, slot) for slot in range(len(self._periods))]  # all due now
+                self._base = [now] * len(self._periods)
+                self._count = [0] * len(self._periods)
+            self._started = True
+            if isinstance(self.clock, SimulatedClock):
+                self.clock.attach(self)
+            else:
+                self._thread = threading.Thread(
+                    target=self._run, name="vehicle-sender", daemon=True
+                )
+                self._thread.start()
         except BaseException:
+            self._started = False
             self._close()
             raise
         return self
@@ -153,11 +187,14 @@ class VirtualVehicle:
     def stop(self) -> None:
         """Stop sending, join every thread, close the bus; idempotent."""
         self._stop.set()
+        if isinstance(self.clock, SimulatedClock):
+            self.clock.detach(self)
         if self._thread is not None:
             self._thread.join(5.0)
             self._thread = None
         with self._lock:
             self._stepped_at = None  # stopped: the model stands still
+        self._started = False
         self._close()
 
     def _close(self) -> None:
@@ -173,6 +210,8 @@ class VirtualVehicle:
 
     @property
     def running(self) -> bool:
+        if isinstance(self.clock, SimulatedClock):
+            return self._started
         return self._thread is not None and self._thread.is_alive()
 
     def __enter__(self) -> Self:
@@ -195,7 +234,7 @@ class VirtualVehicle:
         however late the sender thread is on a busy machine."""
         with self._lock:
             if self._stepped_at is not None:
-                self._step_to(time.monotonic())
+                self._step_to(self.clock.monotonic())
             return self._model.snapshot()
 
     def _step_to(self, now: float) -> None:
@@ -375,41 +414,61 @@ class VirtualVehicle:
     # -- threads --------------------------------------------------------------------------
 
     def _run(self) -> None:
-        bus = self._bus
-        assert bus is not None
-        plans = self._plans
-        periods = [p.period_s for p in plans] + [_TICK_S, _ERROR_PERIOD_S]
-        tick, error_slot = len(plans), len(plans) + 1
-        last = time.monotonic()
-        with self._lock:
-            self._stepped_at = last
-        heap = [(last, index) for index in range(len(periods))]  # all due now, in order
-        stop = self._stop
+        """The sender thread on real time: sleep until the next frame is due, send it."""
+        clock, stop = self.clock, self._stop
         while not stop.is_set():
-            delay = heap[0][0] - time.monotonic()
+            due = self.next_due()
+            if due is None:
+                return
+            delay = due - clock.monotonic()
             if delay > 0.0 and stop.wait(delay):
                 return
-            now = time.monotonic()
-            with self._lock:
-                self._step_to(now)
-                state = self._model.snapshot()
-            while heap[0][0] <= now:
-                due, index = heapq.heappop(heap)
-                if index < tick:
-                    self._send(bus, plans[index], state)
-                elif index == error_slot and self._error_frames:
-                    self._send_error(bus)
-                following = due + periods[index]
-                # a late frame is sent once, not in a burst: the schedule slips instead
-                if following <= now:
-                    following = now + periods[index]
-                heapq.heappush(heap, (following, index))
+            self.run_due(clock.monotonic())
 
-    def _send(self, bus: can.BusABC, plan: MessagePlan, state: VehicleState) -> None:
+    # -- the schedule (a `firmware_sim.clock.Timed`) -----------------------------------------
+
+    def next_due(self) -> float | None:
+        """When the next frame (or model tick) is due, on the vehicle's clock."""
+        heap = self._heap
+        return heap[0][0] if heap and self._bus is not None else None
+
+    def run_due(self, now: float) -> None:
+        """Step the model to `now` and send every frame due by then, stamped with now."""
+        bus = self._bus
+        if bus is None:
+            return
+        plans, periods, heap, base, count = (
+            self._plans,
+            self._periods,
+            self._heap,
+            self._base,
+            self._count,
+        )
+        tick, error_slot = len(plans), len(plans) + 1
+        with self._lock:
+            self._step_to(now)
+            state = self._model.snapshot()
+        stamp = self.clock.time()
+        while heap and heap[0][0] <= now:
+            _, index = heapq.heappop(heap)
+            if index < tick:
+                self._send(bus, plans[index], state, stamp)
+            elif index == error_slot and self._error_frames:
+                self._send_error(bus, stamp)
+            count[index] += 1
+            following = base[index] + count[index] * periods[index]
+            # a late frame is sent once, not in a burst: the schedule slips instead
+            if following <= now:
+                base[index], count[index] = now, 1
+                following = now + periods[index]
+            heapq.heappush(heap, (following, index))
+
+    def _send(self, bus: can.BusABC, plan: MessagePlan, state: VehicleState, stamp: float) -> None:
         if plan.name in self._silenced:
             return
         try:
             msg = plan.frame(state, self._out_of_range.get(plan.name))
+            msg.timestamp = stamp
             bus.send(msg)
         except can.CanError as exc:
             log.warning("%s not sent: %s", plan.name, exc)
@@ -420,9 +479,13 @@ class VirtualVehicle:
         with self._lock:
             self._sent[plan.name] += 1
 
-    def _send_error(self, bus: can.BusABC) -> None:
+    def _send_error(self, bus: can.BusABC, stamp: float) -> None:
         msg = can.Message(
-            arbitration_id=_ERROR_ID, is_error_frame=True, is_extended_id=False, data=_ERROR_DATA
+            timestamp=stamp,
+            arbitration_id=_ERROR_ID,
+            is_error_frame=True,
+            is_extended_id=False,
+            data=_ERROR_DATA,
         )
         try:
             bus.send(msg)

@@ -19,6 +19,9 @@ import pytest
 from rich.console import Console
 
 import can
+from firmware_sim.clock import SimulatedClock
+from firmware_sim.model import VehicleModel
+from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.transport.monitor import BusMonitor
 from hwbridge.cli.monitor import MAX_UNKNOWN_IDS, MonitorScreen, matches, parse_keys
@@ -329,3 +332,35 @@ def test_frame_owner_tells_own_ids_pgn_matches_and_unknown_ids() -> None:
     assert frame_owner(db, 0x0CF00400, True) is True  # EEC1 as the database has it
     assert frame_owner(db, 0x0CF00401, True) == "EEC1"  # another source address: its PGN
     assert frame_owner(db, 0x7FF, False) is None
+
+
+def test_on_the_simulated_vehicles_clock_rates_and_values_are_exact(channel: str) -> None:
+    """The monitor and the simulated vehicle on one SimulatedClock: after 3 simulated
+    seconds the screen shows each message at its exact rate and the engine speed the vehicle
+    has, however busy the machine (nothing here waits on real time)."""
+    db = CanDatabase.load(DEMO)
+    clock = SimulatedClock()
+    monitor = BusMonitor(clock=clock.time)
+    screen = _screen(monitor, db)
+    model = VehicleModel(seed=3, driving=False)
+    with (
+        can.Bus(interface="virtual", channel=channel) as tap,
+        VirtualVehicle(DEMO, channel=channel, model=model, clock=clock, obd=False) as car,
+    ):
+        car.set_gear("N")
+        car.set_throttle(20)
+        for _ in range(30):
+            clock.advance(0.1)
+            for msg in iter(lambda: tap.recv(0), None):
+                monitor.on_message(msg)
+            screen.refresh()
+        rpm = car.state.engine_speed_rpm
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(screen.render_all(200))
+    text = console.export_text()
+    rows = {line.split()[1]: line for line in text.splitlines() if line.startswith("0x")}
+    # id, name, rate (frames/s), age, count: the 10 ms and 500 ms messages, to the digit
+    assert rows["EngineData"].split()[2:6] == ["100.0", "0", "ms", "301"], rows["EngineData"]
+    assert rows["ClimateStatus"].split()[2:6] == ["2.0", "0", "ms", "7"], rows["ClimateStatus"]
+    shown = float(ENGINE_SPEED.findall(text)[-1])
+    assert shown == pytest.approx(rpm, abs=0.5)

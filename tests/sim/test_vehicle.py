@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 import can
+from firmware_sim.clock import SimulatedClock
 from firmware_sim.model import VehicleModel
 from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.database.database import CanDatabase
@@ -30,19 +31,20 @@ def xor(payload: bytes) -> int:
 def test_every_periodic_message_at_its_cycle_time_with_e2e(
     demo_db: CanDatabase, channel: str, peer: can.BusABC
 ) -> None:
-    with VirtualVehicle(DEMO, channel=channel, seed=1) as car:
+    """On a simulated clock (tests/sim/test_clock.py): exactly one frame per cycle time."""
+    clock = SimulatedClock()
+    with VirtualVehicle(DEMO, channel=channel, seed=1, clock=clock) as car:
         assert set(car.periodic_messages) == {m.name for m in demo_db.messages if m.cycle_time}
-        drain(peer)
-        seconds = 1.0
-        frames = collect(peer, seconds)
+        seconds = 0.9995  # frames at 0 ms, one cycle time, ... up to 999 ms
+        clock.advance(seconds)
+        frames = list(iter(lambda: peer.recv(0), None))
     counts: Counter[str] = Counter()
     for msg in frames:
         message = demo_db.message_for_frame(msg.arbitration_id, msg.is_extended_id)
         assert message is not None, hex(msg.arbitration_id)
         counts[message.name] += 1
     for message in demo_db.messages:
-        expected = seconds * 1000.0 / message.cycle_time
-        assert 0.5 * expected - 1 <= counts[message.name] <= 1.5 * expected + 1, message.name
+        assert counts[message.name] == seconds * 1000 // message.cycle_time + 1, message.name
 
     engine = [bytes(m.data) for m in frames if m.arbitration_id == 0x100]
     counters = [signals(demo_db, "EngineData", d)["RollingCounter"] for d in engine]
@@ -62,15 +64,19 @@ def test_every_periodic_message_at_its_cycle_time_with_e2e(
 def test_frames_decode_within_range_and_match_the_state(
     demo_db: CanDatabase, channel: str, peer: can.BusABC
 ) -> None:
-    with VirtualVehicle(DEMO, channel=channel, seed=4, drive=False) as car:
+    clock = SimulatedClock()
+    with VirtualVehicle(DEMO, channel=channel, seed=4, drive=False, clock=clock) as car:
         car.set_gear("N")
         car.set_throttle(30)
-        assert wait_until(lambda: car.state.engine_speed_rpm > 2000)
+        while car.state.engine_speed_rpm <= 2000:
+            assert clock.monotonic() < 10.0, "the engine never revved up"
+            clock.advance(0.1)
         car.set_door("rear_left", True)
         car.set_lights(headlights="HighBeam")
-        time.sleep(0.2)
+        clock.advance(0.2)
         drain(peer)
-        frames = collect(peer, 0.6)
+        clock.advance(0.6)
+        frames = list(iter(lambda: peer.recv(0), None))
         state = car.state
     decoded: dict[str, dict[str, Any]] = {}
     for msg in frames:
@@ -97,8 +103,11 @@ def test_frames_decode_within_range_and_match_the_state(
 def test_drive_cycle_moves_the_vehicle(demo_db: CanDatabase, channel: str) -> None:
     model = VehicleModel(seed=1)
     model.advance(4.5)  # near the end of the park phase
-    with VirtualVehicle(DEMO, channel=channel, model=model) as car:
-        assert wait_until(lambda: car.state.vehicle_speed_kmh > 5, timeout_s=8)
+    clock = SimulatedClock()
+    with VirtualVehicle(DEMO, channel=channel, model=model, clock=clock) as car:
+        while car.state.vehicle_speed_kmh <= 5:
+            assert clock.monotonic() < 8.0, "the drive cycle never pulled away"
+            clock.advance(0.1)
         state = car.state
     assert state.gear_lever == "D" and state.current_gear >= 1
     assert state.drive_phase == "accelerate"
