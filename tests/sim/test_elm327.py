@@ -278,10 +278,16 @@ def test_the_no_data_timeout_is_the_chips_and_survives_a_reset(channel: str, ecu
     """`no_data_timeout_ms` is the ATST the chip starts with and ATZ restores (a real chip's
     programmable parameter 03): 200 ms as shipped gives NO DATA for an ECU 300 ms late; 1020
     ms hears it, after a reset too. (Both hold however slow the machine: lateness only grows.)"""
-    with Elm327Device(channel) as shipped, serial.Serial(shipped.port_name, timeout=3.0) as link:
+    with (
+        can.Bus(interface="virtual", channel=channel) as tap,
+        Elm327Device(channel) as shipped,
+        serial.Serial(shipped.port_name, timeout=3.0) as link,
+    ):
         ask(link, "ATE0")
         ask(link, "ATSP6")
         assert ask(link, "0142") == "NO DATA\r\r>"
+        late = iter(lambda: tap.recv(10.0), None)  # the answer that came too late, gone by
+        assert any(m.arbitration_id == 0x7E8 for m in late)
     with (
         Elm327Device(channel, no_data_timeout_ms=1020) as patient,
         serial.Serial(patient.port_name, timeout=3.0) as link,
