@@ -40,6 +40,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.live)
 
 
+BUSY_MARGIN_S = 4.0
+"""What a busy 2-core machine may add to any wait: 4 xdist workers and a hogged core."""
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
     """Poll `condition` until it holds or the deadline passes (tests only)."""
     deadline = time.monotonic() + timeout_s

@@ -14,15 +14,22 @@ import can
 from firmware_sim.socketcand import SocketcandServer
 from hwbridge import CanDriver, DriverResponse
 from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.tools.capture import MAX_CAPTURE_MS
 from tests.can.ecu import Ecu
 from tests.can.test_driver import DEMO
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def call(driver: CanDriver, tool: str, **arguments: Any) -> DriverResponse:
     return driver.process_llm_response(json.dumps({"tool": tool, "arguments": arguments}))
+
+
+DOWN_AFTER_S = 0.5
+"""When the socketcand server is stopped under a capture."""
+CAPTURE_MS = MAX_CAPTURE_MS
+"""What the capture asks for: far longer than the bus stays up, plus a busy machine's margin."""
 
 
 def test_a_capture_during_which_the_bus_goes_down_says_so(channel: str) -> None:
@@ -36,20 +43,21 @@ def test_a_capture_during_which_the_bus_goes_down_says_so(channel: str) -> None:
             monitor = d.networks["can"].monitor
             assert monitor is not None
             assert wait_until(lambda: monitor.frames_total > 5)
-            killer = threading.Timer(0.5, server.stop)
+            killer = threading.Timer(DOWN_AFTER_S, server.stop)
             started = time.monotonic()
             killer.start()
-            r = call(d, "capture", duration_ms=3000)
+            r = call(d, "capture", duration_ms=CAPTURE_MS)
             elapsed = time.monotonic() - started
             killer.join()
     finally:
         server.stop()
     assert r.call_executed, r.call_detail
     summary = r.tool_call_result
-    assert elapsed < 2.0  # the capture ended with the bus, not after its 3 s
+    # the capture ends with the bus ("at once", capture.py), not after its 10 s
+    assert elapsed < DOWN_AFTER_S + BUSY_MARGIN_S
     assert summary["complete"] is False
-    assert summary["bus_down"]["requested_ms"] == 3000
-    assert 400 <= summary["duration_ms"] <= 1000
+    assert summary["bus_down"]["requested_ms"] == CAPTURE_MS
+    assert 400 <= summary["duration_ms"] < (DOWN_AFTER_S + BUSY_MARGIN_S) * 1000
     engine = summary["messages"]["EngineData"]
     # the rate is over the time the bus was up: about 100 Hz, not count / 3 s
     rate = engine["count"] / (summary["duration_ms"] / 1000)

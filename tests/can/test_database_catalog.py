@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -123,14 +125,26 @@ def test_standard_and_extended_ids_do_not_collide(tmp_path: Path) -> None:
     assert db.message_for_frame(0x124, False) is None
 
 
+ROUNDS = 5
+"""Speed is the fastest of this many rounds: a busy machine makes some rounds late, but
+hardly all of them, while code that is slow is slow in every round."""
+
+
+def _fastest_of(rounds: int, work: Callable[[], object]) -> float:
+    """The shortest wall-clock time `work` took in `rounds` runs."""
+    best = math.inf
+    for _ in range(rounds):
+        start = time.perf_counter()
+        work()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 @needs_shared
 def test_frame_lookup_is_fast(ford: CanDatabase) -> None:
     ids = [(m.frame_id, m.is_extended_frame) for m in ford.messages] * 30
-    start = time.perf_counter()
-    for frame_id, extended in ids:
-        ford.message_for_frame(frame_id, extended)
-    per_lookup = (time.perf_counter() - start) / len(ids)
-    assert per_lookup < 20e-6  # thousands of frames/s leave room for decoding
+    per_lookup = _fastest_of(ROUNDS, lambda: [ford.message_for_frame(i, x) for i, x in ids])
+    assert per_lookup / len(ids) < 20e-6  # thousands of frames/s leave room for decoding
 
 
 # -- names -------------------------------------------------------------------------------
@@ -213,10 +227,8 @@ def test_search_is_fast_on_thousands_of_signals(ford: CanDatabase) -> None:
     assert sum(len(m.signals) for m in ford.messages) > 2000
     queries = ["speed", "EngineSped", "rpm", "steering angle", "xyzzy", "Veh_V_ActlEng"]
     ford.search_signals("warm up")  # the index is built once, on the first search
-    start = time.perf_counter()
-    for query in queries:
-        ford.search_signals(query)
-    assert (time.perf_counter() - start) / len(queries) < 0.05
+    per_round = _fastest_of(ROUNDS, lambda: [ford.search_signals(q) for q in queries])
+    assert per_round / len(queries) < 0.05
     assert ford.search_signals("veh_v_actleng")[0]["signal"] == "Veh_V_ActlEng"
 
 

@@ -20,7 +20,7 @@ from hwbridge import CanDriver, DriverResponse, SendPolicy, counter_and_checksum
 from hwbridge.policy import SendRequest
 from tests.can.conftest import recv_all
 from tests.can.test_driver import DEMO
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -140,7 +140,7 @@ def test_a_periodic_counter_cannot_walk_a_limited_signal_out_of_its_limits(
         started = call(d, "start_periodic", message="Stepper", signals={}, period_ms=10)
         assert started.call_executed, started.call_detail
         sender = d.networks["can"].sender
-        assert wait_until(lambda: sender.running() == [], timeout_s=3.0)
+        assert wait_until(lambda: sender.running() == [], timeout_s=BUSY_MARGIN_S)
         status = call(d, "bus_status").tool_call_result
         assert "between 0 and 5" in status["periodic_stopped"]["Stepper"]
         stopped = call(d, "stop_periodic", message="Stepper")

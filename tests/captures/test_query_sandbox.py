@@ -21,13 +21,14 @@ import pytest
 
 from hwbridge.captures import CaptureDriver, decode_captures
 from hwbridge.core.models import ToolError
+from tests.conftest import BUSY_MARGIN_S
 
 from .conftest import FLEET_DBC, drive, write_capture
 from .conftest import ask_query as _query
 
 TIMEOUT_S = 1.0
 MEMORY_LIMIT = "256MB"
-SLACK_S = 1.0  # what the issue allows past the timeout
+SLACK_S = 1.0  # what the issue allows past the timeout (plus a busy machine's BUSY_MARGIN_S)
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -88,8 +89,8 @@ def _answers_normally(driver: CaptureDriver) -> None:
 def _bounded(
     driver: CaptureDriver, sql: str, *, via_tool: bool = True, timeout_s: float = TIMEOUT_S
 ) -> str:
-    """The error code of `sql`, which must answer within timeout + 1 s without growing this
-    process; the next ordinary query must answer normally."""
+    """The error code of `sql`, which must answer within timeout + 1 s (and a busy machine's
+    margin) without growing this process; the next ordinary query must answer normally."""
     started = time.monotonic()
     with PeakRss() as rss:
         if via_tool:
@@ -101,7 +102,7 @@ def _bounded(
             except ToolError as exc:
                 code, detail = exc.code, str(exc)
     elapsed = time.monotonic() - started
-    assert elapsed < timeout_s + SLACK_S, (sql, elapsed, code, detail)
+    assert elapsed < timeout_s + SLACK_S + BUSY_MARGIN_S, (sql, elapsed, code, detail)
     assert rss.growth < 100 * 1000**2, (sql, rss.growth)
     _answers_normally(driver)
     assert code is not None, sql
@@ -135,7 +136,7 @@ def test_the_worker_alone_bounds_the_bombs_of_the_review(driver: CaptureDriver, 
 def test_a_huge_result_is_cut_before_it_becomes_python(driver: CaptureDriver) -> None:
     started = time.monotonic()
     code, result = _query(driver, "SELECT list({'a': true}) AS l FROM range(4000000)")
-    assert time.monotonic() - started < TIMEOUT_S + SLACK_S
+    assert time.monotonic() - started < TIMEOUT_S + SLACK_S + BUSY_MARGIN_S
     assert code is None, result
     assert result["rows"] == [] and result["truncated"] is True
     _answers_normally(driver)
@@ -296,7 +297,7 @@ def test_a_killed_worker_is_replaced_and_waiting_callers_get_an_answer(
 
     thread = threading.Thread(target=bomb)
     thread.start()
-    time.sleep(0.2)
+    time.sleep(0.2)  # the scenario: the bomb first (either order passes the checks below)
     code, detail = _query(driver, "SELECT count(*) AS n FROM Engine")  # waits for the bomb
     thread.join()
     assert codes == ["QUERY_TIMEOUT"]

@@ -27,6 +27,7 @@ from hwbridge import (
     SendPolicy,
 )
 from hwbridge.core.aio import CallJob, ExecutionCancelled, run_in_worker
+from tests.conftest import BUSY_MARGIN_S
 from tests.core.drivers import Thermostat
 from tests.core.test_properties import json_like
 
@@ -117,11 +118,17 @@ def test_sync_and_async_give_the_same_answers(output: Any, wrap: str) -> None:
 
 
 def test_many_drivers_wait_at_once_without_blocking_the_loop() -> None:
-    """Eight reads that each wait 400 ms take about 400 ms together, and the loop ticks."""
+    """Eight reads that each wait 1 s take about 1 s together, and the loop ticks."""
+    read_s = 1.0  # one after the other, 8 s: more than one read and a busy machine's margin
     drivers = [
         CanDriver.from_dbc(DEMO, bus=f"virtual:aio-{uuid.uuid4().hex[:8]}") for _ in range(8)
     ]
-    read = '{"tool": "read_message", "arguments": {"message": "EngineData", "timeout_ms": 400}}'
+    read = json.dumps(
+        {
+            "tool": "read_message",
+            "arguments": {"message": "EngineData", "timeout_ms": int(read_s * 1000)},
+        }
+    )
     ticks = 0
 
     async def ticker() -> None:
@@ -147,8 +154,12 @@ def test_many_drivers_wait_at_once_without_blocking_the_loop() -> None:
     assert all(r.call_failed and "NOT_RECEIVED" in (r.call_detail or "") for r in results), [
         r.call_detail for r in results
     ]
-    assert elapsed < 2.4  # 0.4 s together, with a margin; one after the other: 3.2 s
+    assert elapsed < read_s + BUSY_MARGIN_S  # together; one after the other: 8 s
     assert ticks >= 15  # the event loop ran all along
+
+
+WAIT_S = 20.0
+"""A wait that a cancellation must not wait out."""
 
 
 def test_a_cancelled_read_ends_at_once() -> None:
@@ -156,13 +167,18 @@ def test_a_cancelled_read_ends_at_once() -> None:
         wait = json.dumps(
             {
                 "tool": "wait_for_signal",
-                "arguments": {"signal": "EngineSpeed", "op": ">", "value": 1, "timeout_ms": 3000},
+                "arguments": {
+                    "signal": "EngineSpeed",
+                    "op": ">",
+                    "value": 1,
+                    "timeout_ms": int(WAIT_S * 1000),
+                },
             }
         )
 
         async def main() -> float:
             task = asyncio.create_task(driver.aprocess_llm_response(wait))
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(0.1)  # the read is under way (it cannot be seen from here)
             task.cancel()
             start = time.monotonic()
             with pytest.raises(ExecutionCancelled) as caught:
@@ -170,7 +186,7 @@ def test_a_cancelled_read_ends_at_once() -> None:
             assert caught.value.response is None  # only a read: nothing to report
             return time.monotonic() - start
 
-        assert asyncio.run(main()) < 0.3
+        assert asyncio.run(main()) < WAIT_S / 2  # at once, not when the wait ends
 
 
 def test_a_cancelled_send_is_waited_for_and_reported() -> None:
@@ -244,6 +260,7 @@ class Plain(MCSDriver):
     meta = DriverMeta(id="0d3c1f0e-1111-4c1e-9a57-2b1f0c3d4e5f", name="Plain", version="1.0.0")
 
     def __init__(self) -> None:
+        self.started = threading.Event()
         self.done = threading.Event()
 
     def get_function_description(self, model_name: str | None = None) -> str:
@@ -255,7 +272,8 @@ class Plain(MCSDriver):
     def process_llm_response(
         self, llm_response: str | dict[str, Any], *, streaming: bool = False
     ) -> DriverResponse:
-        time.sleep(0.2)
+        self.started.set()
+        time.sleep(0.2)  # work that takes a while
         self.done.set()
         return DriverResponse(call_executed=True, tool_call_result=str(llm_response))
 
@@ -266,12 +284,15 @@ def test_the_contract_default_is_async_and_waits_when_cancelled() -> None:
 
     async def main() -> None:
         task = asyncio.create_task(driver.aprocess_llm_response("y"))
-        await asyncio.sleep(0.05)
+        async with asyncio.timeout(BUSY_MARGIN_S):
+            while not driver.started.is_set():  # the call has begun
+                await asyncio.sleep(0.005)
         task.cancel()
         with pytest.raises(ExecutionCancelled) as caught:
             await task
         assert driver.done.is_set()  # it cannot tell reads from sends: it waited
         assert caught.value.response.tool_call_result == "y"
 
+    driver.started.clear()
     driver.done.clear()
     asyncio.run(main())

@@ -24,6 +24,7 @@ from hwbridge import (
 from hwbridge.core.aio import CallJob
 from hwbridge.core.models import is_tool_name, is_valid_tool_name
 from hwbridge.core.native import Provider, native_aliases
+from tests.conftest import BUSY_MARGIN_S
 from tests.core.drivers import Thermostat
 
 SECONDS = ToolParameter(name="seconds", required=True, schema={"type": "number", "minimum": 0})
@@ -209,23 +210,41 @@ def test_an_output_that_changes_state_runs_in_order() -> None:
     assert journal == [f"{id(one)}:press", f"{id(two)}:read"]
 
 
+class HeldBench(Bench):
+    """A bench whose reads last until the test lets them go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = threading.Event()
+        self.release = threading.Event()
+
+    def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
+        self.reading.set()
+        self.release.wait(HELD_S)
+        return super().execute_tool(tool_name, arguments)
+
+
+HELD_S = 20.0
+"""How long a held read lasts at most when the test never lets it go."""
+
+
 def test_calls_to_two_benches_from_two_threads_do_not_wait_for_each_other() -> None:
-    orchestrator = farm(Bench(), Bench())
-    took: dict[str, float] = {}
-
-    def slow() -> None:
-        started = time.monotonic()
-        orchestrator.execute_tool("bench1.read", {"seconds": 1.0})
-        took["slow"] = time.monotonic() - started
-
-    thread = threading.Thread(target=slow)
+    held = HeldBench()
+    orchestrator = farm(held, Bench())
+    thread = threading.Thread(
+        target=orchestrator.execute_tool, args=("bench1.read", {"seconds": 0})
+    )
     thread.start()
-    time.sleep(0.05)
-    started = time.monotonic()
-    orchestrator.execute_tool("bench2.read", {"seconds": 0})
-    took["fast"] = time.monotonic() - started
-    thread.join()
-    assert took["fast"] < 0.2 and took["slow"] >= 1.0
+    try:
+        assert held.reading.wait(BUSY_MARGIN_S)  # the slow read is under way
+        started = time.monotonic()
+        orchestrator.execute_tool("bench2.read", {"seconds": 0})
+        took = time.monotonic() - started
+        # the other bench answered while the slow read was still held: it did not wait
+        assert thread.is_alive() and took < HELD_S / 2
+    finally:
+        held.release.set()
+        thread.join()
 
 
 def test_a_consent_gate_that_asks_every_call_asks_one_question_at_a_time() -> None:

@@ -42,6 +42,7 @@ from hwbridge.j1939.transport.tp import (
     packets,
     rts_frame,
 )
+from tests.conftest import BUSY_MARGIN_S
 
 CM = make_id(TP_CM_PGN, 0, GLOBAL, 7)
 DT = make_id(TP_DT_PGN, 0, GLOBAL, 7)
@@ -229,7 +230,7 @@ def test_a_flood_of_announcements_is_bounded_in_time_and_memory() -> None:
         aborted += sum(isinstance(e, Aborted) for e in events)
         assert rx.sessions <= 64
     assert aborted > 19_000  # replaced, or refused beyond 64 sessions
-    assert time.perf_counter() - started < 5.0
+    assert time.perf_counter() - started < 5.0 + BUSY_MARGIN_S  # ~0.1 s; quadratic: far more
     assert rx.expire(10.0) and rx.sessions == 0
 
 

@@ -16,7 +16,7 @@ from firmware_sim.socketcand import SocketcandServer
 from hwbridge import J1939Driver
 from hwbridge.core.models import ToolError
 from hwbridge.policy import SendPolicy
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.j1939.conftest import call
 
 pytestmark = pytest.mark.usefixtures("no_thread_leaks")
@@ -99,6 +99,6 @@ def test_dm2_and_clearing(bus: tuple[str, VirtualTruck], driver: J1939Driver) ->
     with J1939Driver.from_can(bus=url, policy=policy, address=250, **TIMES) as allowed:  # type: ignore[arg-type]
         cleared = call(allowed, "j1939_clear_dtcs", which="previously_active", address=11)
         assert cleared["sent"] is True and cleared["acknowledged_by"] == [11]
-        assert wait_until(lambda: not truck.nodes["brakes"].dtcs.previous, 2)
+        assert wait_until(lambda: not truck.nodes["brakes"].dtcs.previous, BUSY_MARGIN_S)
         [after] = call(allowed, "j1939_dm2", address=11)["sources"]
         assert after["dtcs"] == [] and after["dtcs_total"] == 0

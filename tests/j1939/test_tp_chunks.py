@@ -19,6 +19,7 @@ from hwbridge.j1939.database.ids import DM1_PGN, TP_CM_PGN, TP_DT_PGN, make_id
 from hwbridge.j1939.transport.tp import MAX_SIZE
 from hwbridge.j1939.transport.tp_chunks import J1939TpAssembler
 from tests.captures.conftest import TRUCK
+from tests.conftest import BUSY_MARGIN_S
 from tests.j1939.tp_streams import (
     Frame,
     abort,
@@ -218,7 +219,7 @@ def test_a_bam_announcing_1785_bytes_that_sends_three_packets() -> None:
     tracemalloc.stop()
     assert got == [] and len(found) == 0
     assert assembler.stats.aborted == 1 and assembler.open_sessions == 0
-    assert seconds < 1.0 and peak < 20_000_000
+    assert seconds < 1.0 + BUSY_MARGIN_S and peak < 20_000_000
 
 
 def test_the_session_is_carried_between_chunks_and_times_out() -> None:
@@ -259,7 +260,7 @@ def test_a_flood_of_announcements_is_bounded(control: int) -> None:
     assert assembler.open_sessions <= 1024
     pairs = len(np.unique(chunk.channel.astype(np.int64) << 16 | dest << 8 | source))
     assert assembler.stats.aborted == n - min(pairs, 1024)
-    assert seconds < 5.0
+    assert seconds < 5.0 + BUSY_MARGIN_S
     assembler.finish()
     assert assembler.stats.aborted == n
 
@@ -315,7 +316,7 @@ def test_a_flood_of_rts_sessions_with_packets_is_followed_in_linear_time() -> No
     assembler = J1939TpAssembler()
     started = time.perf_counter()
     assert len(assembler.feed(chunk)) == 0
-    assert time.perf_counter() - started < 10.0
+    assert time.perf_counter() - started < 10.0 + BUSY_MARGIN_S
     assert assembler.open_sessions <= 4096
     assembler.finish()
     assert assembler.stats.aborted == n // 2

@@ -27,7 +27,7 @@ from hwbridge import (
     SendPolicy,
 )
 from hwbridge.llm import OpenAIClient
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
@@ -138,21 +138,27 @@ def test_a_can_driver_on_a_live_bus(fake_openai: FakeProvider) -> None:
     assert "read_signals" in tools and "send_message" not in tools
 
 
+STALL_S = 20.0
+"""How long the scripted answer stalls after its first event: far longer than any margin."""
+
+
 def test_ctrl_c_abandons_a_request_in_flight(fake_openai: FakeProvider) -> None:
-    fake_openai.script(sse(P.openai_stream(["slow ", "answer"]), stall_s=2.0))
+    fake_openai.script(sse(P.openai_stream(["slow ", "answer"]), stall_s=STALL_S))
     shown: list[str] = []
     runner = Runner(Thermostat(), client(fake_openai), on_text=shown.append)
 
     async def main() -> float:
         task = asyncio.create_task(runner.arun("hello"))
-        await asyncio.sleep(0.3)
+        async with asyncio.timeout(BUSY_MARGIN_S):
+            while not fake_openai.requests:  # the request is in flight
+                await asyncio.sleep(0.005)
         task.cancel()
         start = time.monotonic()
         with pytest.raises(asyncio.CancelledError):
             await task
         return time.monotonic() - start
 
-    assert asyncio.run(main()) < 0.5
+    assert asyncio.run(main()) < STALL_S / 2  # abandoned, not waited for
     assert runner.messages == [{"role": "user", "content": "hello"}]  # no half answer kept
     assert "answer" not in "".join(shown)
 
@@ -163,7 +169,7 @@ def test_ctrl_c_during_a_send_waits_for_it_and_records_it(fake_openai: FakeProvi
 
     def slow_yes(tool: str, arguments: dict[str, Any]) -> bool:
         asking.set()
-        time.sleep(0.3)
+        time.sleep(0.3)  # the user thinks, meanwhile Ctrl-C is pressed
         return True
 
     fake_openai.script(sse(call(1, "send_ClimateCommand", {"CabinSetpoint": 22})))
@@ -205,7 +211,9 @@ def test_one_run_at_a_time(fake_openai: FakeProvider) -> None:
 
     async def main() -> None:
         first = asyncio.create_task(runner.arun("one"))
-        await asyncio.sleep(0.1)
+        async with asyncio.timeout(BUSY_MARGIN_S):
+            while not fake_openai.requests:  # the first run is under way (its answer stalls)
+                await asyncio.sleep(0.005)
         with pytest.raises(RuntimeError, match="already running"):
             await runner.arun("two")
         assert (await first).answer == "a"

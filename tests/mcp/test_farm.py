@@ -18,7 +18,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from hwbridge import Orchestrator, ToolError
 from hwbridge.mcp import McpToolDriver
-from tests.conftest import wait_until
+from hwbridge.mcp.remote import DEFAULT_CONNECT_TIMEOUT_S
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.mcp.conftest import Session, start_http, stop
 from tests.mcp.farm import TOKEN, Bench, start_bench, start_benches
 
@@ -26,6 +27,14 @@ pytestmark = pytest.mark.timeout(90)
 
 NEVER = {"signal": "EngineSpeed", "op": ">", "value": 100000}
 """A condition the simulated engine never meets: wait_for_signal waits its whole timeout."""
+SLOW_S = 2 * BUSY_MARGIN_S
+"""The slow bench's wait: a fast read held up by it would take about as long."""
+SIDE_S = 5.0
+"""Each of two waits answered side by side: one after the other, 10 s."""
+HANG_S = 1.0
+"""The timeout_s of the driver of the hanging bench."""
+KILLED_WAIT_S = 20.0
+"""The wait under way when its bench is killed."""
 
 
 @pytest.fixture(scope="module")
@@ -93,12 +102,14 @@ def test_a_slow_bench_does_not_stall_a_fast_one(farm: Orchestrator) -> None:
 
     def wait() -> None:
         started = time.monotonic()
-        slow["result"] = farm.execute_tool("bench1.wait_for_signal", {**NEVER, "timeout_ms": 2000})
+        slow["result"] = farm.execute_tool(
+            "bench1.wait_for_signal", {**NEVER, "timeout_ms": int(SLOW_S * 1000)}
+        )
         slow["took"] = elapsed(started)
 
     thread = threading.Thread(target=wait)
     thread.start()
-    time.sleep(0.2)
+    time.sleep(0.2)  # the slow call is under way (nothing to see of it from here)
     fast = []
     for _ in range(3):
         started = time.monotonic()
@@ -106,8 +117,8 @@ def test_a_slow_bench_does_not_stall_a_fast_one(farm: Orchestrator) -> None:
         fast.append(elapsed(started))
     assert thread.is_alive()  # the slow call was still running all along
     thread.join()
-    assert max(fast) < 0.5, fast
-    assert slow["took"] >= 2.0 and slow["result"]["met"] is False
+    assert max(fast) < SLOW_S / 2, fast  # held up, a read would wait for the slow call
+    assert slow["took"] >= SLOW_S and slow["result"]["met"] is False
 
 
 def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
@@ -118,7 +129,7 @@ def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
             "type": "function",
             "function": {
                 "name": f"{label}__wait_for_signal",
-                "arguments": json.dumps({**NEVER, "timeout_ms": 3000}),
+                "arguments": json.dumps({**NEVER, "timeout_ms": int(SIDE_S * 1000)}),
             },
         }
         for label in ("bench1", "bench2")
@@ -127,12 +138,13 @@ def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
     answer = farm.process_llm_response({"role": "assistant", "tool_calls": calls})
     took = elapsed(started)
     assert answer.call_executed and not answer.call_failed
-    assert 3.0 <= took < 5.0, took  # side by side: one after the other takes 6 s
+    # side by side; one after the other takes twice as long, more than a busy machine adds
+    assert SIDE_S <= took < SIDE_S + BUSY_MARGIN_S, took
 
 
 def test_a_hanging_bench_times_out_alone(benches: list[Bench], farm: Orchestrator) -> None:
     hanging = McpToolDriver(
-        benches[1].url, token=TOKEN, label="hang", timeout_s=1.0, trust_annotations=True
+        benches[1].url, token=TOKEN, label="hang", timeout_s=HANG_S, trust_annotations=True
     )
     benches[1].freeze()
     try:
@@ -142,11 +154,12 @@ def test_a_hanging_bench_times_out_alone(benches: list[Bench], farm: Orchestrato
         took = elapsed(started)
         fine = time.monotonic()
         assert farm.execute_tool("bench1.bus_status", {})["state"] == "connected"
-        assert elapsed(fine) < 3.0  # not held up by the hanging bench (it never answers)
+        # not held up by the hanging bench (it never answers)
+        assert elapsed(fine) < BUSY_MARGIN_S
     finally:
         benches[1].thaw()
     assert caught.value.code == "REMOTE_TIMEOUT" and caught.value.retryable
-    assert 1.0 <= took < 1.0 + 4.0, took  # its timeout_s, plus a busy machine's margin
+    assert HANG_S <= took < HANG_S + BUSY_MARGIN_S, took  # its timeout_s
     assert wait_until(lambda: _answers(hanging), 10)  # thawed: the same driver goes on
     hanging.close()
 
@@ -168,26 +181,30 @@ def test_a_bench_killed_mid_call_then_restarted(benches: list[Bench], farm: Orch
         def wait() -> None:
             started = time.monotonic()
             try:
-                both.execute_tool("bench3.wait_for_signal", {**NEVER, "timeout_ms": 20_000})
+                both.execute_tool(
+                    "bench3.wait_for_signal", {**NEVER, "timeout_ms": int(KILLED_WAIT_S * 1000)}
+                )
             except ToolError as exc:
                 outcome["error"] = exc
             outcome["took"] = elapsed(started)
 
         thread = threading.Thread(target=wait)
         thread.start()
-        time.sleep(0.5)
+        time.sleep(0.5)  # the wait is under way (nothing to see of it from here)
         bench.kill_server()
-        thread.join(10)
+        thread.join(KILLED_WAIT_S / 2)
         error = outcome["error"]
         assert error.code == "REMOTE_DOWN" and error.retryable  # a read: it may be repeated
-        assert outcome["took"] < 3.0
+        assert outcome["took"] < KILLED_WAIT_S / 2  # ended by the kill, not by the wait
         assert "bench3" in error.message
         # the other bench did not notice; the dead one says it is down, at once
         assert both.execute_tool("bench1.bus_status", {})["state"] == "connected"
         started = time.monotonic()
         with pytest.raises(ToolError) as down:
             both.execute_tool("bench3.bus_status", {})
-        assert down.value.code == "REMOTE_DOWN" and elapsed(started) < 2.0
+        # at once, not after a try to connect again (its connect_timeout_s)
+        assert down.value.code == "REMOTE_DOWN"
+        assert elapsed(started) < DEFAULT_CONNECT_TIMEOUT_S / 2
         health = both.healthcheck()
         assert health.status == "down" and health.parts["bench3"].details["state"] == "down"
         assert health.parts["bench1"].details["state"] == "connected"

@@ -19,7 +19,7 @@ from mcp import Client
 from hwbridge import ConsentGate, Orchestrator, ToolError
 from hwbridge.mcp import McpToolDriver, build_server
 from hwbridge.mcp.tools import mcp_tools
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.mcp.conftest import ROOT
 from tests.mcp.farm import free_port
 
@@ -109,9 +109,22 @@ def test_progress_and_cancellation_reach_the_remote(liar: McpToolDriver) -> None
                 "liar.slow_read", {"seconds": 0.6}, progress_callback=on_progress
             )
             assert not done.is_error
+            reading = anyio.Event()
+
+            async def on_long_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                reading.set()
+
+            async def long_read() -> None:
+                await client.call_tool(
+                    "liar.slow_read", {"seconds": 20}, progress_callback=on_long_progress
+                )
+
             async with anyio.create_task_group() as group:
-                group.start_soon(client.call_tool, "liar.slow_read", {"seconds": 20})
-                await anyio.sleep(0.8)
+                group.start_soon(long_read)
+                with anyio.fail_after(BUSY_MARGIN_S):
+                    await reading.wait()  # the long read is under way on the server
                 group.cancel_scope.cancel()  # the client gives up on the long read
         return said
 
@@ -166,12 +179,13 @@ def test_a_closed_driver_says_so_and_its_server_process_ends(liar: McpToolDriver
 
 def test_a_server_that_is_not_there_is_remote_down_at_once() -> None:
     url = f"http://127.0.0.1:{free_port()}/mcp"
+    connect_timeout_s = 20
     started = time.monotonic()
     with pytest.raises(ToolError) as caught:
-        McpToolDriver(url, token="t", label="nobody", connect_timeout_s=5)
+        McpToolDriver(url, token="t", label="nobody", connect_timeout_s=connect_timeout_s)
     assert caught.value.code == "REMOTE_DOWN" and caught.value.retryable
     assert "nobody" in caught.value.message and "t" not in caught.value.message.split()
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < connect_timeout_s / 2  # refused: no waiting
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ import pytest
 from firmware_sim.bench_psu import IDENTITY, BenchPsu
 from hwbridge import ToolError
 from hwbridge.serial import Framing, PySerialAdapter
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 
 
 def code_of(call: object) -> str:
@@ -45,7 +45,7 @@ def test_a_device_that_misbehaves_gives_no_reply_within_the_timeout(
         with pytest.raises(ToolError) as caught:
             port.query("*IDN?", timeout_s=0.25)
         assert caught.value.code == "NO_REPLY" and caught.value.retryable
-        assert 0.2 <= time.monotonic() - started < 0.5
+        assert 0.2 <= time.monotonic() - started < 0.25 + BUSY_MARGIN_S
         if fault == "overlong":  # 70,000 bytes in one line: dropped, never buffered
             assert "longer than 4096 bytes" in caught.value.message
             assert port.status().overlong_frames == 1
@@ -104,10 +104,10 @@ def test_a_device_that_goes_away_gives_port_down_and_comes_back(psu: BenchPsu) -
         first = port.generation
         psu.stop()  # unplugged: the pty and its symlink are gone
         started = time.monotonic()
-        assert code_of(lambda: port.query("*IDN?", timeout_s=2.0)) == "PORT_DOWN"
-        assert time.monotonic() - started < 0.5
+        assert code_of(lambda: port.query("*IDN?", timeout_s=20.0)) == "PORT_DOWN"
+        assert time.monotonic() - started < 20.0 / 2  # at once, not after the query's timeout
         assert code_of(lambda: port.query("*IDN?")) == "PORT_DOWN"  # at once while down
-        assert wait_until(lambda: port.status().reconnecting, 1.0)
+        assert wait_until(lambda: port.status().reconnecting, BUSY_MARGIN_S)
         psu.start()  # plugged back: a new pty under the same name
         assert port.wait_connected(3.0)
         assert port.query("*IDN?") == IDENTITY

@@ -20,13 +20,13 @@ import pytest
 
 from hwbridge import SendPolicy, SerialDriver, ToolError
 from hwbridge.policy import CommandRequest
+from tests.conftest import BUSY_MARGIN_S
 
 pytestmark = pytest.mark.timeout(60)
 
 TIMEOUT_S = 0.5  # the spec's timeout_ms
-MARGIN_S = 4.0
-"""What a busy machine may add to a call's timeout (the bounds below are what a call promises
-plus this; the behaviour they guard against takes far longer, or for ever)."""
+# The bounds below are what a call promises plus BUSY_MARGIN_S; the behaviour they guard
+# against takes far longer, or for ever.
 
 SPEC = """
 [device]
@@ -133,7 +133,7 @@ def test_a_reply_pattern_that_backtracks_is_cut_off_by_the_call_timeout(
     with SerialDriver.from_spec(tmp_path / "logger.toml", port=device.port) as driver:
         r, took = timed(driver, "read_samples")
         assert r.call_detail.startswith("NO_REPLY")
-        assert took < TIMEOUT_S + MARGIN_S  # re would take days
+        assert took < TIMEOUT_S + BUSY_MARGIN_S  # re would take days
         device.reply = b"aaaa\n"
         good = call(driver, "read_samples")
         assert good.tool_call_result["values"]["samples"] == {"value": "aaaa"}
@@ -145,19 +145,19 @@ def test_a_device_that_talks_without_end_cannot_hold_a_call(device: Device, tmp_
     with SerialDriver.from_spec(tmp_path / "logger.toml", port=device.port) as driver:
         r, took = timed(driver, "read_samples")
         assert r.call_detail.startswith("NO_REPLY") and "another form" in r.call_detail
-        assert took < TIMEOUT_S + MARGIN_S  # the device never stops talking
+        assert took < TIMEOUT_S + BUSY_MARGIN_S  # the device never stops talking
     with (
         spewing_socket() as url,
         SerialDriver.from_spec(tmp_path / "logger.toml", port=url) as remote,
     ):  # pyserial's socket in_waiting is 0 or 1: the deadline must hold anyway
         r, took = timed(remote, "read_samples")
         assert r.call_detail.startswith("NO_REPLY")
-        assert took < TIMEOUT_S + MARGIN_S
+        assert took < TIMEOUT_S + BUSY_MARGIN_S
     policy = SendPolicy(allow_raw_lines=[r"^PING$"])
     with SerialDriver.from_port(device.port, policy=policy) as generic:
         r, took = timed(generic, "serial_query", line="PING", expect="PONG", timeout_ms=300)
         assert r.call_executed and r.tool_call_result["reply"] is None
-        assert took < 0.3 + MARGIN_S  # its timeout_ms; PONG never comes
+        assert took < 0.3 + BUSY_MARGIN_S  # its timeout_ms; PONG never comes
 
 
 def test_a_device_that_stops_reading_gets_no_line_reported_wrongly(

@@ -13,7 +13,7 @@ import pytest
 
 from firmware_sim.bench_psu import BenchPsu
 from hwbridge import DriverResponse, HybridDriver, SendPolicy, SerialDriver
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.serial_bridge.conftest import PSU_SPEC
 
 ALLOW = SendPolicy(allow_commands=["set_*", "output"], max_commands_per_second=100)
@@ -36,12 +36,19 @@ def code(response: DriverResponse) -> str:
     return response.call_detail.split(":")[0]
 
 
-def variant(tmp_path: Path, old: str, new: str) -> Path:
+def variant(tmp_path: Path, old: str, new: str, *more: tuple[str, str]) -> Path:
     text = PSU_SPEC.read_text()
-    assert old in text
+    for was, becomes in ((old, new), *more):
+        assert was in text
+        text = text.replace(was, becomes, 1)
     path = tmp_path / "variant.toml"
-    path.write_text(text.replace(old, new, 1))
+    path.write_text(text)
     return path
+
+
+PORT_TIMEOUT = ("timeout_ms = 1000", "timeout_ms = 20000")
+"""The spec's port timeout, made far longer than a busy machine's margin: a call that is
+promised to end sooner (its own timeout, or at once) must not wait for this one."""
 
 
 def test_a_bench_session_current_follows_voltage_and_the_limit_trips(psu: BenchPsu) -> None:
@@ -75,12 +82,13 @@ def test_a_value_the_device_refuses_is_reported_as_written_and_refused(
 
 
 def test_an_undefined_header_is_found_in_the_error_queue(psu: BenchPsu, tmp_path: Path) -> None:
-    spec = variant(tmp_path, 'send = "VOLT?"', 'send = "VOLTS?"\ntimeout_ms = 200')
+    spec = variant(tmp_path, 'send = "VOLT?"', 'send = "VOLTS?"\ntimeout_ms = 200', PORT_TIMEOUT)
     with SerialDriver.from_spec(spec, port=str(psu.link)) as driver:
         started = time.monotonic()
         r = call(driver, "voltage_setpoint")
         assert code(r) == "DEVICE_ERROR" and "-113" in (r.call_detail or "")
-        assert time.monotonic() - started < 2.0
+        # its own 200 ms, then the error queue answers at once
+        assert time.monotonic() - started < 0.2 + BUSY_MARGIN_S
 
 
 def test_another_device_on_the_port_is_never_sent_a_command(psu: BenchPsu, tmp_path: Path) -> None:
@@ -102,14 +110,15 @@ def test_a_misbehaving_device_fails_the_call_within_its_timeout(
         started = time.monotonic()
         r = call(driver, "measure_voltage")
         assert code(r) == "NO_REPLY"
-        assert time.monotonic() - started < 1.0  # 200 ms, and as long for the error queue
+        # 200 ms, and as long for the error queue
+        assert time.monotonic() - started < 2 * 0.2 + BUSY_MARGIN_S
         psu.inject_fault(None)
         assert value(call(driver, "measure_voltage"), "volts") == 0.0
 
 
-def test_the_device_goes_away_and_comes_back(psu: BenchPsu) -> None:
+def test_the_device_goes_away_and_comes_back(psu: BenchPsu, tmp_path: Path) -> None:
     with SerialDriver.from_spec(
-        PSU_SPEC,
+        variant(tmp_path, *PORT_TIMEOUT),
         port=str(psu.link),
         policy=ALLOW,
         adapter_options={"backoff_initial_s": 0.02, "backoff_max_s": 0.1},
@@ -118,14 +127,14 @@ def test_the_device_goes_away_and_comes_back(psu: BenchPsu) -> None:
         psu.stop()
         started = time.monotonic()
         assert code(call(driver, "measure_voltage")) == "PORT_DOWN"
-        assert time.monotonic() - started < 0.5
+        assert time.monotonic() - started < 20.0 / 2  # at once, not after the port's timeout
         assert driver.healthcheck().status == "down"
         psu.start()  # a new supply: its identity is asked again before the next change
         assert driver.adapter is not None and driver.adapter.wait_connected(3.0)
         assert call(driver, "set_voltage", volts=3).call_executed
         # identity, the queue read out (nothing earlier is blamed on it), the command, its check
         assert psu.commands_seen[-4:] == ["*IDN?", "SYST:ERR?", "VOLT 3.000", "SYST:ERR?"]
-        assert wait_until(lambda: driver.healthcheck().status == "ok", 1.0)
+        assert wait_until(lambda: driver.healthcheck().status == "ok", BUSY_MARGIN_S)
 
 
 def test_sixteen_threads_share_one_driver(psu: BenchPsu) -> None:

@@ -12,7 +12,7 @@ from firmware_sim.j1939 import TRUCK_FAULTS, VirtualTruck
 from firmware_sim.j1939.controllers import CONTROLLERS, DEFAULT_TRUCK_VIN
 from firmware_sim.j1939.model import TruckModel
 from hwbridge.can.database.database import CanDatabase
-from tests.conftest import wait_until
+from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.sim.conftest import ROOT, signals
 from tests.sim.j1939_peer import (
     ABORT,
@@ -114,7 +114,7 @@ def test_a_contender_with_a_lower_name_takes_the_address(
         contender.send(CLAIM, b"\x00" * 8)  # NAME 0 wins against any
         ident, _data, _ = client.next(lambda i, d: i.pgn == CLAIM and d == NAMES[BRAKES])
         assert ident.sa == 0xFE  # Cannot Claim Address
-        assert wait_until(lambda: not truck.nodes["brakes"].active, 2.0)
+        assert wait_until(lambda: not truck.nodes["brakes"].active, BUSY_MARGIN_S)
         client.drain()
         client.request(DM1, BRAKES)
         assert client.collect(0.3, lambda i, d: i.sa == BRAKES) == []  # silent now
@@ -155,7 +155,7 @@ def test_a_long_pgn_requested_from_a_node_comes_by_rts_cts(
     client.request(65259, TRANSMISSION)  # component identification
     data = client.receive(TRANSMISSION, 65259, per_cts=2)
     assert data == b"HWBSM*AT6-TCM*TCM0001939*UNIT01*"
-    assert wait_until(lambda: truck.transport.counts["rts_cts"] == 1, 2.0)  # acknowledged
+    assert wait_until(lambda: truck.transport.counts["rts_cts"] == 1, BUSY_MARGIN_S)  # acked
 
 
 def test_rts_cts_sends_two_packets_per_cts_when_asked_two(
@@ -191,7 +191,7 @@ def test_a_client_abort_stops_the_transfer(truck: VirtualTruck, client: Peer) ->
     client.cts(ENGINE, 65242, 1, 1)
     client.packets(ENGINE, 1)
     client.cm(ENGINE, bytes([ABORT, 1, 0xFF, 0xFF, 0xFF]) + (65242).to_bytes(3, "little"))
-    assert wait_until(lambda: truck.transport.counts["aborts_received"] == 1, 2.0)
+    assert wait_until(lambda: truck.transport.counts["aborts_received"] == 1, BUSY_MARGIN_S)
     client.cts(ENGINE, 65242, 1, 2)
     assert client.collect(0.3, lambda i, d: i.sa == ENGINE and i.da == TESTER) == []
 
