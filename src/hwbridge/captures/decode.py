@@ -3,7 +3,11 @@
     summary = decode_captures(["truck.MF4"], ["j1939.dbc", "gps.dbc"], "dataset/")
 
 Every capture is one task (see `file_task`); the three ways to run them differ only in where
-the tasks run. The databases are loaded here first, so a bad database fails at once with a
+the tasks run. A capture enters the dataset whole or not at all (`commit`): interrupted (Ctrl-C,
+SIGTERM, a worker killed), a decode leaves only whole captures and raises `DecodeInterrupted`
+saying which are in; run again, it decodes only the captures that are not.
+
+The databases are loaded here first, so a bad database fails at once with a
 clear error instead of once per worker. On Dask the workers must see the same paths (a
 shared file system or object store mount) for the captures, the databases and `out`.
 """
@@ -11,7 +15,9 @@ shared file system or object store mount) for the captures, the databases and `o
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
+import signal
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -20,17 +26,36 @@ from typing import TYPE_CHECKING, Any
 
 from hwbridge.can.io.readers import check_capture
 from hwbridge.captures.bridge import DatabaseError, DatabaseRepairWarning
-from hwbridge.captures.file_task import DecodeTask, load_tables, run_task
+from hwbridge.captures.commit import decoded_record, recover
+from hwbridge.captures.file_task import DecodeTask, load_tables, run_task, task_stamp
 from hwbridge.captures.summary import DecodeSummary, FileSummary
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["DecodeProgress", "decode_captures", "source_names"]
+__all__ = ["DecodeInterrupted", "DecodeProgress", "decode_captures", "source_names"]
 
 PathLike = str | Path
 DASK_CONNECT_S = 10.0
 """How long to wait for a Dask scheduler to answer."""
+STOP_GRACE_S = 2.0
+"""Interrupted, local workers get this long to drop the capture they are on; then they are
+killed (what they wrote is dropped all the same)."""
+
+
+class DecodeInterrupted(BaseException):
+    """A decode was interrupted (Ctrl-C, SIGTERM): the dataset holds the captures of
+    `done` whole and nothing of `missing`; `cause` is the interrupt. A BaseException, as the
+    interrupt is: no `except Exception` takes it for a failed decode."""
+
+    def __init__(
+        self, out: Path, done: list[FileSummary], missing: list[str], cause: BaseException
+    ) -> None:
+        super().__init__(f"{len(done)} of {len(done) + len(missing)} captures are in {out}")
+        self.out = out
+        self.done = done
+        self.missing = missing
+        self.cause = cause
 
 
 class DecodeProgress:
@@ -97,6 +122,7 @@ def decode_captures(
     isotp: bool = False,
     j1939: bool | None = None,
     progress: DecodeProgress | None = None,
+    force: bool = False,
 ) -> DecodeSummary:
     """Decode captures with databases into a Hive-style Parquet dataset at `out`.
 
@@ -112,6 +138,11 @@ def decode_captures(
     decoded all the same. Nothing is decoded when a capture cannot be opened at all: a
     missing one raises FileNotFoundError (IsADirectoryError for a folder), one of an unknown
     format ValueError; a database that does not load (or is missing) raises DatabaseError.
+
+    A capture already in `out` from an earlier decode of the same file (size and time) with
+    the same databases and options is not decoded again (its summary says `skipped`), unless
+    `force`. Interrupted, the decode raises DecodeInterrupted once every capture in `out` is
+    whole (within about STOP_GRACE_S).
     """
     captures = [Path(p).expanduser() for p in paths]
     databases = [Path(d) for d in dbcs]
@@ -132,6 +163,7 @@ def decode_captures(
     with_j1939 = describes_j1939 if j1939 is None else bool(j1939)
     target = Path(out).expanduser().resolve()
     target.mkdir(parents=True, exist_ok=True)
+    recover(target)  # what a killed decode left: its swap finished, its staged work dropped
     sources = source_names(captures)
     results: dict[int, FileSummary] = {}
     tasks: dict[int, DecodeTask] = {}
@@ -142,21 +174,65 @@ def decode_captures(
             results[i] = FileSummary(path=str(path), source=source, ok=False, error=_text(exc))
             progress.finished(results[i])
             continue
-        tasks[i] = DecodeTask(
+        task = DecodeTask(
             str(checked.resolve()), source, dbc_paths, str(target), isotp, j1939=with_j1939
         )
+        earlier = None if force else _decoded_before(target, task)
+        if earlier is not None:
+            results[i] = earlier
+            progress.finished(earlier)
+        else:
+            tasks[i] = task
+    try:
+        _run(tasks, results, progress, workers=workers, dask=dask)
+    except BaseException as exc:  # Ctrl-C, SIGTERM, an error: only whole captures stay
+        recover(target)
+        if isinstance(exc, Exception):
+            raise
+        done = [results[i] for i in sorted(results)]
+        missing = [str(captures[i]) for i in range(len(captures)) if i not in results]
+        raise DecodeInterrupted(target, done, missing, exc) from exc
+    recover(target)  # a worker killed on its own left staged work: dropped
+    files = [results[i] for i in range(len(captures))]
+    return DecodeSummary.of(target, files, time.perf_counter() - started)
+
+
+def _run(
+    tasks: dict[int, DecodeTask],
+    results: dict[int, FileSummary],
+    progress: DecodeProgress,
+    *,
+    workers: int,
+    dask: str | None,
+) -> None:
+    """Run the tasks here, in local processes or on Dask, filling `results` as they end."""
     if dask is not None:
         results.update(_on_dask(dask, tasks, progress))
     elif workers > 1 and len(tasks) > 1:
-        results.update(_in_processes(min(workers, len(tasks)), tasks, progress))
+        _in_processes(min(workers, len(tasks)), tasks, progress, results)
     else:
-        tables = load_tables(dbc_paths, isotp=isotp)
         for i, task in tasks.items():
+            tables = load_tables(task.dbcs, isotp=task.isotp)
             progress.started(task.source, task.path)
             results[i] = run_task(task, _advance(progress, task.source), tables)
             progress.finished(results[i])
-    files = [results[i] for i in range(len(captures))]
-    return DecodeSummary.of(target, files, time.perf_counter() - started)
+
+
+def _decoded_before(out: Path, task: DecodeTask) -> FileSummary | None:
+    """The summary of an earlier decode of the same capture with the same databases and
+    options whose rows are in `out`, or None."""
+    record = decoded_record(out, task.source)
+    if record is None:
+        return None
+    try:
+        if record.get("stamp") != task_stamp(task):
+            return None
+        summary = FileSummary.model_validate(record.get("summary"))
+    except (OSError, ValueError):
+        return None
+    if summary.path != task.path:
+        return None
+    return summary.model_copy(update={"skipped": True, "seconds": 0.0})
 
 
 def _text(exc: BaseException) -> str:
@@ -172,8 +248,21 @@ def _advance(progress: DecodeProgress, source: str) -> Callable[[float], None]:
 # -- local processes ------------------------------------------------------------------------
 
 
-def _task_in_process(task: DecodeTask, updates: Any) -> FileSummary:
+_worker: dict[str, Any] = {}  # in a worker process: the stop event and the progress queue
+
+
+def _start_worker(stop: Any, updates: Any) -> None:
+    """A worker process's first step: the parent alone decides when to stop (Ctrl-C reaches
+    the whole process group in a terminal): SIGINT is ignored, the stop event is asked."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _worker["stop"], _worker["updates"] = stop, updates
+    with contextlib.suppress(Exception):
+        updates.put(("\0pid", os.getpid()))
+
+
+def _task_in_process(task: DecodeTask) -> FileSummary:
     """Runs in a worker process: the task, with progress sent back through a queue."""
+    stop, updates = _worker["stop"], _worker["updates"]
     last = [0.0]
 
     def report(fraction: float) -> None:
@@ -182,43 +271,84 @@ def _task_in_process(task: DecodeTask, updates: Any) -> FileSummary:
             with contextlib.suppress(Exception):
                 updates.put((task.source, fraction))
 
-    return run_task(task, report)
+    return run_task(task, report, stop=stop.is_set)
 
 
 def _in_processes(
-    workers: int, tasks: dict[int, DecodeTask], progress: DecodeProgress
-) -> dict[int, FileSummary]:
+    workers: int,
+    tasks: dict[int, DecodeTask],
+    progress: DecodeProgress,
+    results: dict[int, FileSummary],
+) -> None:
+    """Run the tasks on `workers` local processes, filling `results` as they end. On an
+    interrupt: no new task starts, the running ones are asked to drop their capture, and
+    those still running after STOP_GRACE_S are killed."""
     import multiprocessing  # here: a decode of one capture never starts a process
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     context = multiprocessing.get_context("spawn")  # no fork of a threaded parent
-    results: dict[int, FileSummary] = {}
-    with context.Manager() as manager:
-        updates = manager.Queue()
-        with ProcessPoolExecutor(workers, mp_context=context) as pool:
-            running: dict[Future[FileSummary], int] = {}
+    stop = context.Event()
+    updates = context.Queue()
+    pids: set[int] = set()
+    running: dict[Future[FileSummary], int] = {}
+    with ProcessPoolExecutor(
+        workers, mp_context=context, initializer=_start_worker, initargs=(stop, updates)
+    ) as pool:
+        try:
             for i, task in tasks.items():
-                running[pool.submit(_task_in_process, task, updates)] = i
+                running[pool.submit(_task_in_process, task)] = i
                 progress.started(task.source, task.path)
             pending = set(running)
             while pending:
                 done, pending = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
-                _drain(updates, progress)
+                _drain(updates, progress, pids)
                 for future in done:
                     i = running[future]
                     results[i] = _outcome(future, tasks[i])
                     progress.finished(results[i])
-            _drain(updates, progress)
-    return results
+            _drain(updates, progress, pids)
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            _finish_or_kill(running, results, pids, updates, progress)
+            raise
+        finally:
+            updates.cancel_join_thread()  # never wait on the queue's feeder at exit
 
 
-def _drain(updates: Any, progress: DecodeProgress) -> None:
+def _finish_or_kill(
+    running: dict[Future[FileSummary], int],
+    results: dict[int, FileSummary],
+    pids: set[int],
+    updates: Any,
+    progress: DecodeProgress,
+) -> None:
+    """Interrupted: let the running tasks end (a capture committed before the stop counts),
+    then kill the workers that have not ended by STOP_GRACE_S."""
+    from concurrent.futures import ALL_COMPLETED, wait
+
+    started = [f for f in running if f.running() or f.done()]
+    finished, _ = wait(started, timeout=STOP_GRACE_S, return_when=ALL_COMPLETED)
+    _drain(updates, progress, pids)
+    for future in finished:
+        i = running[future]
+        if i not in results and not future.cancelled() and future.exception() is None:
+            results[i] = future.result()
+    for pid in pids:  # whatever is still running: a killed worker's capture is dropped
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _drain(updates: Any, progress: DecodeProgress, pids: set[int]) -> None:
     while True:
         try:
             source, fraction = updates.get_nowait()
-        except (queue.Empty, EOFError, OSError):
+        except (queue.Empty, EOFError, OSError, ValueError):
             return
-        progress.advanced(source, fraction)
+        if source == "\0pid":
+            pids.add(int(fraction))
+        else:
+            progress.advanced(source, fraction)
 
 
 def _outcome(future: Future[FileSummary], task: DecodeTask) -> FileSummary:

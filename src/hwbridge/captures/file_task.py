@@ -3,7 +3,9 @@
 A `DecodeTask` is a small picklable value (paths and options), so the same function runs
 in this process, in a local worker process or on a Dask worker; each worker loads the
 databases once and keeps them. A capture that breaks off keeps what was decoded before the
-break and reports where it broke; the other captures are not affected.
+break and reports where it broke; the other captures are not affected. A capture enters the
+dataset whole when its task ends (`hwbridge.captures.commit`); a task that is stopped or
+interrupted leaves nothing of it.
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ import numpy as np
 from hwbridge.can.io.frames import CaptureError, FrameChunk, coalesced, concat_chunks
 from hwbridge.can.io.readers import open_capture
 from hwbridge.captures.bridge import CanDatabase, DatabaseRepairWarning
+from hwbridge.captures.commit import commit
 from hwbridge.captures.isotp import IsoTpAssembler
+from hwbridge.captures.names import table_folder
 from hwbridge.captures.summary import MAX_UNKNOWN_IDS, FileSummary
 from hwbridge.captures.tables import MessageTables, key_text
-from hwbridge.captures.writer import DatasetWriter, clear_source
+from hwbridge.captures.writer import DatasetWriter
 
-__all__ = ["DecodeTask", "load_tables", "run_task"]
+__all__ = ["DecodeStopped", "DecodeTask", "load_tables", "run_task", "task_stamp"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +54,27 @@ class DecodeTask:
     isotp: bool = False
     fast: bool = True
     j1939: bool = False
+
+
+class DecodeStopped(Exception):
+    """The decode was asked to stop: the capture was left out of the dataset."""
+
+
+def task_stamp(task: DecodeTask) -> dict[str, Any]:
+    """What a decode of `task` depends on: the capture's size and time, each database's, the
+    options. Equal stamps decode to the same rows."""
+
+    def of(path: str) -> list[Any]:
+        stat = os.stat(path)
+        return [path, stat.st_size, stat.st_mtime_ns]
+
+    return {
+        "capture": of(task.path),
+        "dbcs": [of(d) for d in task.dbcs],
+        "isotp": task.isotp,
+        "j1939": task.j1939,
+        "fast": task.fast,
+    }
 
 
 def _stamp(paths: Sequence[str]) -> tuple[tuple[str, float], ...]:
@@ -114,20 +139,21 @@ def prefetch(chunks: Iterator[FrameChunk]) -> Iterator[FrameChunk]:
 
 
 def run_task(
-    task: DecodeTask, progress: Progress | None = None, tables: MessageTables | None = None
+    task: DecodeTask,
+    progress: Progress | None = None,
+    tables: MessageTables | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> FileSummary:
-    """Decode `task.path` into `task.out`; never raises for a bad capture (see the summary)."""
+    """Decode `task.path` into `task.out`; never raises for a bad capture (see the summary).
+
+    `stop()` is asked between chunks: when it says so, the capture is dropped and
+    DecodeStopped raised; an interrupt (KeyboardInterrupt, any BaseException) drops it too."""
     started = time.perf_counter()
     if tables is None:
         tables = load_tables(task.dbcs, isotp=task.isotp)
     out = Path(task.out)
     counts: dict[str, int] = {"read": 0, "decoded": 0, "unknown": 0}
     unknown: Counter[int] = Counter()
-    error: str | None = None
-    position: str | None = None
-    rows: dict[str, int] = {}
-    errors = remotes = malformed_lines = malformed_frames = 0
-    malformed: list[str] = []
     assembler = IsoTpAssembler(tables.isotp_keys)
     j1939 = _J1939(tables) if task.j1939 else None
     try:
@@ -136,37 +162,30 @@ def run_task(
         return _failed(task, exc.reason, exc.position, started)
     except (OSError, ValueError, ImportError, NotImplementedError) as exc:
         return _failed(task, str(exc), "start of file", started)
-    clear_source(out, task.source)
+    try:
+        stamp = task_stamp(task)
+    except OSError as exc:
+        reader.close()
+        return _failed(task, str(exc), "start of file", started)
     writer = DatasetWriter(out, task.source)
     try:
-        for chunk in prefetch(coalesced(reader.chunks())):
-            counts["read"] += len(chunk)
-            plain, transfers = assembler.feed(chunk)
-            for part in (plain, transfers):
-                if part is not None:
-                    _decode(part, tables, writer, counts, unknown)
-            if j1939 is not None:
-                j1939.feed(plain, writer)
-            if progress is not None:
-                progress(reader.progress)
-    except CaptureError as exc:
-        error, position = exc.reason, exc.position
-    except Exception as exc:  # a reader library failing on a damaged file
-        log.debug("reading %s failed", task.path, exc_info=True)
-        error, position = f"unreadable: {type(exc).__name__}: {exc}", reader.position
+        rows, error, position = _decode_all(
+            task, reader, writer, tables,
+            assembler=assembler, j1939=j1939, counts=counts, unknown=unknown,
+            progress=progress, stop=stop,
+        )  # fmt: skip
+    except BaseException:
+        writer.abort()
+        raise
     finally:
-        assembler.finish()
-        if j1939 is not None:
-            j1939.tp.finish()
-        rows = writer.close()
         reader.close()
-        errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
-        malformed_lines, malformed = reader.counts.malformed_lines, reader.counts.malformed
-        malformed_frames = reader.counts.malformed_frames
-        malformed = malformed + reader.counts.frame_notes
+    errors, remotes = reader.counts.error_frames, reader.counts.remote_frames
+    malformed_lines, malformed = reader.counts.malformed_lines, reader.counts.malformed
+    malformed_frames = reader.counts.malformed_frames
+    malformed = malformed + reader.counts.frame_notes
     if progress is not None:
         progress(1.0)
-    return FileSummary(
+    summary = FileSummary(
         path=task.path,
         source=task.source,
         ok=error is None,
@@ -187,6 +206,55 @@ def run_task(
         rows={k: v for k, v in sorted(rows.items()) if v},
         seconds=round(time.perf_counter() - started, 3),
     )
+    tables_written = [table_folder(name) for name in rows]
+    record = {"stamp": stamp, "summary": summary.model_dump(mode="json")}
+    # interrupted in the swap (only outside the main thread can it be), the staged files
+    # stay for `recover`: it finishes the swap from the journal, or drops them without one
+    commit(out, task.source, tables_written, record)
+    return summary
+
+
+def _decode_all(
+    task: DecodeTask,
+    reader: Any,
+    writer: DatasetWriter,
+    tables: MessageTables,
+    *,
+    assembler: IsoTpAssembler,
+    j1939: _J1939 | None,
+    counts: dict[str, int],
+    unknown: Counter[int],
+    progress: Progress | None,
+    stop: Callable[[], bool] | None,
+) -> tuple[dict[str, int], str | None, str | None]:
+    """Read and decode the whole capture into the staged tables: rows per table, and why and
+    where the capture broke off when it did."""
+    error: str | None = None
+    position: str | None = None
+    try:
+        for chunk in prefetch(coalesced(reader.chunks())):
+            if stop is not None and stop():
+                raise DecodeStopped(task.source)
+            counts["read"] += len(chunk)
+            plain, transfers = assembler.feed(chunk)
+            for part in (plain, transfers):
+                if part is not None:
+                    _decode(part, tables, writer, counts, unknown)
+            if j1939 is not None:
+                j1939.feed(plain, writer)
+            if progress is not None:
+                progress(reader.progress)
+    except CaptureError as exc:
+        error, position = exc.reason, exc.position
+    except DecodeStopped:
+        raise
+    except Exception as exc:  # a reader library failing on a damaged file
+        log.debug("reading %s failed", task.path, exc_info=True)
+        error, position = f"unreadable: {type(exc).__name__}: {exc}", reader.position
+    assembler.finish()
+    if j1939 is not None:
+        j1939.tp.finish()
+    return writer.close(), error, position
 
 
 def _decode(

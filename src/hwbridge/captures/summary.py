@@ -70,6 +70,11 @@ class FileSummary(_Model):
     )
     rows: dict[str, int] = Field(default_factory=dict, description="rows written per table")
     seconds: float = 0.0
+    skipped: bool = Field(
+        default=False,
+        description="already in the dataset, decoded by an earlier run from the same capture "
+        "with the same databases and options: not decoded again (its figures are that run's)",
+    )
 
 
 class DecodeSummary(_Model):

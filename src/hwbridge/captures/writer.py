@@ -4,13 +4,15 @@
 
 Each table of a capture gets one Parquet file, written row group by row group as decoded
 chunks arrive: rows are buffered per table until a row group is full, and the largest buffer
-is written early when all of them together pass the memory budget. A file is written under
-a hidden temporary name and renamed when complete, so a reader never sees half a file, and
-decoding a capture again replaces its rows instead of adding them twice.
+is written early when all of them together pass the memory budget. The files are written in
+the capture's staging folder; `hwbridge.captures.commit` swaps them into the dataset together
+when the capture is done, so a reader never sees half a file or half a capture, and decoding
+a capture again replaces its rows instead of adding them twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from collections import deque
@@ -22,9 +24,10 @@ from typing import Protocol
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from hwbridge.captures.names import partition_value, table_folder
+from hwbridge.captures.commit import staging_folder
+from hwbridge.captures.names import table_folder
 
-__all__ = ["DatasetWriter", "TablePlan", "clear_source"]
+__all__ = ["DatasetWriter", "TablePlan"]
 
 ROW_GROUP_ROWS = 131_072
 BUFFER_BYTES = 16 * 1024 * 1024
@@ -47,17 +50,6 @@ class TablePlan(Protocol):
     def schema(self) -> pa.Schema: ...
 
 
-def clear_source(out: Path, source: str) -> None:
-    """Remove the rows an earlier run wrote for `source`, in every table."""
-    partition = f"source={partition_value(source)}"
-    if not out.is_dir():
-        return
-    for table in out.iterdir():
-        target = table / partition
-        if table.is_dir() and target.is_dir():
-            shutil.rmtree(target)
-
-
 @dataclass(slots=True)
 class _Table:
     plan: TablePlan
@@ -72,7 +64,8 @@ class _Table:
 
 
 class DatasetWriter:
-    """Rows of one capture, per table; `close()` completes the files and returns row counts."""
+    """Rows of one capture, per table, in its staging folder; `close()` completes the files
+    and returns row counts (then `commit` them), `abort()` drops them."""
 
     def __init__(
         self,
@@ -84,7 +77,7 @@ class DatasetWriter:
     ) -> None:
         self.out = out
         self.source = source
-        self._partition = f"source={partition_value(source)}"
+        self.staging = staging_folder(out, source)
         self._row_group = row_group_rows
         self._budget = buffer_bytes
         self._tables: dict[str, _Table] = {}
@@ -97,7 +90,7 @@ class DatasetWriter:
             return
         table = self._tables.get(plan.table)
         if table is None:
-            folder = self.out / table_folder(plan.table) / self._partition
+            folder = self.staging / table_folder(plan.table)
             table = _Table(plan, folder / PART_NAME, folder / f".{PART_NAME}.tmp")
             self._tables[plan.table] = table
         size = batch.nbytes
@@ -142,8 +135,13 @@ class DatasetWriter:
             )
         table.writer.write_table(data, row_group_size=self._row_group)
 
+    @property
+    def folders(self) -> list[str]:
+        """The dataset folders of the tables written so far."""
+        return [table_folder(name) for name in self._tables]
+
     def close(self) -> dict[str, int]:
-        """Write what is buffered, complete every file; rows written per table."""
+        """Write what is buffered, complete every staged file; rows written per table."""
         try:
             for table in self._tables.values():
                 self._flush(table)
@@ -162,10 +160,11 @@ class DatasetWriter:
             self._pool.shutdown(wait=True)
 
     def abort(self) -> None:
-        """Drop what this capture wrote (used when nothing of it should be kept)."""
-        self._pool.shutdown(wait=True)
+        """Drop what this capture wrote: nothing of it reaches the dataset."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
         for table in self._tables.values():
             if table.writer is not None:
-                table.writer.close()
-            table.temporary.unlink(missing_ok=True)
+                with contextlib.suppress(Exception):
+                    table.writer.close()
         self._tables.clear()
+        shutil.rmtree(self.staging, ignore_errors=True)

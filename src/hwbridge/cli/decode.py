@@ -8,12 +8,15 @@ With a J1939 database, the transport protocol is reassembled and DM1/DM2 trouble
 written to the j1939_dm table unless --no-j1939 is given (--j1939 turns it on without one).
 
 Exit 0 when every capture was read to its end, 1 when one could not be (the others are
-decoded all the same), 2 for bad options or a database that does not load.
+decoded all the same), 2 for bad options or a database that does not load. Interrupted
+(Ctrl-C: 130, SIGTERM: 143), it leaves every capture in the dataset whole or absent and says
+which are in; the same command again decodes only the others.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -24,11 +27,13 @@ if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import TaskID
 
+    from hwbridge.captures.decode import DecodeInterrupted
     from hwbridge.captures.summary import DecodeSummary, FileSummary
 
 __all__ = ["register", "run"]
 
 _MAX_TABLE_ROWS = 40
+_NAMED = 5  # captures named in the line an interrupted decode prints
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -73,6 +78,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "describe) and write the j1939_dm table of DM1/DM2 trouble codes; on by default when "
         "a database describes J1939 messages",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="decode every capture again, also those the dataset already holds from an "
+        "earlier run with the same databases (skipped by default)",
+    )
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
@@ -115,12 +126,14 @@ class RichProgress:
 def run(args: argparse.Namespace) -> int:
     try:
         from hwbridge.captures.bridge import DatabaseError
-        from hwbridge.captures.decode import DecodeProgress, decode_captures
+        from hwbridge.captures.decode import DecodeInterrupted, DecodeProgress, decode_captures
     except ImportError as exc:
         raise CliError(
             f"{exc.name or exc}: hwbridge decode needs pip install 'mcs-hwbridge[captures]'",
             EXIT_RUNTIME,
         ) from None
+    from rich.text import Text
+
     console = make_console()
     errors = make_console(sys.stderr)
     progress = RichProgress(console)
@@ -146,7 +159,11 @@ def run(args: argparse.Namespace) -> int:
                 isotp=args.isotp,
                 j1939=args.j1939,
                 progress=_Hooks(),
+                force=args.force,
             )
+    except DecodeInterrupted as stop:
+        errors.print(Text(_interrupted(stop), style="yellow"), soft_wrap=True)
+        raise stop.cause from None
     except DatabaseError as exc:
         raise CliError(one_line(str(exc)), EXIT_USAGE) from exc
     except ValueError as exc:
@@ -159,7 +176,6 @@ def run(args: argparse.Namespace) -> int:
         print(json_text(summary.model_dump_json(indent=2)))
     else:
         show_summary(console, summary)
-    from rich.text import Text
 
     for f in summary.files:
         if not f.ok:
@@ -168,6 +184,18 @@ def run(args: argparse.Namespace) -> int:
             line = Text(f"hwbridge: {f.path}: {f.error}{where}{kept}", style="red")
             errors.print(line, soft_wrap=True)
     return EXIT_OK if summary.ok else EXIT_RUNTIME
+
+
+def _interrupted(stop: DecodeInterrupted) -> str:
+    """What an interrupted decode left: which captures are in, which are not."""
+    total = len(stop.done) + len(stop.missing)
+    names = [os.path.basename(m) for m in stop.missing[:_NAMED]]
+    more = f" and {len(stop.missing) - _NAMED} more" if len(stop.missing) > _NAMED else ""
+    missing = f"; not in it: {', '.join(names)}{more}" if stop.missing else ""
+    return (
+        f"hwbridge: {len(stop.done)} of {total} captures are in {stop.out}, each whole"
+        f"{missing}; the same command again decodes only those"
+    )
 
 
 def _ids(summary: DecodeSummary) -> str:
