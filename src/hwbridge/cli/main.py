@@ -148,6 +148,18 @@ class _BriefFormatter(_TerminalFormatter):
         return super().format(record).rstrip()
 
 
+OWN_LOGGERS = ("hwbridge", "firmware_sim")
+"""Whose log lines reach the terminal: a library's (python-can, cantools, mcp, httpx...) only
+with --debug. A library's warning is its business with its own code (python-can's socketcand
+client warns at every TCP read that splits a frame); what the user must know, hwbridge says."""
+
+
+class _OwnLines(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        name = record.name
+        return any(name == own or name.startswith(own + ".") for own in OWN_LOGGERS)
+
+
 def _configure_logging(debug: bool) -> None:
     root = logging.getLogger()
     if root.handlers:  # an embedding application (or pytest) already decided
@@ -157,6 +169,7 @@ def _configure_logging(debug: bool) -> None:
         handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
     else:
         handler.setFormatter(_BriefFormatter("hwbridge: %(levelname)s: %(message)s"))
+        handler.addFilter(_OwnLines())
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     if debug:  # ours only: cantools' and canmatrix's debug chatter helps nobody here

@@ -168,15 +168,20 @@ _SOCKETCAND_LOG = "can.interfaces.socketcand.socketcand"
 
 class _PartialReads(logging.Filter):
     """python-can's socketcand client warns whenever a TCP read ends inside a frame and
-    then simply reads on: ordinary on a busy link, and no news to the user."""
+    then simply reads on: ordinary on a busy link, and no news to the user. The warning
+    becomes a debug line, kept only while hwbridge's own debug logging is on (`--debug`)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith("Got incomplete message")
+        if not str(record.msg).startswith("Got incomplete message"):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger("hwbridge").isEnabledFor(logging.DEBUG)
 
 
 def quiet_socketcand() -> None:
-    """Silence the client's partial-read warning (its other warnings stay): every command
-    that opens a socketcand bus (monitor, record, chat, mcp) printed it on a busy link."""
+    """Make the client's partial-read warning a debug line (its other warnings stay): every
+    command that opens a socketcand bus (monitor, record, chat, mcp) printed it on a busy
+    link."""
     logger = logging.getLogger(_SOCKETCAND_LOG)
     if not any(isinstance(f, _PartialReads) for f in logger.filters):
         logger.addFilter(_PartialReads())
