@@ -183,6 +183,41 @@ def test_text_mode_never_prints_the_call(
     assert '"tool"' not in r.out
 
 
+@pytest.mark.parametrize("stream", [True, False])
+def test_text_call_result_and_answer_in_order_streamed_or_not(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeProvider,
+    channel: str,
+    vehicle: VirtualVehicle,
+    stream: bool,
+) -> None:
+    """A message with text and a call: the text, the call, its result, then the answer with
+    its label (without streaming, the call came first, the result was glued to the text and
+    the answer had no label)."""
+    call = ("call_1", "read_signals", {"signals": ["GearLever"]})
+    if stream:
+        fake_openai.script(
+            sse(P.openai_stream(["Let me ", "look."], [call])),
+            sse(P.openai_stream(["It is in P."])),
+        )
+    else:
+        fake_openai.script(
+            json_answer(P.openai_completion("Let me look.", [P.openai_call(*call)])),
+            json_answer(P.openai_completion("It is in P.")),
+        )
+    options = ("--bus", f"virtual:{channel}", *(() if stream else ("--no-stream",)))
+    r = chat(capsys, monkeypatch, *local(fake_openai, *options), stdin="which gear?\n")
+    assert r.code == 0, r.err
+    lines = [line.strip() for line in r.out.splitlines()]
+    start = lines.index("you> which gear?")
+    shown = [line for line in lines[start + 1 :] if line and not line.startswith("(")]
+    assert shown[0] == "model: Let me look.", shown
+    assert shown[1].startswith('→ read_signals {"signals": ["GearLever"]}'), shown
+    assert shown[2].startswith("✓ read_signals {"), shown
+    assert shown[3] == "model: It is in P.", shown
+
+
 def test_missing_key_and_options_are_usage_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, channel: str
 ) -> None:

@@ -269,6 +269,8 @@ class Chat:
     def on_step(self, step: Step) -> None:
         if not step.calls:
             return
+        self._end_line()
+        self._answering = False  # what the model says next is a new answer: labelled
         single = len(step.calls) == 1
         for outcome in step.calls:
             if outcome.ok:

@@ -248,6 +248,7 @@ class Runner:
                     turn = self.client.chat(state.setup, self._messages, gate.feed)
                 except Exception as exc:
                     return state.finish("provider_error", None, _provider_detail(exc))
+                gate.whole(turn.text)
                 calls = self._detect(turn.output)
                 if calls is None:
                     response = self.driver.process_llm_response(turn.output)
@@ -278,6 +279,7 @@ class Runner:
                     turn = await self.client.achat(state.setup, self._messages, gate.feed)
                 except Exception as exc:
                     return state.finish("provider_error", None, _provider_detail(exc))
+                gate.whole(turn.text)
                 calls = self._detect(turn.output)
                 try:
                     if calls is None:
@@ -350,8 +352,6 @@ class Runner:
         state.round += 1
         if turn.usage is not None:
             state.usage = turn.usage if state.usage is None else state.usage + turn.usage
-        if not gate.streamed and turn.text:
-            gate.feed(turn.text)
         outcomes = _outcomes(calls, response) if not response.is_final_answer else []
         step = Step(
             round=state.round,
@@ -445,6 +445,12 @@ class _TextGate:
         self._emit(pending[:cut])
         self._pending = pending[cut:]
         self._holding = True
+
+    def whole(self, text: str | None) -> None:
+        """The turn's text, when the provider did not stream it: shown before the turn's
+        calls are announced, as streamed text is."""
+        if not self.streamed and text:
+            self.feed(text)
 
     def flush(self) -> None:
         """The turn was a final answer: show what was held back."""
