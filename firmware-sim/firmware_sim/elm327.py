@@ -135,7 +135,10 @@ class Elm327Device(PtyDevice):
     `no_data_timeout_ms` is the ATST value the chip starts with and ATZ/ATD restore
     (programmable parameter 03 of a real chip, 200 ms as shipped): how long it waits for an
     ECU before `NO DATA`. A test that compares answers, not timing, lengthens it so that an
-    ECU thread starved of CPU by a busy machine is still heard.
+    ECU thread starved of CPU by a busy machine is still heard. `adaptive_floor_ms` is the
+    least adaptive timing (ATAT1, ATAT2) waits for another ECU after a response (50 and 25 ms
+    as the datasheet's chip does): on a busy machine a second ECU's answer can come later than
+    that, and a test that compares answers raises it.
     """
 
     kind = "elm327"
@@ -149,6 +152,7 @@ class Elm327Device(PtyDevice):
         bitrate: int = 500_000,
         version: str = "1.5",
         no_data_timeout_ms: int = _DEFAULT_ST * 4,
+        adaptive_floor_ms: int | None = None,
     ) -> None:
         super().__init__(channel)
         if not 4 <= no_data_timeout_ms <= 1020 or no_data_timeout_ms % 4:
@@ -158,6 +162,12 @@ class Elm327Device(PtyDevice):
             )
         # programmable parameter 03 of a real chip: the ATST value that ATZ and ATD restore
         self._default_st = no_data_timeout_ms // 4
+        if adaptive_floor_ms is not None and not 0 < adaptive_floor_ms <= no_data_timeout_ms:
+            raise ValueError(
+                f"adaptive_floor_ms must be above 0 and at most no_data_timeout_ms, not"
+                f" {adaptive_floor_ms}"
+            )
+        self._adaptive_floor_s = None if adaptive_floor_ms is None else adaptive_floor_ms / 1000
         self.bitrate = bitrate  # the vehicle bus's: a CAN protocol at another rate hears nothing
         if _parse_protocol(protocol) is None:
             raise ValueError(f"protocol must be 0-9, A-C or A1-AC, not {protocol!r}")
@@ -480,6 +490,8 @@ class Elm327Device(PtyDevice):
         if busy or first_response is None or self._settings.adaptive not in _ADAPTIVE:
             return timeout
         factor, floor = _ADAPTIVE[self._settings.adaptive]
+        if self._adaptive_floor_s is not None:
+            floor = self._adaptive_floor_s
         return min(timeout, max(floor, factor * first_response))
 
     def _next_frame(self, deadline: float) -> can.Message | None:

@@ -14,7 +14,7 @@ from firmware_sim.vehicle import VirtualVehicle
 from hwbridge.can.transport.adapter import PythonCanAdapter
 from hwbridge.core.models import ToolError
 from hwbridge.obd import Elm327Adapter, IsoTpObdAdapter, ObdDriver
-from tests.obd.conftest import ELM_WAIT_MS, Opener, ScriptedElm
+from tests.obd.conftest import Opener, ScriptedElm, patient_elm
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("no_thread_leaks")]
 
@@ -27,7 +27,7 @@ def call(driver: ObdDriver, tool: str, **arguments: Any) -> Any:
 
 def test_both_adapters_give_the_same_answers(channel: str, car: VirtualVehicle) -> None:
     with (
-        Elm327Device(channel, no_data_timeout_ms=ELM_WAIT_MS) as elm,
+        patient_elm(channel) as elm,
         ObdDriver.from_can(bus=f"virtual:{channel}") as over_can,
         ObdDriver.from_elm327(elm.port_name) as over_elm,
     ):
@@ -74,7 +74,7 @@ def test_a_functional_request_collects_both_ecus(open_driver: Opener) -> None:
 
 
 def test_29_bit_addressing_over_both_adapters(channel: str, car: VirtualVehicle) -> None:
-    with Elm327Device(channel, protocol="7", no_data_timeout_ms=ELM_WAIT_MS) as elm:
+    with patient_elm(channel, protocol="7") as elm:
         for driver in (
             ObdDriver.from_can(bus=f"virtual:{channel}", addressing="29bit"),
             ObdDriver.from_elm327(elm.port_name, protocol="7"),

@@ -28,6 +28,7 @@ ANSWERS = {
 TRANSMISSION_0100 = b"\x41\x00\x80\x00\x00\x01"
 SLOW, SLOW_ANSWER, SLOW_S = b"\x31\x01\x02\x03", b"\x71\x01\x02\x03\x00", 0.3
 LATE, LATE_ANSWER = b"\x01\x42", b"\x41\x42\x31\x2c"  # answered SLOW_S late, no pending
+TWO = b"\x01\x44"  # the engine answers at once, the transmission SLOW_S later
 
 
 class Ecu:
@@ -76,6 +77,10 @@ class Ecu:
         if request == LATE:
             time.sleep(SLOW_S)
             self._send(self.engine, LATE_ANSWER)
+        if request == TWO:
+            self._send(self.engine, b"\x41\x44\x80\x00")
+            time.sleep(SLOW_S)
+            self._send(self.transmission, b"\x41\x44\x7f\x00")
         if request in ANSWERS:
             self._send(self.engine, ANSWERS[request])
         if request == b"\x01\x00" and msg.arbitration_id == self.functional:
@@ -300,6 +305,25 @@ def test_the_no_data_timeout_is_the_chips_and_survives_a_reset(channel: str, ecu
     for wrong in (0, 2, 1021, 1024):
         with pytest.raises(ValueError, match="no_data_timeout_ms"):
             Elm327Device(channel, no_data_timeout_ms=wrong)
+
+
+def test_a_raised_adaptive_floor_hears_a_slower_second_ecu(channel: str, ecu: Ecu) -> None:
+    """Adaptive timing waits at least `adaptive_floor_ms` for another ECU after an answer:
+    raised to 1 s, the transmission answering 300 ms after the engine is heard."""
+    with (
+        Elm327Device(channel, no_data_timeout_ms=1020, adaptive_floor_ms=1000) as elm,
+        serial.Serial(elm.port_name, timeout=5.0) as link,
+    ):
+        ask(link, "ATE0")
+        ask(link, "ATSP6")
+        ask(link, "ATH1")
+        assert lines(ask(link, "0144")) == [
+            "7E8 04 41 44 80 00 AA AA AA",
+            "7E9 04 41 44 7F 00 AA AA AA",
+        ]
+    for wrong in (0, 1021):
+        with pytest.raises(ValueError, match="adaptive_floor_ms"):
+            Elm327Device(channel, no_data_timeout_ms=1020, adaptive_floor_ms=wrong)
 
 
 def test_automatic_protocol_search(port: serial.Serial, ecu: Ecu) -> None:
