@@ -166,7 +166,8 @@ def decode_captures(
     recover(target)  # what a killed decode left: its swap finished, its staged work dropped
     sources = source_names(captures)
     results: dict[int, FileSummary] = {}
-    tasks: dict[int, DecodeTask] = {}
+    planned: dict[int, DecodeTask] = {}  # every capture that can be read
+    tasks: dict[int, DecodeTask] = {}  # those to decode now
     for i, (path, source) in enumerate(zip(captures, sources, strict=True)):
         try:
             checked = check_capture(path)
@@ -174,13 +175,13 @@ def decode_captures(
             results[i] = FileSummary(path=str(path), source=source, ok=False, error=_text(exc))
             progress.finished(results[i])
             continue
-        task = DecodeTask(
+        task = planned[i] = DecodeTask(
             str(checked.resolve()), source, dbc_paths, str(target), isotp, j1939=with_j1939
         )
-        earlier = None if force else _decoded_before(target, task)
+        earlier = None if force else _recorded(target, task)
         if earlier is not None:
-            results[i] = earlier
-            progress.finished(earlier)
+            results[i] = earlier.model_copy(update={"skipped": True, "seconds": 0.0})
+            progress.finished(results[i])
         else:
             tasks[i] = task
     try:
@@ -189,10 +190,11 @@ def decode_captures(
         recover(target)
         if isinstance(exc, Exception):
             raise
-        done = [results[i] for i in sorted(results)]
-        missing = [str(captures[i]) for i in range(len(captures)) if i not in results]
-        raise DecodeInterrupted(target, done, missing, exc) from exc
+        raise _interrupted(target, captures, planned, results, exc) from exc
     recover(target)  # a worker killed on its own left staged work: dropped
+    for i, task in tasks.items():  # a worker that died after its swap: the capture is in
+        if not results[i].ok and (summary := _recorded(target, task)) is not None:
+            results[i] = summary
     files = [results[i] for i in range(len(captures))]
     return DecodeSummary.of(target, files, time.perf_counter() - started)
 
@@ -218,9 +220,31 @@ def _run(
             progress.finished(results[i])
 
 
-def _decoded_before(out: Path, task: DecodeTask) -> FileSummary | None:
-    """The summary of an earlier decode of the same capture with the same databases and
-    options whose rows are in `out`, or None."""
+def _interrupted(
+    out: Path,
+    captures: list[Path],
+    planned: dict[int, DecodeTask],
+    results: dict[int, FileSummary],
+    cause: BaseException,
+) -> DecodeInterrupted:
+    """What an interrupted decode leaves: what is in is what the dataset holds (a worker may
+    have swapped a capture in and died by the same signal before its result came back)."""
+    inside = {i: _in_dataset(out, task, results.get(i)) for i, task in planned.items()}
+    done = [summary for summary in inside.values() if summary is not None]
+    missing = [str(p) for i, p in enumerate(captures) if inside.get(i) is None]
+    return DecodeInterrupted(out, done, missing, cause)
+
+
+def _in_dataset(out: Path, task: DecodeTask, result: FileSummary | None) -> FileSummary | None:
+    """The capture's summary if its rows are in `out` (from this run or an earlier one)."""
+    if result is not None and result.skipped:
+        return result
+    return _recorded(out, task)
+
+
+def _recorded(out: Path, task: DecodeTask) -> FileSummary | None:
+    """The summary of the decode of this capture with these databases and options whose
+    rows are in `out`, or None."""
     record = decoded_record(out, task.source)
     if record is None:
         return None
@@ -230,9 +254,7 @@ def _decoded_before(out: Path, task: DecodeTask) -> FileSummary | None:
         summary = FileSummary.model_validate(record.get("summary"))
     except (OSError, ValueError):
         return None
-    if summary.path != task.path:
-        return None
-    return summary.model_copy(update={"skipped": True, "seconds": 0.0})
+    return summary if summary.path == task.path else None
 
 
 def _text(exc: BaseException) -> str:
