@@ -181,7 +181,7 @@ def test_bad_option_values_exit_2(tmp_path: Path, option: list[str], message: st
 def test_a_missing_folder_is_a_write_failure(run: Run, tmp_path: Path) -> None:
     r = run("record", "--bus", "virtual:nobody", "--out", str(tmp_path / "no" / "drive.blf"))
     assert r.code == 1
-    assert "cannot write" in r.err and "no such folder" in r.err
+    assert "cannot write the recording there: the folder" in r.err and "does not exist" in r.err
 
 
 def test_a_replayed_capture_is_converted_whole(tmp_path: Path) -> None:

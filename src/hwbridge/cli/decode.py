@@ -16,8 +16,11 @@ which are in; the same command again decodes only the others.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwbridge.cli.console import json_text, make_console
@@ -134,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
         ) from None
     from rich.text import Text
 
+    from hwbridge.cli.out_paths import check_out_folder
+
+    out = Path(args.out).expanduser()
+    made = not out.exists()
+    check_out_folder(out, "the dataset")  # made now: a path that cannot be is said at once
     console = make_console()
     errors = make_console(sys.stderr)
     progress = RichProgress(console)
@@ -149,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
             progress.finished(summary)
 
     try:
-        with progress.bars:
+        with progress.bars, _unmade_if_empty(out, made):
             summary = decode_captures(
                 args.captures,
                 args.dbc,
@@ -184,6 +192,19 @@ def run(args: argparse.Namespace) -> int:
             line = Text(f"hwbridge: {f.path}: {f.error}{where}{kept}", style="red")
             errors.print(line, soft_wrap=True)
     return EXIT_OK if summary.ok else EXIT_RUNTIME
+
+
+@contextlib.contextmanager
+def _unmade_if_empty(folder: Path, made: bool) -> Iterator[None]:
+    """A dataset folder this run made is removed again if the run fails before writing to it
+    (a capture or a database that does not exist)."""
+    try:
+        yield
+    except BaseException:
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty
+        raise
 
 
 def _interrupted(stop: DecodeInterrupted) -> str:

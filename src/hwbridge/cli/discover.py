@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli.console import json_text, make_console
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
+from hwbridge.cli.out_paths import check_out_file, write_whole
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -127,6 +128,10 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("give captures, or --bus to record a live bus (not both)", EXIT_USAGE)
     if not 0.0 < args.duration <= 3600.0:
         raise CliError("--duration must be above 0 and at most 3600 seconds", EXIT_USAGE)
+    if args.out:  # before the recording and the analysis, not after them
+        check_out_file(Path(args.out), "the draft DBC")
+    if args.html:
+        check_out_file(Path(args.html), "the evidence page", "--html")
     with tempfile.TemporaryDirectory(prefix="hwbridge-discover-") as folder:
         captures = args.captures
         if args.bus:
@@ -170,20 +175,14 @@ def _discover(discover: Any, captures: list[Any], args: argparse.Namespace) -> D
 def _output(report: DiscoveryReport, args: argparse.Namespace) -> int:
     from rich.text import Text
 
-    if args.out:
-        out = Path(args.out)
-        try:
-            out.write_text(report.to_dbc(), encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"cannot write {out}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
+    if args.out:  # whole or not at all: an interrupt leaves the old draft or the new one
+        write_whole(Path(args.out), report.to_dbc().encode("utf-8"), "the draft DBC")
     if args.html:
         from hwbridge.discovery.report.html import render_html
 
-        page = Path(args.html)
-        try:
-            page.write_text(render_html(report), encoding="utf-8")
-        except OSError as exc:
-            raise CliError(f"cannot write {page}: {exc.strerror or exc}", EXIT_RUNTIME) from exc
+        write_whole(
+            Path(args.html), render_html(report).encode("utf-8"), "the evidence page", "--html"
+        )
     if args.json:
         print(json_text(report.to_json(indent=True)))
     else:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line, os_text
+from hwbridge.cli.out_paths import check_out_file, write_whole
 
 if TYPE_CHECKING:
     from hwbridge.can import CanDatabase
@@ -111,6 +112,7 @@ def _check(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     fmt = _format(args.out)
     _check(args)
+    check_out_file(Path(args.out), "the picture")  # before a minute of recording
     if importlib.util.find_spec("matplotlib") is None:  # said before any work is done
         from hwbridge.plot import EXTRA_HINT
 
@@ -144,10 +146,7 @@ def _run(args: argparse.Namespace, fmt: str, worker: WorkerProcess | None) -> in
         raise CliError("no samples of " + ", ".join(s.name for s in series), EXIT_RUNTIME)
     data = render(series, fmt, width_px=args.width, title=args.title)
     out = Path(args.out)
-    try:
-        out.write_bytes(data)
-    except OSError as exc:
-        raise CliError(f"cannot write {out}: {os_text(exc)}", EXIT_RUNTIME) from exc
+    write_whole(out, data, "the picture")
     elapsed = time.perf_counter() - started
     for s in series:
         drawn = f", {len(s.t):,} drawn" if s.downsampled else ""

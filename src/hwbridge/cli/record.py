@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, CliError, one_line, os_text
+from hwbridge.cli.out_paths import check_out_file
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -210,8 +211,7 @@ def _check_out(path: Path) -> str:
         known = ", ".join(FORMATS)
         given = f"{suffix!r} is not" if suffix else "a file without an extension is not"
         raise CliError(f"--out {path}: {given} a recording format; use one of {known}")
-    if path.is_dir():
-        raise CliError(f"--out {path}: is a folder")
+    check_out_file(path, "the recording")
     return suffix
 
 
