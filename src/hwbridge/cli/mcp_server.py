@@ -117,6 +117,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_remote_options(parser)
     parser.add_argument(
+        "--consent",
+        action="store_true",
+        help="ask the client's user before every call that can change state (a send, a "
+        "command, a diagnostic service), by MCP elicitation, showing what would go out; "
+        "declined, cancelled, unanswered in 120 s, or a client that cannot ask: refused "
+        "(CONSENT_DENIED), nothing sent",
+    )
+    parser.add_argument(
         "--name",
         default="hwbridge",
         metavar="NAME",
@@ -160,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
                 name=args.name,
                 tools=offered,
                 http_limits=limits,
+                consent=args.consent,
             )
         except OSError as exc:
             if address is None:
@@ -311,6 +320,8 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     if args.pack != "json":
         pack = Path(args.pack)
         words += ["--pack", str(pack.resolve()) if pack.suffix == ".toml" else args.pack]
+    if args.consent:
+        words.append("--consent")
     if args.name != "hwbridge":
         words += ["--name", args.name]
     return words + remote_words(args)

@@ -10,6 +10,7 @@ They keep the wrapped driver's capability flags that they still honour, and no o
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 import threading
@@ -149,8 +150,13 @@ class ConsentGate(ToolDriverDecorator):
         return None if self.every_call else super().concurrency_key(tool_name)
 
     def _approved(self, tool_name: str, arguments: dict[str, Any]) -> bool:
+        # asked in the call's own context: an answer given for this call (an MCP server's
+        # elicitation) is there to be read
+        context = contextvars.copy_context()
         return ask_with_timeout(
-            lambda: self.ask(tool_name, dict(arguments)), self.timeout_s, what=tool_name
+            lambda: context.run(self.ask, tool_name, dict(arguments)),
+            self.timeout_s,
+            what=tool_name,
         )
 
 

@@ -32,6 +32,7 @@ from mcp.server import ServerRequestContext
 from hwbridge.core.aio import PROGRESS, WORKER_SLOT, ExecutionCancelled, WorkerSlot
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverResponse, ToolCall, ToolError
+from hwbridge.mcp.consent import CONSENT_TIMEOUT_S, approve, ask_consent
 from hwbridge.mcp.tools import call_result, error_result
 
 __all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "PROGRESS_MESSAGE_CHARS", "CallHandler"]
@@ -63,9 +64,13 @@ class CallHandler:
         offered: frozenset[str] | None = None,
         progress_interval_s: float = PROGRESS_INTERVAL_S,
         max_running: int = MAX_RUNNING,
+        consent: bool = False,
+        consent_timeout_s: float = CONSENT_TIMEOUT_S,
     ) -> None:
         self.driver = driver
         self.offered = offered
+        self.consent = consent
+        self.consent_timeout_s = consent_timeout_s
         self.progress_interval_s = progress_interval_s
         self.max_running = max_running
         self._running = 0  # calls whose worker has not ended (cancelled reads included)
@@ -73,7 +78,7 @@ class CallHandler:
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         name = params.name
         arguments: dict[str, Any] = dict(params.arguments or {})
         if self.offered is not None and name not in self.offered:
@@ -81,6 +86,14 @@ class CallHandler:
         calls = self.driver.detect_tool_call({"tool": name, "arguments": arguments})
         if not calls:
             return self._unknown(name, arguments)
+        if self.consent and self.driver.changes_state(calls[:1]):  # asked before a slot is held
+            verdict = await ask_consent(ctx, self.driver, calls[0], params, self.consent_timeout_s)
+            if isinstance(verdict, types.InputRequiredResult):
+                return verdict
+            if not verdict.approved:
+                log.info("%s refused: %s", name, verdict.reason)
+                return error_result(f"CONSENT_DENIED: {verdict.reason}; nothing was sent.")
+            approve(calls[0].tool, calls[0].arguments)  # seen by the gate, in this call only
         with self._count:
             busy = self._running >= self.max_running
             if not busy:

@@ -25,9 +25,11 @@ from mcp.server.stdio import stdio_server
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.contract import MCSToolDriver
+from hwbridge.core.decorators import ConsentGate
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.orchestrator import Orchestrator
 from hwbridge.mcp.calls import MAX_RUNNING, PROGRESS_INTERVAL_S, CallHandler
+from hwbridge.mcp.consent import CONSENT_TIMEOUT_S, consented
 from hwbridge.mcp.http import HttpLimits, parse_address, run_http
 from hwbridge.mcp.resources import Resources
 from hwbridge.mcp.tools import mcp_tools
@@ -44,13 +46,22 @@ def build_server(
     tools: Iterable[str] | None = None,
     progress_interval_s: float = PROGRESS_INTERVAL_S,
     max_running: int = MAX_RUNNING,
+    consent: bool = False,
+    consent_timeout_s: float = CONSENT_TIMEOUT_S,
 ) -> Server[Any]:
     """An MCP server for `driver` (a HybridDriver, an Orchestrator, a decorator; any other
     tool driver is put behind an Orchestrator), ready for any transport or for the SDK's
     in-memory `Client(server)`. `tools` names the only tools to offer (default: all the
     driver offers); the others are unknown to the server. At most `max_running` calls run at
     once (a cancelled read counts until its own timeout ends it): BUSY beyond. It does not
-    close the driver."""
+    close the driver.
+
+    `consent=True` asks the client's user before every call that can change state, by MCP
+    elicitation, through a `ConsentGate` (see `hwbridge.mcp.consent`): declined, cancelled,
+    unanswered within `consent_timeout_s`, or a client that cannot ask, and the call is
+    refused with CONSENT_DENIED and nothing is sent."""
+    if consent:
+        driver = ConsentGate(driver, consented, timeout_s=consent_timeout_s)
     hybrid = as_hybrid(driver)
     offered = _offered(hybrid, tools)
     listing = _Listing(hybrid, offered)
@@ -73,6 +84,8 @@ def build_server(
             offered=offered,
             progress_interval_s=progress_interval_s,
             max_running=max_running,
+            consent=consent,
+            consent_timeout_s=consent_timeout_s,
         ),
         on_list_resources=resources.list,
         on_read_resource=resources.read,
@@ -141,13 +154,16 @@ def serve(
     tools: Iterable[str] | None = None,
     ready: Callable[[str], None] | None = None,
     http_limits: HttpLimits | None = None,
+    consent: bool = False,
 ) -> None:
     """Serve `driver` over MCP until the client leaves (stdio, the default) or until
     SIGINT/SIGTERM (`http="HOST:PORT"`, streamable HTTP at /mcp, loopback unless another
     host is named; `token` makes every request carry `Authorization: Bearer <token>`;
     `http_limits` sets its read timeout and connection caps). `tools` names the only tools
-    to offer. `ready(url)` is called once HTTP listens. Blocks; does not close the driver."""
-    server = build_server(driver, name=name, tools=tools)
+    to offer. `ready(url)` is called once HTTP listens. `consent` asks the client's user
+    before every call that can change state (see `build_server`). Blocks; does not close
+    the driver."""
+    server = build_server(driver, name=name, tools=tools, consent=consent)
     if token is not None and not token.strip():  # an unset variable must not mean "open"
         raise ValueError("the bearer token is empty: give a token, or token=None for none")
     if http is None:
