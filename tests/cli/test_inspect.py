@@ -139,3 +139,29 @@ def test_piped_subprocess_over_socketcand(channel: str, engine_sender: can.BusAB
     assert proc.stderr == ""
     assert "executed" in proc.stdout and '"value": 1500.0' in proc.stdout
     assert "SEND_NOT_ALLOWED" in proc.stdout
+
+
+def test_diagnostics_and_j1939_are_inspected_as_chat_and_mcp_take_them(
+    run: Run, channel: str
+) -> None:
+    """`inspect --obd BUS` and `--j1939 BUS`: their tools by hand, each bridge's health."""
+    from firmware_sim import VirtualVehicle
+    from firmware_sim.j1939 import VirtualTruck
+
+    with VirtualVehicle(DEMO, channel=channel, drive=False):
+        r = run("inspect", "--obd", f"virtual:{channel}",
+                stdin='tools obd_\ncall obd_read {"pids": ["RPM"]}\nstatus\n')  # fmt: skip
+    assert r.code == 0, r.err
+    assert "hwbridge inspect: obd (ObdDriver)" in r.out
+    assert "obd_read_dtcs" in r.out and "obd_freeze_frame" in r.out  # the table
+    read = r.out.split("hwbridge> call obd_read", 1)[1]
+    assert '"name": "RPM"' in read and '"unit": "rpm"' in read and "executed" in read
+    assert "obd: ok" in r.out
+    truck_channel = f"{channel}-truck"
+    with VirtualTruck(channel=truck_channel, drive=False):
+        r = run("inspect", "--j1939", f"virtual:{truck_channel}", "--obd", f"virtual:{channel}",
+                stdin="tools j1939_\ncall j1939_nodes {}\n")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "j1939 (J1939Driver)" in r.out and "obd (ObdDriver)" in r.out
+    nodes = r.out.split("hwbridge> call j1939_nodes", 1)[1]
+    assert "executed" in nodes and '"address"' in nodes
