@@ -107,3 +107,45 @@ def test_multiplexed_messages_name_their_selectors(run: Run) -> None:
     assert rows["S0"][-1] == "selector"
     assert rows["S2"][-1] == "S0=2,3,4,5"
     assert "Extended" not in result.out
+
+
+J1939_DBC = """VERSION ""
+BS_:
+BU_: ECU
+BO_ 2364540158 EEC1: 8 ECU
+ SG_ EngineSpeed : 24|16@1+ (0.125,0) [0|8031.875] "rpm" ECU
+BO_ 2565800190 TorqueRequest: 8 ECU
+ SG_ Requested : 0|8@1+ (0.1,-12.5) [-12.5|13] "%" ECU
+BA_DEF_ "ProtocolType" STRING ;
+BA_DEF_ BO_ "VFrameFormat" ENUM "StandardCAN","ExtendedCAN","reserved","J1939PG";
+BA_DEF_DEF_ "ProtocolType" "";
+BA_DEF_DEF_ "VFrameFormat" "StandardCAN";
+BA_ "ProtocolType" "J1939";
+BA_ "VFrameFormat" BO_ 2364540158 3;
+BA_ "VFrameFormat" BO_ 2565800190 3;
+"""
+
+
+def test_a_j1939_message_shows_its_parameter_group_and_exact_values(
+    run: Run, tmp_path: Path
+) -> None:
+    """PGN, priority, source address and PDU format as `cantools dump` shows them (PDU 1
+    names its destination); minima, maxima, scales and offsets as the database holds them."""
+    dbc = tmp_path / "truck.dbc"
+    dbc.write_text(J1939_DBC)
+    out = run("dump", str(dbc), "--no-layout").out
+    assert "J1939: PGN 0x0F004 (61444)  priority 3  source 0xFE  PDU 2 (broadcast)" in out
+    # 0x18EF00FE: PDU format 0xEF < 240, so the group is sent to address 0x00
+    assert "J1939: PGN 0x0EF00 (61184)  priority 6  source 0xFE  PDU 1 (destination 0x00)" in out
+    speed = next(line.split() for line in out.splitlines() if "EngineSpeed " in line)
+    assert speed[4:8] == ["0.125", "0", "0", "8031.875"]  # not 8031.88
+    torque = next(line.split() for line in out.splitlines() if "Requested " in line)
+    assert torque[4:8] == ["0.1", "-12.5", "-12.5", "13"]
+
+
+def test_numbers_are_printed_as_held(run: Run) -> None:
+    from hwbridge.cli.dump import exact
+
+    assert [exact(v) for v in (8031.875, 0.1, 100.0, -0.0, 1e20, 3, None)] == [
+        "8031.875", "0.1", "100", "0", "1e+20", "3", "-"
+    ]  # fmt: skip
