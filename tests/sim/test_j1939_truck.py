@@ -338,3 +338,12 @@ def test_a_database_given_instead_sends_its_own_messages(
         assert 40 <= data[6] - 40 <= 140  # coolant, by its SPN
         client.request(DM1, ENGINE)  # the diagnostics work all the same
         assert client.pgn_from(DM1, ENGINE)[:2] == b"\x00\xff"
+
+
+def test_every_fault_the_truck_can_raise_has_a_named_spn() -> None:
+    """j1939_dm1 names what the simulator reports (SPN 1322, its misfire, had no name)."""
+    from hwbridge.j1939.database.tables import spn_name
+
+    unnamed = {f.name: f.spn for f in TRUCK_FAULTS.values() if spn_name(f.spn) is None}
+    assert unnamed == {}
+    assert spn_name(1322) == "Engine Misfire for Multiple Cylinders"
