@@ -88,3 +88,21 @@ def test_a_capture_spanning_centuries_is_drawn(
     _, err = capsys.readouterr()
     assert code == 0, err
     assert "Msg.Level: 3 samples" in err
+
+
+def test_a_long_label_is_cut_with_an_ellipsis_and_the_legend_leaves_the_lines_alone() -> None:
+    from hwbridge.plot.render import MAX_LABEL_CHARS, figure
+
+    long = "Transmission in limp-home mode after a fault"
+    mode = Series("Mode", None, [0.0, 1.0, 2.0], [0.0, 1.0, 0.0], 3, labels={0.0: "Off", 1.0: long})
+    shown = _drawn_text(render([mode], "svg"))
+    assert long[: MAX_LABEL_CHARS - 1] + "\u2026" in shown and long not in shown
+    speed = Series("VehicleSpeed", "km/h", [0.0, 1.0, 2.0], [0.0, 50.0, 100.0], 3)
+    fig = figure([speed], 1200, None)
+    fig.canvas.draw()
+    [ax] = fig.axes
+    shown_legend = ax.get_legend()
+    assert shown_legend is not None
+    legend = shown_legend.get_window_extent()
+    plotted = ax.get_window_extent()
+    assert legend.x0 >= plotted.x1  # beside the panel: the line's end at the top right is seen

@@ -27,7 +27,9 @@ __all__ = [
     "EXTRA_HINT",
     "FORMATS",
     "MAX_IMAGE_BYTES",
+    "MAX_LABEL_CHARS",
     "PlotUnavailable",
+    "figure",
     "panels",
     "png_within",
     "render",
@@ -39,6 +41,8 @@ FORMATS = ("png", "svg", "html")
 MAX_IMAGE_BYTES = 200_000
 """The largest picture a tool returns (PNG bytes)."""
 MAX_TICK_LABELS = 24
+MAX_LABEL_CHARS = 24
+"""A value label longer than this is cut, ending in an ellipsis."""
 _PANEL_HEIGHT_IN = 2.4
 _DPI = 100
 
@@ -70,7 +74,9 @@ def panels(series: Sequence[Series]) -> list[list[Series]]:
     return list(groups.values())
 
 
-def _figure(series: Sequence[Series], width_px: int, title: str | None) -> Figure:
+def figure(series: Sequence[Series], width_px: int = 1200, title: str | None = None) -> Figure:
+    """The matplotlib Figure `render` saves: one panel per unit, steps for labelled signals,
+    the legend beside each panel (for a caller that adds to it before saving)."""
     require_matplotlib()
     from matplotlib import rc_context
 
@@ -102,7 +108,8 @@ def _draw(series: Sequence[Series], width_px: int, title: str | None) -> Figure:
         if not group[0].labels:
             ax.ticklabel_format(axis="y", useOffset=False, style="plain")
         ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper right", fontsize="small")
+        # beside the panel, not on it: inside, it covered the end of the lines
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize="small")
     axes[-1].set_xlabel(f"time (s) after {iso_utc(t_ref)}" if starts else "time (s)")
     if title:
         fig.suptitle(_plain(title))
@@ -115,7 +122,13 @@ def _label_ticks(ax: Any, s: Series) -> None:
         seen = {float(v) for v in s.v}
         items = [(k, name) for k, name in items if float(k) in seen][:MAX_TICK_LABELS]
     if items:
-        ax.set_yticks([float(k) for k, _ in items], [_plain(name[:24]) for _, name in items])
+        ax.set_yticks([float(k) for k, _ in items], [_plain(_cut(name)) for _, name in items])
+
+
+def _cut(label: str, most: int = MAX_LABEL_CHARS) -> str:
+    """A value label that fits beside the axis: a long one ends in an ellipsis, so that it
+    is seen to be cut."""
+    return label if len(label) <= most else label[: most - 1] + "\u2026"
 
 
 def render(
@@ -130,7 +143,7 @@ def render(
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
     if not series:
         raise ValueError("nothing to draw: no signal")
-    fig = _figure(series, width_px, title)
+    fig = figure(series, width_px, title)
     if fmt == "html":
         return _html(series, _save(fig, "svg"), title)
     return _save(fig, fmt)
@@ -160,7 +173,7 @@ def png_within(
     """A PNG of the signals of at most `max_bytes`: drawn smaller until it fits."""
     if not series:
         raise ValueError("nothing to draw: no signal")
-    fig = _figure(series, width_px, title)
+    fig = figure(series, width_px, title)
     dpi = float(_DPI)
     for _ in range(6):
         data = _save(fig, "png", dpi)
