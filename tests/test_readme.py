@@ -61,6 +61,16 @@ def test_demo_runs_to_the_end(tmp_path: Path) -> None:
     assert '"met": true, "signal": "ClimateStatus.ActiveSetpoint", "value": 22.5' in flat
     assert "status: no call: final answer" in flat
     assert "demo finished" in flat
+    # the transcript on the getting-started page is this run's: the same tools and prompt,
+    # the same steps in the same order, each with the same outcome
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    shown = page.split("```\nhwbridge demo: ", 1)[1].split("```", 1)[0]
+    counts = re.compile(r"(\d+) tools, system prompt ([\d,]+) characters")
+    assert counts.search(" ".join(shown.split())).groups() == counts.search(flat).groups()
+    steps = re.compile(r"╭─ (.+?) ─")
+    assert steps.findall(shown) == steps.findall(out)
+    outcomes = re.compile(r"status: (executed|failed|no call: final answer)")
+    assert outcomes.findall(shown) == outcomes.findall(out)
 
 
 def test_demo_opens_the_inspector_when_asked(tmp_path: Path) -> None:
