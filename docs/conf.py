@@ -50,4 +50,6 @@ autodoc_default_options = {"show-inheritance": True}
 
 html_theme = "alabaster"
 html_title = f"hwbridge {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["hwbridge.css"]  # transcripts wrap instead of being clipped
+html_theme_options = {"page_width": "1240px", "body_max_width": "none"}

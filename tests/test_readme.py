@@ -66,7 +66,9 @@ def test_demo_runs_to_the_end(tmp_path: Path) -> None:
     page = (ROOT / "docs" / "getting-started.md").read_text()
     shown = page.split("```\nhwbridge demo: ", 1)[1].split("```", 1)[0]
     counts = re.compile(r"(\d+) tools, system prompt ([\d,]+) characters")
-    assert counts.search(" ".join(shown.split())).groups() == counts.search(flat).groups()
+    documented, ran = counts.search(" ".join(shown.split())), counts.search(flat)
+    assert documented is not None and ran is not None
+    assert documented.groups() == ran.groups()
     steps = re.compile(r"╭─ (.+?) ─")
     assert steps.findall(shown) == steps.findall(out)
     outcomes = re.compile(r"status: (executed|failed|no call: final answer)")
