@@ -162,21 +162,21 @@ def run_task(
         return _failed(task, exc.reason, exc.position, started)
     except (OSError, ValueError, ImportError, NotImplementedError) as exc:
         return _failed(task, str(exc), "start of file", started)
-    try:
-        stamp = task_stamp(task)
-    except OSError as exc:
-        reader.close()
-        return _failed(task, str(exc), "start of file", started)
-    writer = DatasetWriter(out, task.source)
-    try:
-        rows, error, position = _decode_all(
-            task, reader, writer, tables,
-            assembler=assembler, j1939=j1939, counts=counts, unknown=unknown,
-            progress=progress, stop=stop,
-        )  # fmt: skip
-    except BaseException:
-        writer.abort()
-        raise
+    try:  # from here on the reader is closed however this ends (a .mf4.gz's copy deleted)
+        try:
+            stamp = task_stamp(task)
+        except OSError as exc:
+            return _failed(task, str(exc), "start of file", started)
+        writer = DatasetWriter(out, task.source)
+        try:
+            rows, error, position = _decode_all(
+                task, reader, writer, tables,
+                assembler=assembler, j1939=j1939, counts=counts, unknown=unknown,
+                progress=progress, stop=stop,
+            )  # fmt: skip
+        except BaseException:
+            writer.abort()
+            raise
     finally:
         reader.close()
     errors, remotes = reader.counts.error_frames, reader.counts.remote_frames

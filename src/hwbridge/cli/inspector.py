@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from hwbridge.cli import serial_cli
 from hwbridge.cli.bridges import add_bridge_options, open_bridges
@@ -17,6 +15,9 @@ from hwbridge.cli.dataset_inspect import add_dataset_option, run_dataset
 from hwbridge.cli.errors import EXIT_OK
 from hwbridge.cli.options import add_bitrate_option, add_driver_options, open_driver
 from hwbridge.cli.repl import ANYTHING_ELSE, COMMANDS, Inspector
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = ["register", "run"]
 
