@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import secrets
 import tempfile
 import weakref
 import zlib
@@ -43,6 +44,21 @@ def _delete(path: Path) -> None:
         path.unlink()
 
 
+def _new_copy(made: list[Path]) -> tuple[int, Path]:
+    """A new temporary file for the copy, its name in `made` before the file exists: a signal
+    that lands inside `tempfile.mkstemp`, after it made the file and before it returned the
+    name, left the file behind (a stress run did). The name is 128 random bits: never one
+    of another's files."""
+    folder = Path(tempfile.gettempdir())
+    while True:
+        copy = folder / f"hwbridge-{secrets.token_hex(16)}.mf4"
+        made.append(copy)
+        try:
+            return os.open(copy, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600), copy
+        except FileExistsError:  # not ours: never to be deleted
+            made.remove(copy)
+
+
 def spool(path: Path, made: list[Path]) -> Path:
     """The MF4 file the gzip file at `path` holds, inflated to a temporary file the caller
     deletes; CaptureError if the stream is corrupt, cut short, or inflates past the cap.
@@ -51,8 +67,7 @@ def spool(path: Path, made: list[Path]) -> Path:
     cap = min(MAX_SPOOL_BYTES, DEFLATE_RATIO * max(1, path.stat().st_size))
     inflated = 0
     try:
-        fd, name = tempfile.mkstemp(prefix="hwbridge-", suffix=".mf4")
-        made.append(copy := Path(name))
+        fd, copy = _new_copy(made)
         with os.fdopen(fd, "wb") as out, gzip.open(path, "rb") as stream:
             while piece := stream.read(_PIECE):
                 inflated += len(piece)
