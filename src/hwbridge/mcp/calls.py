@@ -86,6 +86,7 @@ class CallHandler:
         calls = self.driver.detect_tool_call({"tool": name, "arguments": arguments})
         if not calls:
             return self._unknown(name, arguments)
+        approved = False
         if self.consent and self.driver.changes_state(calls[:1]):  # asked before a slot is held
             verdict = await ask_consent(ctx, self.driver, calls[0], params, self.consent_timeout_s)
             if isinstance(verdict, types.InputRequiredResult):
@@ -93,7 +94,7 @@ class CallHandler:
             if not verdict.approved:
                 log.info("%s refused: %s", name, verdict.reason)
                 return error_result(f"CONSENT_DENIED: {verdict.reason}; nothing was sent.")
-            approve(calls[0].tool, calls[0].arguments)  # seen by the gate, in this call only
+            approved = True
         with self._count:
             busy = self._running >= self.max_running
             if not busy:
@@ -105,7 +106,7 @@ class CallHandler:
             )
         slot = WorkerSlot(self._release)
         progress = _Progress(ctx, name, self.progress_interval_s)
-        task = asyncio.ensure_future(self._execute(calls[:1], slot, progress))
+        task = asyncio.ensure_future(self._execute(calls[:1], slot, progress, approved))
         task.add_done_callback(lambda _done: slot.call_ended())
         changes_state = self.driver.changes_state(calls[:1])
         try:
@@ -131,12 +132,17 @@ class CallHandler:
         with self._count:
             self._running -= 1
 
-    async def _execute(self, calls: list[ToolCall], slot: WorkerSlot, progress: _Progress) -> _Ran:
+    async def _execute(
+        self, calls: list[ToolCall], slot: WorkerSlot, progress: _Progress, approved: bool
+    ) -> _Ran:
         """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
         raised, so its outcome (what went out) survives the cancellation. Its worker
-        thread holds `slot` until it ends."""
+        thread holds `slot` until it ends. `approved`: the person consented to this call,
+        which the consent gate sees in this task's context only."""
         WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
         PROGRESS.set(progress)
+        if approved:
+            approve(calls[0].tool, calls[0].arguments)
         try:
             return await self.driver.aexecute_tool_call(calls), None
         except ExecutionCancelled as exc:
