@@ -28,13 +28,13 @@ from tests.conftest import BUSY_MARGIN_S, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-CAPTURES = 30
+CAPTURES = 24
 Rows = dict[str, dict[str, int]]  # source -> table -> rows
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path, dict[str, int]]:
-    """30 captures of 90,000 frames (copies of one), the database, and the tables and rows
+    """24 captures of 45,000 frames (copies of one), the database, and the tables and rows
     one capture decodes to."""
     folder = tmp_path_factory.mktemp("fleet")
     dbc = folder / "fleet.dbc"
@@ -42,7 +42,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path, d
     first = write_capture(
         folder / "c00.log",
         itertools.chain.from_iterable(
-            drive(seconds=70, period=0.01, start=1.7e9 + 70 * k) for k in range(6)
+            drive(seconds=70, period=0.01, start=1.7e9 + 70 * k) for k in range(3)
         ),
     )
     captures = [first]
@@ -115,12 +115,12 @@ def rerun_completes(captures: list[Path], dbc: Path, out: Path, before: set[str]
 
 
 @pytest.mark.parametrize(
-    ("workers", "moment", "signum"),
+    ("workers", "moment", "signum", "rerun"),
     [
-        (2, staged, signal.SIGINT),
-        (2, committed, signal.SIGINT),
-        (2, committed, signal.SIGTERM),
-        (1, committed, signal.SIGINT),
+        (2, staged, signal.SIGINT, False),
+        (2, committed, signal.SIGINT, True),  # the rerun once here: it costs the most CPU
+        (2, committed, signal.SIGTERM, False),
+        (1, committed, signal.SIGINT, False),
     ],
     ids=["ctrl-c-while-writing", "ctrl-c-after-some", "sigterm-after-some", "one-process"],
 )
@@ -130,6 +130,7 @@ def test_an_interrupt_leaves_whole_captures_and_a_rerun_completes(
     workers: int,
     moment: Callable[[Path], bool],
     signum: int,
+    rerun: bool,
 ) -> None:
     captures, dbc, expected = fleet
     out = tmp_path / "ds"
@@ -159,7 +160,8 @@ def test_an_interrupt_leaves_whole_captures_and_a_rerun_completes(
     assert (int(said[1]), int(said[2])) == (len(inside), CAPTURES)
     missing = sorted({p.name for p in captures} - inside)
     assert ", ".join(missing[:5]) in err
-    rerun_completes(captures, dbc, out, inside, expected)
+    if rerun:
+        rerun_completes(captures, dbc, out, inside, expected)
 
 
 def test_a_worker_killed_outright_leaves_whole_captures(
@@ -212,8 +214,9 @@ def test_a_swap_killed_at_any_step_is_finished_by_the_next_run(
     """A decode dies at each of its renames in turn (each staged table completed, the journal,
     each table swapped in, the record), as a process killed there would: the next decode
     finishes the swap from the journal or drops what was staged, and the capture is whole."""
-    captures, dbc, expected = fleet
-    first = captures[:1]
+    _, dbc, _ = fleet
+    first = [write_capture(tmp_path / "c00.log", drive(seconds=20, period=0.01))]
+    expected = dict(decode_captures(first, [dbc], tmp_path / "reference").files[0].rows)
     real_replace = os.replace
     for dies_after in range(2 * len(expected) + 2):  # 5 staged, journal, 5 swapped, record
         out = tmp_path / f"ds{dies_after}"
