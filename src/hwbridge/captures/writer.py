@@ -135,11 +135,6 @@ class DatasetWriter:
             )
         table.writer.write_table(data, row_group_size=self._row_group)
 
-    @property
-    def folders(self) -> list[str]:
-        """The dataset folders of the tables written so far."""
-        return [table_folder(name) for name in self._tables]
-
     def close(self) -> dict[str, int]:
         """Write what is buffered, complete every staged file; rows written per table."""
         try:

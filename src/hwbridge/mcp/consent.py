@@ -97,8 +97,7 @@ def question_text(driver: HybridDriver, call: ToolCall) -> str:
     shown = json.dumps(call.arguments, ensure_ascii=False, sort_keys=True, default=str)
     if len(shown) > _MAX_SHOWN:
         shown = shown[: _MAX_SHOWN - 3] + "..."
-    where = _where(driver, name)
-    lines = [f"An AI assistant asks to run {name}{where}, which can change the vehicle or bench."]
+    lines = [f"An AI assistant asks to run {name}, which can change the vehicle or bench."]
     if about:
         lines.append(f"{name}: {about}")
     lines.append(f"What it would send: {shown}")
@@ -111,15 +110,6 @@ def _first_sentence(text: str) -> str:
     line = text.strip().splitlines()[0] if text.strip() else ""
     cut = line.find(". ")
     return line[: cut + 1] if cut >= 0 else line
-
-
-def _where(driver: HybridDriver, tool: str) -> str:
-    describe = getattr(driver, "describe_target", None)
-    if callable(describe):
-        with_target = describe(tool)
-        if isinstance(with_target, str) and with_target:
-            return f" on {with_target}"
-    return ""
 
 
 async def ask_consent(
