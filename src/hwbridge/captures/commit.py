@@ -43,7 +43,7 @@ STAGING = ".hwbridge-staging"
 JOURNAL = ".hwbridge-journal"
 DECODED = ".hwbridge-decoded"
 _PART = "part-0.parquet"
-_MAX_RECORD_BYTES = 4 * 1024 * 1024  # a record is a few kB; a bigger one is not ours
+_MAX_RECORD_BYTES = 4 * 1024 * 1024  # a record or journal is a few kB; a bigger one is not ours
 
 
 def staging_folder(out: Path, source: str) -> Path:
@@ -96,6 +96,8 @@ def _roll_forward(out: Path, journal: Path) -> str | None:
     """Do (or finish) the swap a journal describes; idempotent: a staged table already moved
     is not touched again. The journal's source, or None for an unreadable journal."""
     try:
+        if journal.stat().st_size > _MAX_RECORD_BYTES:  # not one this module wrote
+            raise ValueError("too large")
         entry = json.loads(journal.read_text(encoding="utf-8"))
         source, tables, record = str(entry["source"]), list(entry["tables"]), entry["record"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -48,6 +48,7 @@ MRTR_VERSION: Final = "2026-07-28"
 """From this protocol version on, a question goes out as an `input_required` result."""
 _KEY = "hwbridge_consent"
 _MAX_SHOWN = 1500  # characters of arguments in a question
+_MAX_ABOUT = 300  # characters of the tool's description in a question
 
 _SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -109,7 +110,9 @@ def _first_sentence(text: str) -> str:
     """What the tool does, for a person: the rest of a description is for the model."""
     line = text.strip().splitlines()[0] if text.strip() else ""
     cut = line.find(". ")
-    return line[: cut + 1] if cut >= 0 else line
+    line = line[: cut + 1] if cut >= 0 else line
+    # a remote bench writes its own descriptions: the question stays readable
+    return line if len(line) <= _MAX_ABOUT else line[: _MAX_ABOUT - 3] + "..."
 
 
 async def ask_consent(
