@@ -34,10 +34,41 @@ def _live_module(path: Path) -> bool:
         return False
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if _live_module(Path(item.path)):
             item.add_marker(pytest.mark.live)
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = slow_first(items, workers)
+
+
+def slow_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """The same tests, ordered so that each xdist worker starts with its share of the slow.
+
+    `--dist worksteal` gives each of the workers one contiguous slice of the collection and
+    lets an idle worker take the second half of the longest queue: a slow test collected
+    last (the docs pages and the demo are at the end of the alphabet) starts last and keeps
+    one worker busy while the others wait. So the slow tests go to the front of the slices,
+    a module's slow tests kept together (a module fixture is made once), dealt round-robin,
+    longest module first. Every worker computes the same order from the same collection."""
+    slow: dict[Path, list[pytest.Item]] = {}
+    rest: list[pytest.Item] = []
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            slow.setdefault(Path(item.path), []).append(item)
+        else:
+            rest.append(item)
+    if workers < 2 or not slow:
+        return [*(i for group in slow.values() for i in group), *rest]
+    heads: list[list[pytest.Item]] = [[] for _ in range(workers)]
+    for group in sorted(slow.values(), key=len, reverse=True):
+        min(heads, key=len).extend(group)
+    ordered: list[pytest.Item] = []
+    share = len(rest) / workers
+    for index, head in enumerate(heads):
+        ordered.extend(head)
+        ordered.extend(rest[round(index * share) : round((index + 1) * share)])
+    return ordered
 
 
 BUSY_MARGIN_S = 4.0

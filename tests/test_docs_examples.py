@@ -126,6 +126,7 @@ def _runnable(block: Block) -> bool:
     return block.language == "bash" and block.mark == "run"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("page", pages())
 def test_every_example_of_the_page_runs_as_written(page: str, tmp_path: Path) -> None:
     for block in blocks(page, "python"):

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.docs_pages import DOCS, ROOT, blocks, text
 
 README = text("README.md")
@@ -37,6 +39,7 @@ def test_every_link_into_docs_leads_to_a_page() -> None:
     assert pages - linked <= {"index.md"}, pages - linked  # every page is reachable from here
 
 
+@pytest.mark.slow
 def test_demo_runs_to_the_end(tmp_path: Path) -> None:
     """make demo is `hwbridge demo`: the simulator in its own process, socketcand, each step
     of the session; from a folder that is not the checkout, as after `pip install`."""

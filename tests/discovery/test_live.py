@@ -111,6 +111,7 @@ def test_the_discovery_tools_send_nothing(channel: str) -> None:
         listener.shutdown()
 
 
+@pytest.mark.slow
 def test_the_example_runs_as_written() -> None:
     out = subprocess.run(
         [sys.executable, str(REPO / "examples" / "discover_demo.py")],

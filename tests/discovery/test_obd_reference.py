@@ -139,6 +139,7 @@ def call(driver: CanDriver, tool: str, **arguments: Any) -> Any:
     return r.tool_call_result
 
 
+@pytest.mark.slow
 def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) -> None:
     requests = Requests(vehicle)
     try:

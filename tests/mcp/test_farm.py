@@ -97,6 +97,7 @@ def test_health_reports_each_bench_and_its_bus(farm: Orchestrator) -> None:
         assert TOKEN not in json.dumps(part.model_dump(mode="json"))
 
 
+@pytest.mark.slow
 def test_a_slow_bench_does_not_stall_a_fast_one(farm: Orchestrator) -> None:
     slow: dict[str, Any] = {}
 
@@ -121,6 +122,7 @@ def test_a_slow_bench_does_not_stall_a_fast_one(farm: Orchestrator) -> None:
     assert slow["took"] >= SLOW_S and slow["result"]["met"] is False
 
 
+@pytest.mark.slow
 def test_one_answer_waits_on_two_benches_at_once(farm: Orchestrator) -> None:
     # one model answer with a call to each bench (native, under the aliases OpenAI takes)
     calls = [

@@ -31,6 +31,19 @@ from tests.mcp.test_remote_hostile import consent_asked, hostile
 pytestmark = pytest.mark.timeout(90)
 
 
+def quick_to_give_up(connect_timeout_s: float) -> McpToolDriver:
+    """A hostile bench whose listings are given up after `connect_timeout_s`. Starting it
+    (a Python process importing the MCP SDK) is not what these tests time, and on a busy
+    machine it may take longer than that: a start that found no answer is tried again."""
+    for attempt in range(3):
+        try:
+            return hostile(connect_timeout_s=connect_timeout_s)
+        except ToolError as error:
+            if error.code != "REMOTE_DOWN" or attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 def names(driver: McpToolDriver) -> set[str]:
     return {t.name for t in driver.list_tools()}
 
@@ -38,6 +51,7 @@ def names(driver: McpToolDriver) -> set[str]:
 # -- 1. an older listing never replaces a newer one ----------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_newest_listing_holds_however_long_an_older_one_takes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -144,7 +158,7 @@ def test_a_stdio_answer_past_the_cap_is_not_read_and_the_link_stays() -> None:
 
 
 def test_an_unanswered_listing_is_given_up_and_later_changes_are_followed() -> None:
-    with hostile(connect_timeout_s=2) as bench:
+    with quick_to_give_up(2) as bench:
         listings = bench.execute_tool("counters", {})["listings"]
         bench.execute_tool("mute", {"listings": 1})  # the listing it asks for never ends
         assert wait_until(lambda: bench.execute_tool("counters", {})["listings"] > listings)
@@ -154,7 +168,7 @@ def test_an_unanswered_listing_is_given_up_and_later_changes_are_followed() -> N
 
 def test_refresh_tools_of_a_listing_never_answered_is_a_tool_error() -> None:
     connect_timeout_s = 2
-    with hostile(connect_timeout_s=connect_timeout_s) as bench:
+    with quick_to_give_up(connect_timeout_s) as bench:
         bench.execute_tool("mute", {"listings": 2})
         started = time.monotonic()
         with pytest.raises(ToolError) as caught:

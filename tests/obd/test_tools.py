@@ -127,6 +127,7 @@ def test_python_obd_reads_the_simulated_elm327(
     time.sleep(0)
 
 
+@pytest.mark.slow
 def test_python_obd_reads_the_freeze_frame_the_simulator_stored(
     channel: str, car: VirtualVehicle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
