@@ -9,6 +9,8 @@ A page is README.md or a Markdown file of docs/. Its code blocks are what the te
   needs hardware or an API key); a python one must still compile;
 - `<!-- run -->` on the line before a ```bash block: each of its command lines runs too, in the
   same folder, after the python blocks before it;
+- `<!-- produced: NAME -->` on the line before a plain ``` block: a program printed it, and
+  tests/docs_produced.py makes it again (tests/test_docs_produced.py compares);
 - every `hwbridge ...` line of every ```bash block must parse with the command's own parser.
 """
 
@@ -30,7 +32,7 @@ DOCS = ROOT / "docs"
 _FENCE = re.compile(
     r"^(?P<indent> *)```(?P<lang>[\w-]*)[^\n]*\n(?P<code>.*?)^(?P=indent)```\s*$", re.S | re.M
 )
-_MARK = re.compile(r"<!--\s*(?P<kind>skip|run)(?::\s*(?P<reason>.*?))?\s*-->\s*$")
+_MARK = re.compile(r"<!--\s*(?P<kind>skip|run|produced)(?::\s*(?P<reason>.*?))?\s*-->\s*$")
 _PRINTS = re.compile(r"\A\s*prints\n\n```\n(?P<out>.*?)^```", re.S | re.M)
 
 
@@ -43,7 +45,7 @@ class Block:
     language: str
     code: str
     heading: str  # the nearest heading above it, without its #s
-    mark: str | None  # "skip" or "run" when an HTML comment precedes it
+    mark: str | None  # "skip", "run" or "produced" when an HTML comment precedes it
     reason: str | None
     printed: str | None  # the text after `prints`, when the page says exactly what it prints
 

@@ -1,0 +1,308 @@
+"""What the docs show that a program printed or drew, made again by that program.
+
+A page marks such a block with `<!-- produced: NAME -->` on the line before it; `PRODUCERS`
+makes NAME again from the code it shows (the simulated vehicle on a `SimulatedClock` where
+the values matter, so the same seed gives the same screen), and tests/test_docs_produced.py
+checks the page against it, so a transcript cannot go stale. The pictures of docs/_static
+(the monitor screen, an evidence page) are made here too.
+
+    python -m tests.docs_produced            # say what is stale
+    python -m tests.docs_produced --write    # write the blocks and pictures again
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_httpserver import HTTPServer
+from rich.console import Console
+
+import can
+from firmware_sim import VirtualVehicle
+from firmware_sim.clock import SimulatedClock
+from firmware_sim.model import VehicleModel
+from hwbridge import CanDriver, SendPolicy
+from hwbridge.can import discover
+from hwbridge.can.database.database import CanDatabase
+from hwbridge.can.transport.monitor import BusMonitor
+from hwbridge.cli.main import main as hwbridge_main
+from hwbridge.cli.monitor import MonitorScreen
+from hwbridge.core.models import ToolCall
+from hwbridge.discovery.report.html import render_html
+from hwbridge.mcp.consent import question_text
+from tests.docs_pages import ROOT, blocks, pages, text
+from tests.llm import payloads as P
+from tests.llm.fake import FakeProvider, sse
+
+STATIC = ROOT / "docs" / "_static"
+DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
+GNSS = ROOT / "dbc" / "gnss_module.dbc"
+MONITOR_WIDTH = 118
+MONITOR_HEIGHT = 24  # a terminal of 24 lines: the rows that fit, and how many more below
+CHAT_WIDTH = 110
+
+
+@dataclass(frozen=True)
+class Produced:
+    """What one producer made: the block's text, and the files beside it (docs/_static)."""
+
+    text: str
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Producer:
+    make: Callable[[], Produced]
+    volatile: tuple[str, ...] = ()
+    """Patterns of what may differ between runs (a port, a live value): masked on both sides."""
+
+    def mask(self, shown: str) -> str:
+        for pattern in self.volatile:
+            shown = re.sub(pattern, "<varies>", shown)
+        return shown
+
+
+# -- the monitor screen ------------------------------------------------------------------------
+
+
+def _monitor_screen() -> Produced:
+    """`hwbridge monitor` on the demo vehicle, 12 simulated seconds after it pulled away."""
+
+    channel = f"docs-{uuid.uuid4().hex[:10]}"
+    clock = SimulatedClock()
+    monitor = BusMonitor(clock=clock.time)
+    screen = MonitorScreen(
+        monitor,
+        CanDatabase.load(DEMO),
+        bus_name="socketcand://127.0.0.1:29536/vcan0",
+        db_name="demo_vehicle.dbc",
+    )
+    with (
+        can.Bus(interface="virtual", channel=channel) as tap,
+        VirtualVehicle(
+            DEMO, channel=channel, model=VehicleModel(seed=1), clock=clock, obd=False
+        ) as car,
+    ):
+        for _ in range(120):
+            clock.advance(0.1)
+            for msg in iter(lambda: tap.recv(0), None):
+                monitor.on_message(msg)
+            screen.refresh()
+        del car
+    console = Console(
+        width=MONITOR_WIDTH, record=True, file=io.StringIO(), color_system="truecolor"
+    )
+    console.print(screen.render(console, MONITOR_WIDTH, MONITOR_HEIGHT))
+    shown = "\n".join(line.rstrip() for line in console.export_text(clear=False).splitlines())
+    svg = console.export_svg(title="hwbridge monitor")
+    return Produced(shown.strip("\n") + "\n", {"monitor.svg": svg})
+
+
+# -- the evidence page -------------------------------------------------------------------------
+
+
+def _evidence_page() -> Produced:
+    """`hwbridge discover --reference gnss_module.dbc --html`: 20 simulated seconds of the
+    demo vehicle pulling away beside its GNSS module, as `hwbridge sim --gnss-can` sends."""
+
+    channel = f"docs-{uuid.uuid4().hex[:10]}"
+    clock = SimulatedClock()
+    with tempfile.TemporaryDirectory() as folder:
+        capture = Path(folder) / "drive.blf"
+        with (
+            can.Bus(interface="virtual", channel=channel) as tap,
+            can.BLFWriter(str(capture)) as writer,
+            VirtualVehicle(
+                [DEMO, GNSS], channel=channel, model=VehicleModel(seed=1), clock=clock, obd=False
+            ),
+        ):
+            for _ in range(200):
+                clock.advance(0.1)
+                for msg in iter(lambda: tap.recv(0), None):
+                    writer.on_message_received(msg)
+        report = discover([capture], reference=GNSS, evidence=True)
+        page = render_html(report)
+    summary = f"{len(report.messages)} frame ids, {sum(1 for _ in _matched(report))} matched"
+    return Produced(summary + "\n", {"evidence.html": page})
+
+
+def _matched(report: object) -> Iterator[object]:
+    for message in getattr(report, "messages", []):
+        for field in getattr(message, "signals", []):
+            if getattr(field, "reference", None) is not None:
+                yield field
+
+
+# -- a chat session ----------------------------------------------------------------------------
+
+
+def _chat_session() -> Produced:
+    """`hwbridge chat --consent` against the loopback fake provider of the tests, the demo
+    vehicle on `virtual:demo`, the person answering `y`."""
+
+    server = HTTPServer(host="127.0.0.1", threaded=True)
+    server.start()
+    try:
+        fake = FakeProvider(server, "openai")
+        fake.script(
+            sse(
+                P.openai_stream(
+                    ["Let me read that."],
+                    [
+                        ("call_1", "read_signals", {"signals": ["EngineSpeed", "VehicleSpeed",
+                                                               "GearLever"]}),
+                        ("call_2", "send_ClimateCommand", {"CabinSetpoint": 22}),
+                    ],
+                    usage=(1540, 41),
+                )
+            ),
+            sse(
+                P.openai_stream(
+                    ["The engine idles at about 800 rpm, the car stands in P; the cabin is set",
+                     " to 22 degC."],
+                    usage=(84, 41),
+                )
+            ),
+        )  # fmt: skip
+        out = io.StringIO()
+        question = "How is the car doing? Set the cabin to 22.\ny\n"
+        with (
+            VirtualVehicle(DEMO, channel="demo", drive=False),
+            _environment(COLUMNS=str(CHAT_WIDTH)),
+            _stdin(question),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            code = hwbridge_main(
+                ["chat", "--dbc", str(DEMO), "--provider", "openai-compatible",
+                 "--base-url", fake.base_url, "--model", "llama-3.1-8b", "--bus", "virtual:demo",
+                 "--allow", "ClimateCommand", "--consent"]
+            )  # fmt: skip
+    finally:
+        server.clear()
+        server.stop()
+    if code != 0:
+        raise RuntimeError(f"hwbridge chat ended with {code}:\n{out.getvalue()}")
+    return Produced(out.getvalue(), {})
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextlib.contextmanager
+def _stdin(typed: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.StringIO(typed)
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
+# -- the consent question an MCP client shows ------------------------------------------------------
+
+
+def _consent_question() -> Produced:
+    """The question `hwbridge mcp --consent` asks before a `send_message`, and the one box of
+    its form as a client draws it."""
+
+    call = ToolCall(
+        tool="send_message",
+        arguments={"message": "ClimateCommand", "signals": {"CabinSetpoint": 22.5, "FanLevel": 3}},
+    )
+    with CanDriver.from_dbc(
+        DEMO,
+        bus=f"virtual:docs-{uuid.uuid4().hex[:10]}",
+        policy=SendPolicy(allow_messages=["ClimateCommand"]),
+    ) as driver:
+        asked = question_text(driver, call)
+    return Produced(f"{asked}\n[ ] Send it\n", {})
+
+
+PRODUCERS: dict[str, Producer] = {
+    "monitor": Producer(_monitor_screen),
+    "evidence": Producer(_evidence_page),
+    "chat": Producer(
+        _chat_session,
+        volatile=(r'(?m)(?<=✓ read_signals \{"values": ).*$',),
+    ),
+    "consent": Producer(_consent_question),
+}
+
+
+def marked() -> dict[str, list[tuple[str, int]]]:
+    """Each producer's name: the (page, line) of the blocks marked with it."""
+    found: dict[str, list[tuple[str, int]]] = {}
+
+    for page in pages():
+        for block in blocks(page):
+            if block.mark == "produced" and block.reason:
+                found.setdefault(block.reason, []).append((page, block.line))
+    return found
+
+
+def shown_block(page: str, line: int) -> str:
+    """The text of the block whose fence opens at `line` of `page`."""
+    return next(b.code for b in blocks(page) if b.line == line)
+
+
+def write_block(page: str, line: int, new: str) -> None:
+    lines = text(page).splitlines(keepends=True)
+    end = line  # the closing fence: the first line after `line` that is only the fence
+    while lines[end].strip() != "```":
+        end += 1
+    lines[line:end] = [new if new.endswith("\n") else new + "\n"]
+    (ROOT / page).write_text("".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.docs_produced")
+    parser.add_argument("--write", action="store_true", help="write what is stale")
+    parser.add_argument("names", nargs="*", help=f"of {', '.join(PRODUCERS)} (all)")
+    args = parser.parse_args(argv)
+    places = marked()
+    stale = 0
+    for name in args.names or list(PRODUCERS):
+        producer = PRODUCERS[name]
+        made = producer.make()
+        for file, content in made.files.items():
+            path = STATIC / file
+            if not path.exists() or path.read_text() != content:
+                stale += 1
+                print(f"{name}: docs/_static/{file} is stale")
+                if args.write:
+                    path.write_text(content)
+        for page, line in places.get(name, []):
+            if producer.mask(shown_block(page, line)) != producer.mask(made.text):
+                stale += 1
+                print(f"{name}: {page}:{line} is stale")
+                if args.write:
+                    write_block(page, line, made.text)
+    print(json.dumps({"stale": stale, "written": bool(args.write and stale)}))
+    return 1 if stale and not args.write else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
