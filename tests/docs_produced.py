@@ -44,6 +44,8 @@ from hwbridge.mcp.consent import question_text
 from tests.docs_pages import ROOT, blocks, pages, text
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
+from tests.mcp.farm import TOKEN as FARM_TOKEN
+from tests.mcp.farm import start_benches
 
 STATIC = ROOT / "docs" / "_static"
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
@@ -112,10 +114,10 @@ def _monitor_screen() -> Produced:
 # -- the evidence page -------------------------------------------------------------------------
 
 
-def _evidence_page() -> Produced:
-    """`hwbridge discover --reference gnss_module.dbc --html`: 20 simulated seconds of the
-    demo vehicle pulling away beside its GNSS module, as `hwbridge sim --gnss-can` sends."""
-
+@contextlib.contextmanager
+def _simulated_drive(seconds: int = 20) -> Iterator[Path]:
+    """`drive.blf`: `seconds` simulated seconds of the demo vehicle pulling away beside its
+    GNSS module, as `hwbridge sim --gnss-can` sends them (the same frames on every run)."""
     channel = f"docs-{uuid.uuid4().hex[:10]}"
     clock = SimulatedClock()
     with tempfile.TemporaryDirectory() as folder:
@@ -127,21 +129,61 @@ def _evidence_page() -> Produced:
                 [DEMO, GNSS], channel=channel, model=VehicleModel(seed=1), clock=clock, obd=False
             ),
         ):
-            for _ in range(200):
+            for _ in range(seconds * 10):
                 clock.advance(0.1)
                 for msg in iter(lambda: tap.recv(0), None):
+                    msg.channel = None  # BLF's channel 1, not the digits of a random name
                     writer.on_message_received(msg)
+        yield capture
+
+
+def _evidence_page() -> Produced:
+    """`hwbridge discover drive.blf --reference gnss_module.dbc --html report.html`."""
+    with _simulated_drive() as capture:
         report = discover([capture], reference=GNSS, evidence=True)
-        page = render_html(report)
-    summary = f"{len(report.messages)} frame ids, {sum(1 for _ in _matched(report))} matched"
-    return Produced(summary + "\n", {"evidence.html": page})
+    matched = sum(1 for m in report.messages for f in m.signals if f.reference is not None)
+    summary = f"{len(report.messages)} frame ids, {matched} fields matched to the reference"
+    return Produced(summary + "\n", {"evidence.html": render_html(report)})
 
 
-def _matched(report: object) -> Iterator[object]:
-    for message in getattr(report, "messages", []):
-        for field in getattr(message, "signals", []):
-            if getattr(field, "reference", None) is not None:
-                yield field
+def _discover_table() -> Produced:
+    """`hwbridge discover drive.blf --reference gnss_module.dbc`: the table of 0x110."""
+    with _simulated_drive() as capture:
+        out = _run_hwbridge(["discover", str(capture), "--reference", str(GNSS)])
+    table = out.split("\n0x110 ", 1)[1].split("\n0x", 1)[0]
+    return Produced("\n".join(line.rstrip() for line in f"0x110 {table}".splitlines()) + "\n", {})
+
+
+def _discover_json() -> Produced:
+    """`hwbridge discover drive.blf --reference gnss_module.dbc --json`, cut to its first field
+    and its top-level keys: the whole of it is a page long."""
+    with _simulated_drive() as capture:
+        report = json.loads(
+            _run_hwbridge(["discover", str(capture), "--reference", str(GNSS), "--json"])
+        )
+    message = next(m for m in report["messages"] if m["id"] == 0x110)
+    head = json.dumps({k: v for k, v in message.items() if k != "signals"})[:-1]
+    rest = ", ".join(
+        f'"{key}": {"[...]" if key == "notes" else json.dumps(value)}'
+        for key, value in report.items()
+        if key != "messages"
+    )
+    lines = [
+        f'{{"messages": [{head}, "signals": [',
+        f"  {json.dumps(message['signals'][0])},",
+        "  ...]}, ...],",
+        f" {rest}}}",
+    ]
+    return Produced("\n".join(lines) + "\n", {})
+
+
+def _run_hwbridge(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = hwbridge_main(argv)
+    if code != 0:
+        raise RuntimeError(f"hwbridge {' '.join(argv)} ended with {code}:\n{out.getvalue()}")
+    return out.getvalue()
 
 
 # -- a chat session ----------------------------------------------------------------------------
@@ -221,6 +263,48 @@ def _stdin(typed: str) -> Iterator[None]:
         sys.stdin = saved
 
 
+def _farm_session() -> Produced:
+    """`hwbridge chat --remote URL --remote URL --remote-read-only read_signals` over two
+    simulated benches (`python -m firmware_sim` and `hwbridge mcp --http` each), against the
+    loopback fake provider, the person answering `y` to the one question."""
+    benches = start_benches(2)
+    server = HTTPServer(host="127.0.0.1", threaded=True)
+    server.start()
+    try:
+        fake = FakeProvider(server, "openai")
+        both = {"signals": ["EngineSpeed", "CoolantTemp"]}
+        fake.script(
+            sse(P.openai_stream(["Let me read both benches."],
+                                [("call_1", "bench1__read_signals", both),
+                                 ("call_2", "bench2__read_signals", both)], usage=(1456, 40))),
+            sse(P.openai_stream(["Both engines idle at about 800 rpm; the coolant is at the",
+                                 " same temperature on both."], usage=(1456, 41))),
+            sse(P.openai_stream([], [("call_3", "bench2__bus_status", {})], usage=(1556, 20))),
+            sse(P.openai_stream(["Bench 2's bus is active."], usage=(1556, 41))),
+        )  # fmt: skip
+        out = io.StringIO()
+        typed = "Compare the engines of both benches.\nIs bench 2's bus healthy?\ny\n"
+        with (
+            _environment(COLUMNS=str(CHAT_WIDTH), HWBRIDGE_REMOTE_TOKEN=FARM_TOKEN),
+            _stdin(typed),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            code = hwbridge_main(
+                ["chat", "--provider", "openai-compatible", "--base-url", fake.base_url,
+                 "--model", "llama-3.1-8b", "--remote", benches[0].url,
+                 "--remote", benches[1].url, "--remote-read-only", "read_signals"]
+            )  # fmt: skip
+    finally:
+        server.clear()
+        server.stop()
+        for bench in benches:
+            bench.stop()
+    if code != 0:
+        raise RuntimeError(f"hwbridge chat ended with {code}:\n{out.getvalue()}")
+    return Produced(out.getvalue(), {})
+
+
 # -- the consent question an MCP client shows ------------------------------------------------------
 
 
@@ -244,11 +328,20 @@ def _consent_question() -> Produced:
 PRODUCERS: dict[str, Producer] = {
     "monitor": Producer(_monitor_screen),
     "evidence": Producer(_evidence_page),
+    "discover": Producer(_discover_table),
+    "discover-json": Producer(_discover_json),
     "chat": Producer(
         _chat_session,
         volatile=(r'(?m)(?<=✓ read_signals \{"values": ).*$',),
     ),
     "consent": Producer(_consent_question),
+    "farm": Producer(
+        _farm_session,
+        volatile=(
+            r'(?m)(?<=✓ bench[12]\.read_signals \{"values": ).*$',
+            r'(?m)(?<=✓ bench2\.bus_status \{"state": "connected", "bus": ).*$',
+        ),
+    ),
 }
 
 
@@ -282,7 +375,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="write what is stale")
     parser.add_argument("names", nargs="*", help=f"of {', '.join(PRODUCERS)} (all)")
     args = parser.parse_args(argv)
-    places = marked()
     stale = 0
     for name in args.names or list(PRODUCERS):
         producer = PRODUCERS[name]
@@ -294,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: docs/_static/{file} is stale")
                 if args.write:
                     path.write_text(content)
-        for page, line in places.get(name, []):
+        for index in range(len(marked().get(name, []))):
+            page, line = marked()[name][index]  # again: a block written above moves the rest
             if producer.mask(shown_block(page, line)) != producer.mask(made.text):
                 stale += 1
                 print(f"{name}: {page}:{line} is stale")

@@ -25,7 +25,12 @@ def test_every_mark_names_a_producer_and_every_producer_is_shown() -> None:
     assert set(PRODUCERS) - set(places) <= shown_in_pages
 
 
-@pytest.mark.parametrize("name", sorted(PRODUCERS))
+SLOW = {"farm"}  # four processes: two simulators, two MCP servers
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in PRODUCERS]
+)
 def test_what_the_docs_show_is_what_the_program_makes(name: str) -> None:
     producer = PRODUCERS[name]
     made = producer.make()
