@@ -32,7 +32,22 @@ from mcp.server import ServerRequestContext
 from hwbridge.core.aio import PROGRESS, WORKER_SLOT, ExecutionCancelled, WorkerSlot
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverResponse, ToolCall, ToolError
-from hwbridge.mcp.consent import CONSENT_TIMEOUT_S, approve, ask_consent
+from hwbridge.mcp.consent import (
+    CONSENT_TIMEOUT_S,
+    MRTR_VERSION,
+    approve,
+    ask_consent,
+    binding,
+    can_elicit,
+)
+from hwbridge.mcp.questions import (
+    QUESTIONS,
+    Questions,
+    Sealed,
+    StateSeal,
+    bench_answers,
+    relayed,
+)
 from hwbridge.mcp.tools import call_result, error_result
 
 __all__ = ["MAX_RUNNING", "PROGRESS_INTERVAL_S", "PROGRESS_MESSAGE_CHARS", "CallHandler"]
@@ -75,6 +90,7 @@ class CallHandler:
         self.max_running = max_running
         self._running = 0  # calls whose worker has not ended (cancelled reads included)
         self._count = threading.Lock()
+        self._seal = StateSeal()  # the request_state of a bench's question handed back
 
     async def __call__(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -87,7 +103,12 @@ class CallHandler:
         if not calls:
             return self._unknown(name, arguments)
         approved = False
-        if self.consent and self.driver.changes_state(calls[:1]):  # asked before a slot is held
+        changes_state = self.driver.changes_state(calls[:1])
+        bound = binding(calls[0].tool, calls[0].arguments)
+        sealed = self._seal.open(params.request_state, bound) if changes_state else None
+        if sealed is not None and sealed.approved:  # the person said yes a round ago
+            approved = True
+        elif self.consent and changes_state:  # asked before a slot is held
             verdict = await ask_consent(ctx, self.driver, calls[0], params, self.consent_timeout_s)
             if isinstance(verdict, types.InputRequiredResult):
                 return verdict
@@ -106,9 +127,9 @@ class CallHandler:
             )
         slot = WorkerSlot(self._release)
         progress = _Progress(ctx, name, self.progress_interval_s)
-        task = asyncio.ensure_future(self._execute(calls[:1], slot, progress, approved))
+        questions = self._questions(ctx, params, sealed) if changes_state else None
+        task = asyncio.ensure_future(self._execute(calls[:1], slot, progress, approved, questions))
         task.add_done_callback(lambda _done: slot.call_ended())
-        changes_state = self.driver.changes_state(calls[:1])
         try:
             await self._wait(task, progress, _expected_s(arguments))
             await progress.finish()
@@ -124,16 +145,65 @@ class CallHandler:
             response = cancelled.response if cancelled is not None else None
         if response is None:
             return error_result("INTERNAL_ERROR: the call was cancelled before it ran")
+        if questions is not None and questions.pending is not None:
+            return self._hand_back(questions, bound, approved)
         if changes_state:  # in the server's log too: an HTTP client may hang up unseen
             log.info("%s %s%s", name, _outcome(response), _detail(response))
         return call_result(response)
+
+    def _questions(
+        self,
+        ctx: ServerRequestContext[Any],
+        params: types.CallToolRequestParams,
+        sealed: Sealed | None,
+    ) -> Questions | None:
+        """How a bench's question about this call reaches this server's client: asked
+        mid-call on a connection of the handshake versions, handed back as `input_required`
+        on a 2026-07-28 one; None when the client cannot be asked."""
+        if not can_elicit(ctx):
+            return None
+        if ctx.protocol_version >= MRTR_VERSION:
+            return Questions(
+                relay=True,
+                answers=bench_answers(dict(params.input_responses or {})),
+                state=sealed.bench_state if sealed is not None else None,
+            )
+
+        async def ask(message: str, schema: dict[str, Any]) -> types.ElicitResult:
+            result = await ctx.session.elicit_form(
+                message, schema, related_request_id=ctx.request_id
+            )
+            return types.ElicitResult.model_validate(result.model_dump())
+
+        return Questions(
+            ask_on_server=ask, loop=asyncio.get_running_loop(), timeout_s=self.consent_timeout_s
+        )  # fmt: skip
+
+    def _hand_back(
+        self, questions: Questions, bound: str, approved: bool
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A bench's questions, as this server's `input_required` result."""
+        assert questions.pending is not None
+        asked = relayed(questions.pending_from, questions.pending)
+        if asked is None:
+            return error_result(
+                f"REMOTE_UNSUPPORTED: {questions.pending_from[:120]} asked something that "
+                "cannot be passed on to you (only forms are); nothing was sent."
+            )
+        state = self._seal.seal(bound, Sealed(approved, questions.pending.request_state))
+        return types.InputRequiredResult(input_requests=asked, request_state=state)
 
     def _release(self) -> None:
         with self._count:
             self._running -= 1
 
     async def _execute(
-        self, calls: list[ToolCall], slot: WorkerSlot, progress: _Progress, approved: bool
+        self,
+        calls: list[ToolCall],
+        slot: WorkerSlot,
+        progress: _Progress,
+        approved: bool,
+        questions: Questions | None,
     ) -> _Ran:
         """The call's response; a cancelled one's `ExecutionCancelled` is returned, not
         raised, so its outcome (what went out) survives the cancellation. Its worker
@@ -141,6 +211,7 @@ class CallHandler:
         which the consent gate sees in this task's context only."""
         WORKER_SLOT.set(slot)  # this task's own context: seen by run_in_worker
         PROGRESS.set(progress)
+        QUESTIONS.set(questions)  # a remote bench's questions about it (hwbridge.mcp.questions)
         if approved:
             approve(calls[0].tool, calls[0].arguments)
         try:

@@ -36,6 +36,7 @@ __all__ = [
     "MRTR_VERSION",
     "Verdict",
     "ask_consent",
+    "can_elicit",
     "consented",
     "question_text",
 ]
@@ -124,7 +125,7 @@ async def ask_consent(
 ) -> Verdict | types.InputRequiredResult:
     """The person's answer for `call`, or the `input_required` result that asks for it."""
     name = call.tool
-    if not _can_elicit(ctx):
+    if not can_elicit(ctx):
         return Verdict(
             False,
             f"this MCP client cannot ask its user (it does not support elicitation), and "
@@ -175,7 +176,7 @@ def _verdict(name: str, answer: Any) -> Verdict:
     return Verdict(False, f"the user {said.get(answer.action, 'refused')} {name}")
 
 
-def _can_elicit(ctx: ServerRequestContext[Any]) -> bool:
+def can_elicit(ctx: ServerRequestContext[Any]) -> bool:
     wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
     try:
         return bool(ctx.session.check_client_capability(wanted))

@@ -55,6 +55,7 @@ from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
 from hwbridge.core.orchestrator import label_problem
 from hwbridge.core.prompts import PromptStrategy
+from hwbridge.mcp.questions import QUESTIONS, Questions
 from hwbridge.mcp.remote_http import MAX_ANSWER_BYTES, answer_too_large
 from hwbridge.mcp.remote_link import InputRequired, RemoteLink, Target, describe
 from hwbridge.mcp.remote_listing import Listed
@@ -263,7 +264,14 @@ class McpToolDriver(HybridDriver):
         limit = self._limit(arguments)
         sink = PROGRESS.get()
         future = self._link.submit(
-            self._call(tool_name, arguments, limit, _progress(sink), changes_state)
+            self._call(
+                tool_name,
+                arguments,
+                limit,
+                _progress(sink),
+                changes_state,
+                questions=QUESTIONS.get(),
+            )
         )
         job = CURRENT_JOB.get()
         withdraw = (
@@ -293,7 +301,14 @@ class McpToolDriver(HybridDriver):
         limit = self._limit(arguments)
         future = asyncio.wrap_future(
             self._link.submit(
-                self._call(tool.name, arguments, limit, _progress(PROGRESS.get()), changes_state)
+                self._call(
+                    tool.name,
+                    arguments,
+                    limit,
+                    _progress(PROGRESS.get()),
+                    changes_state,
+                    questions=QUESTIONS.get(),
+                )
             )
         )
         if not changes_state:
@@ -327,10 +342,12 @@ class McpToolDriver(HybridDriver):
         limit: float,
         progress: ProgressFnT | None,
         changes_state: bool,
+        *,
+        questions: Questions | None = None,
     ) -> types.CallToolResult:
         try:
             return await self._link.call(
-                name, arguments, limit, progress, changes_state=changes_state
+                name, arguments, limit, progress, changes_state=changes_state, questions=questions
             )
         except ToolError:  # no connection: nothing was sent
             raise
@@ -339,6 +356,11 @@ class McpToolDriver(HybridDriver):
             self._link.lost(f"no answer within {limit:g} s")
             raise timed_out(self.where, limit, changes_state=changes_state) from None
         except InputRequired:
+            if questions is not None and questions.pending is not None:
+                raise ToolError(  # the server handing the call back asks its client
+                    "INPUT_REQUIRED",
+                    f"{self.where} asks a question before it runs {name[:80]}; nothing was sent",
+                ) from None
             self._link.failures += 1
             raise ToolError(
                 "REMOTE_UNSUPPORTED",

@@ -23,7 +23,9 @@ of them costs one listing a second, not one each. Over HTTP, an answer is read u
 
 A call has one deadline over all its rounds: a server that answers `input_required`
 (2026-07-28) is asked again within it for a read, and not at all for a call that changes
-state (`InputRequired`): that would send it again without a new consent.
+state (`InputRequired`): that would send it again without a new consent. Unless the call
+was given `Questions` (`hwbridge.mcp.questions`): a server's questions about it (either way
+it asks) then go to the person, and the time the person takes is added to the deadline.
 """
 
 from __future__ import annotations
@@ -35,15 +37,17 @@ import threading
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 from mcp import Client, StdioServerParameters, types
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_REQUEST
 
 from hwbridge.__about__ import __version__
 from hwbridge.core.models import ToolError
+from hwbridge.mcp.questions import Questions
 from hwbridge.mcp.remote_http import http_transport
 from hwbridge.mcp.remote_listing import Listed, Listing, listing_transport
 from hwbridge.mcp.remote_stdio import stdio_transport
@@ -95,6 +99,14 @@ class Target:
             assert self.command is not None
             transport = stdio_transport(self.command, listing)
         return Client(listing_transport(transport, listing), **options)
+
+
+@dataclass
+class _Asking:
+    """A call in flight whose server's questions go to a person, and its deadline."""
+
+    questions: Questions
+    deadline: asyncio.Timeout | None = None
 
 
 @dataclass
@@ -153,6 +165,7 @@ class RemoteLink:
         self.protocol: str | None = None
         self.tools: tuple[types.Tool, ...] = ()  # the newest listing read, as it was kept
         self._held: _Held | None = None
+        self._asking: list[_Asking] = []  # calls in flight whose questions go to a person
         self._holders: dict[asyncio.Task[None], _Holder] = {}
         self._connecting: asyncio.Future[_Held] | None = None
         self._failed_at = -float("inf")
@@ -297,6 +310,7 @@ class RemoteLink:
                     self._count,
                     cache=None,
                     message_handler=self._on_message,
+                    elicitation_callback=self._elicited,
                     client_info=types.Implementation(name="hwbridge", version=__version__),
                 ) as client:
                     info = client.server_info
@@ -494,18 +508,47 @@ class RemoteLink:
         progress: ProgressFnT | None,
         *,
         changes_state: bool,
+        questions: Questions | None = None,
     ) -> types.CallToolResult:
         """One `tools/call`, all its rounds within `timeout_s` once connected (TimeoutError
         past it; the server is told to cancel). A read follows `input_required` rounds (the
         SDK's, at most 10); a call that changes state is sent once: `InputRequired` instead
-        of a second round. MCPError and transport errors propagate (see McpToolDriver)."""
+        of a second round, unless `questions` can put the server's questions to the person
+        (then each round carries the person's answers) or hand them back (`relay`: the round
+        is left in `questions.pending`)."""
         client = await self.client()
         self.calls += 1
-        async with asyncio.timeout(timeout_s):
-            if not changes_state:
+        if not changes_state:
+            async with asyncio.timeout(timeout_s):
                 return await client.call_tool(
                     name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
                 )
+        if questions is not None and questions.relay:
+            async with asyncio.timeout(timeout_s):
+                result = await client.session.call_tool(
+                    name,
+                    arguments,
+                    read_timeout_seconds=timeout_s,
+                    progress_callback=progress,
+                    allow_input_required=True,
+                    input_responses=questions.answers,
+                    request_state=questions.state,
+                )
+            if isinstance(result, types.InputRequiredResult):
+                questions.pending, questions.pending_from = result, self.where
+                raise InputRequired(name)
+            return result
+        if questions is not None and questions.can_ask:
+            asking = _Asking(questions)
+            self._asking.append(asking)
+            try:
+                async with asyncio.timeout(timeout_s) as asking.deadline:
+                    # rounds answered by the person through `_elicited`: no read timeout of
+                    # its own, the deadline (moved on by the person's time) bounds them all
+                    return await client.call_tool(name, arguments, progress_callback=progress)
+            finally:
+                self._asking.remove(asking)
+        async with asyncio.timeout(timeout_s):
             result = await client.session.call_tool(
                 name,
                 arguments,
@@ -516,6 +559,25 @@ class RemoteLink:
         if isinstance(result, types.InputRequiredResult):
             raise InputRequired(name)
         return result
+
+    async def _elicited(
+        self, context: Any, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        """The server asks its client's user (either way a server asks): passed on to the
+        person of the one call in flight that can ask, or refused when there is none (or
+        more than one, which the question cannot be told apart for)."""
+        if len(self._asking) != 1:
+            return types.ErrorData(
+                code=INVALID_REQUEST, message="no one can be asked about this call here"
+            )
+        asking = self._asking[0]
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        answer = await asking.questions.ask(self.where, params)
+        deadline = asking.deadline
+        if deadline is not None and deadline.when() is not None:
+            deadline.reschedule(cast(float, deadline.when()) + loop.time() - started)
+        return answer
 
     async def read_resource(self, uri: str, timeout_s: float) -> types.ReadResourceResult:
         client = await self.client()
