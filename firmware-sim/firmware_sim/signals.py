@@ -28,8 +28,10 @@ __all__ = [
     "MessagePlan",
     "SignalValue",
     "climate_request",
+    "coerce_value",
     "find_message",
     "find_signal",
+    "initial_value",
     "out_of_range_raw",
 ]
 
@@ -261,6 +263,17 @@ def _initial(signal: Any) -> SignalValue:
         return _physical(signal, float(signal.raw_initial))
     lo, hi = _range(signal)
     return 0 if lo <= 0 <= hi else lo
+
+
+def coerce_value(signal: Any, value: SignalValue) -> SignalValue | None:
+    """`value` made acceptable to the signal: a known label, or a number on its resolution
+    within its range; None when it cannot be."""
+    return _coerce(signal, value)
+
+
+def initial_value(signal: Any) -> SignalValue:
+    """The value a signal no source fills is sent with."""
+    return _initial(signal)
 
 
 class MessagePlan:
