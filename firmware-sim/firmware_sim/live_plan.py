@@ -11,6 +11,7 @@ about as cheap as sending pre-encoded frames.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -21,15 +22,79 @@ from firmware_sim.checksums import Checksum, checksum_for
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
 from firmware_sim.motion import Motion, motion_for
-from firmware_sim.signal_kinds import Kind, SignalKind, classify, signal_range
+from firmware_sim.signal_kinds import (
+    Kind,
+    SignalKind,
+    classify,
+    reaches_its_range,
+    signal_range,
+)
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
 
-__all__ = ["REFRESH_S", "LivePlan"]
+__all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals"]
 
 log = logging.getLogger(__name__)
 
 REFRESH_S: Final = 0.1
 """How often a fast message's values are taken from the model (and encoded)."""
+
+
+def message_signals(message: Any) -> list[str]:
+    """The signals cantools' codec tree of a message encodes and decodes, every branch (a
+    signal naming a multiplexer the database does not mark as one is in none)."""
+    names: list[str] = []
+
+    def walk(codec: Any) -> None:
+        names.extend(s.name for s in codec["signals"])
+        for branches in codec["multiplexers"].values():
+            for branch in branches.values():
+                walk(branch)
+
+    walk(message._codecs)
+    return names
+
+
+def encodable_signals(message: Any) -> list[str]:
+    """The signals of `message` that cantools can put into its frame with every bit set: a
+    database mistake cantools loads without strict checks (bits beyond the frame) leaves a
+    signal that only ever carries zero."""
+    carried = message_signals(message)
+    zeros: dict[str, int] = dict.fromkeys(carried, 0)
+    for name, branches in _multiplexers(message._codecs):
+        zeros[name] = next(iter(branches))
+    out = []
+    for name in carried:
+        signal = message.get_signal_by_name(name)
+        if signal.is_multiplexer:
+            out.append(name)
+            continue
+        trial = dict(zeros)
+        for parent, value in _selecting(message, signal):
+            trial[parent] = value
+        trial[name] = -1 if signal.is_signed else (1 << int(signal.length)) - 1
+        try:
+            message.encode(trial, scaling=False, padding=False, strict=False)
+        except Exception:
+            continue
+        out.append(name)
+    return out
+
+
+def _multiplexers(codec: Any) -> list[tuple[str, Any]]:
+    found = list(codec["multiplexers"].items())
+    for branches in codec["multiplexers"].values():
+        for branch in branches.values():
+            found += _multiplexers(branch)
+    return found
+
+
+def _selecting(message: Any, signal: Any) -> list[tuple[str, int]]:
+    """The multiplexer values that select `signal` (outermost first)."""
+    chain: list[tuple[str, int]] = []
+    while signal.multiplexer_signal is not None and signal.multiplexer_ids:
+        chain.append((signal.multiplexer_signal, int(signal.multiplexer_ids[0])))
+        signal = message.get_signal_by_name(signal.multiplexer_signal)
+    return chain[::-1]
 
 
 def _fixed_value(signal: Any, kind: SignalKind) -> SignalValue:
@@ -38,11 +103,20 @@ def _fixed_value(signal: Any, kind: SignalKind) -> SignalValue:
         value: SignalValue = kind.constant_raw * float(signal.scale) + float(signal.offset)
     else:
         value = initial_value(signal)
-    coerced = coerce_value(signal, value)
+    bounds = signal_range(signal)
+    coerced = coerce_value(signal, value, bounds)
     if coerced is None:
-        lo, _ = signal_range(signal)
-        coerced = coerce_value(signal, lo)
+        coerced = coerce_value(signal, bounds[0], bounds)
     return coerced if coerced is not None else 0
+
+
+def _raw_span(signal: Any) -> tuple[int, int]:
+    """(first raw, count of raws) of an unsigned field within its signal's range."""
+    lo, hi = signal_range(signal)
+    scale, offset = float(signal.scale) or 1.0, float(signal.offset)
+    first = max(0, math.ceil((min(lo, hi) - offset) / scale - 1e-9))
+    last = math.floor((max(lo, hi) - offset) / scale + 1e-9)
+    return first, max(1, last - first + 1)
 
 
 class _Page:
@@ -54,7 +128,8 @@ class _Page:
         self.moving: list[tuple[Any, Motion]] = []
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
-        self.checksum: tuple[BitSlot, Checksum, int] | None = None
+        # slot, function, start bit, first raw and count of raws its range allows
+        self.checksum: tuple[BitSlot, Checksum, int, int, int] | None = None
 
 
 class LivePlan:
@@ -76,17 +151,21 @@ class LivePlan:
         self.name: str = message.name
         self.period_s = float(period_s)
         self.by_name: dict[str, Any] = {s.name: s for s in message.signals}
-        self.kinds: dict[str, SignalKind] = {s.name: classify(s) for s in message.signals}
+        stuck = set(message_signals(message)) - set(encodable_signals(message))
+        self.kinds: dict[str, SignalKind] = {
+            s.name: SignalKind(Kind.CONSTANT, constant_raw=0) if s.name in stuck else classify(s)
+            for s in message.signals
+        }
         rng = random.Random(f"{seed}:{int(message.frame_id)}:{message.name}")
         self._refresh_s = max(self.period_s, REFRESH_S)
-        self._mux = next(
-            (s for s in message.signals if s.is_multiplexer and s.multiplexer_signal is None),
-            None,
-        )
-        self._mux_name = self._mux.name if self._mux is not None else None
+        self._bounds = {s.name: signal_range(s) for s in message.signals}
+        # cantools' range check, unless a signal's DBC range is out of its bits' reach
+        self._strict = all(reaches_its_range(s) for s in message.signals)
+        self._mux_name: str | None = next(iter(message._codecs["multiplexers"]), None)
         self._fixed = {s.name: _fixed_value(s, self.kinds[s.name]) for s in message.signals}
         motions = {s.name: motion_for(s, self.kinds[s.name], rng) for s in message.signals}
         self._page_ids = self._pages()
+        self._pages_carried = {page: self._carried(page) for page in self._page_ids}
         self._pages_by_id = {
             page: self._page(page, motions, checksum_scheme) for page in self._page_ids
         }
@@ -102,56 +181,56 @@ class LivePlan:
     # -- structure --------------------------------------------------------------------------
 
     def _pages(self) -> tuple[int | None, ...]:
-        if self._mux is None:
+        """The values of the message's multiplexer (cantools' own codec tree says which
+        signals each carries), or (None,) for a plain message."""
+        top = self._mux_name
+        if top is None:
             return (None,)
-        ids = sorted(
-            {
-                i
-                for s in self.message.signals
-                if s.multiplexer_signal == self._mux.name and s.multiplexer_ids
-                for i in s.multiplexer_ids
-            }
-        )
-        if not ids:
-            initial = self._fixed[self._mux.name]
-            return (int(initial) if isinstance(initial, int | float) else 0,)
-        return tuple(ids)
+        return tuple(sorted(self.message._codecs["multiplexers"][top]))
 
-    def _present(self, signal: Any, page: int | None) -> bool:
-        """Whether the signal is in a frame of this page (nested multiplexers stay at their
-        initial value, so their branch is the one that value selects)."""
-        parent_name = signal.multiplexer_signal
-        if parent_name is None or not signal.multiplexer_ids:
-            return True
-        if self._mux is not None and parent_name == self._mux.name:
-            return page in signal.multiplexer_ids
-        parent = self.by_name.get(parent_name)
-        if parent is None or not self._present(parent, page):
-            return False
-        return self._fixed[parent_name] in signal.multiplexer_ids
+    def _carried(self, page: int | None) -> dict[str, int | None]:
+        """The signals a frame of `page` carries, as cantools encodes it: name -> the value
+        it is held at when it is a multiplexer (None for the others). A nested multiplexer
+        stays at its initial value, or at its first branch when that selects none."""
+        carried: dict[str, int | None] = {}
+
+        def walk(codec: Any, top_level: bool) -> None:
+            for signal in codec["signals"]:
+                carried[signal.name] = None
+            for name, branches in codec["multiplexers"].items():
+                choice: Any
+                if top_level and name == self._mux_name:
+                    choice = page
+                else:
+                    initial = self._fixed.get(name)
+                    choice = initial if initial in branches else next(iter(branches))
+                carried[name] = choice if isinstance(choice, int) else None
+                if choice in branches:
+                    walk(branches[choice], top_level=False)
+
+        walk(self.message._codecs, top_level=True)
+        return carried
 
     def _page(
         self, page: int | None, motions: dict[str, Motion | None], scheme: str | None
     ) -> _Page:
         out = _Page()
         size = int(self.message.length)
-        for signal in self.message.signals:
-            if not self._present(signal, page):
-                continue
-            kind = self.kinds[signal.name].kind
-            motion = motions[signal.name]
-            if signal.name == self._mux_name:
-                out.fixed[signal.name] = page if page is not None else 0
+        carried = self._carried(page)
+        for name, mux_value in carried.items():
+            signal = self.by_name[name]
+            kind = self.kinds[name].kind
+            motion = motions[name]
+            if mux_value is not None:
+                out.fixed[name] = mux_value
             elif kind is Kind.COUNTER:
-                lo, hi = signal_range(signal)
-                scale, offset = float(signal.scale) or 1.0, float(signal.offset)
-                first = max(0, round((lo - offset) / scale))
-                count = max(1, round((hi - offset) / scale) - first + 1)
+                first, count = _raw_span(signal)
                 out.counters.append((BitSlot(signal), first, count))
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif kind is Kind.CHECKSUM and out.checksum is None:
                 function = checksum_for(scheme, signal, size)
-                out.checksum = (BitSlot(signal), function, int(signal.start))
+                first, count = _raw_span(signal)
+                out.checksum = (BitSlot(signal), function, int(signal.start), first, count)
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
                 out.moving.append((signal, motion))
@@ -192,16 +271,19 @@ class LivePlan:
         if out_of_range:
             for name, raw in out_of_range.items():
                 signal = self.by_name.get(name)
-                if signal is not None and self._present(signal, page):
+                if signal is not None and name in self._pages_carried[page]:
                     write_raw(data, signal, int(raw))
         sequence = self._sent
         self._sent = sequence + 1
         for slot, first, count in content.counters:
             slot.write(data, first + sequence % count)
         if content.checksum is not None:
-            slot, function, start = content.checksum
+            slot, function, start, first, count = content.checksum
             slot.write(data, 0)
-            slot.write(data, function(self._frame_id, bytes(data), start))
+            raw = function(self._frame_id, bytes(data), start)
+            if not first <= raw < first + count:  # a range narrower than the bits: fold in
+                raw = first + raw % count
+            slot.write(data, raw)
         return can.Message(
             arbitration_id=self._frame_id,
             is_extended_id=self._extended,
@@ -217,21 +299,30 @@ class LivePlan:
             wanted = held.get(signal.name)
             if wanted is None:
                 wanted = motion(state)
-            value = coerce_value(signal, wanted) if wanted is not None else None
+            value = (
+                coerce_value(signal, wanted, self._bounds[signal.name])
+                if wanted is not None
+                else None
+            )
             values[signal.name] = value if value is not None else self._fixed[signal.name]
         for name, wanted in held.items():
             if name in content.fixed and self.kinds[name].kind is Kind.CONSTANT:
-                value = coerce_value(self.by_name[name], wanted)
+                value = coerce_value(self.by_name[name], wanted, self._bounds[name])
                 if value is not None:
                     values[name] = value
         try:
-            return bytes(self.message.encode(values, padding=False, strict=True))
+            return bytes(self.message.encode(values, padding=False, strict=self._strict))
         except Exception as exc:  # a value cantools refuses: send the fixed values
             if not self._warned:
                 log.warning("%s: sent with its initial values (%s)", self.name, exc)
                 self._warned = True
-            fallback = {k: v for k, v in self._fixed.items() if k in values}
-            mux = self._mux
-            if mux is not None:
-                fallback[mux.name] = values[mux.name]
-            return bytes(self.message.encode(fallback, padding=False, strict=False))
+        fallback = {k: v for k, v in self._fixed.items() if k in values}
+        for name, value in content.fixed.items():
+            if self.kinds[name].kind is Kind.MULTIPLEXER or name == self._mux_name:
+                fallback[name] = value
+        for attempt in (fallback, dict.fromkeys(fallback, 0)):
+            try:
+                return bytes(self.message.encode(attempt, padding=False, strict=False))
+            except Exception:  # the next attempt is plainer
+                continue
+        return bytes(int(self.message.length))

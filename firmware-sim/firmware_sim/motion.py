@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from firmware_sim.model import VehicleState
-from firmware_sim.signal_kinds import Kind, SignalKind, lever_labels, raw_bounds, signal_range
+from firmware_sim.signal_kinds import (
+    Kind,
+    SignalKind,
+    lever_labels,
+    raw_bounds,
+    signal_range,
+    tokens_of,
+)
 
 __all__ = ["Motion", "body_of", "motion_for"]
 
@@ -67,7 +74,7 @@ def body_of(state: VehicleState) -> Body:
         for door, (start, end) in _DOOR_OPEN_S.items():
             doors[door] = doors[door] or start <= t < end
         if turn == "Off":
-            turn = "Left" if 7.0 <= t % 30.0 < 10.0 else "Right" if 22.0 <= t % 30.0 < 25 else "Off"
+            turn = "Left" if 6.0 <= t % 30.0 < 9.0 else "Right" if 13.0 <= t % 30.0 < 16 else "Off"
         low = low or t >= 4.0
         high = high or 12.0 <= t < 13.5
     return Body(doors, turn, low, high)
@@ -135,9 +142,9 @@ def _flag_values(signal: Any) -> tuple[float, float]:
 
 
 def _label_for(signal: Any, words: tuple[str, ...]) -> str | None:
+    """The first label of the signal that has one of `words` as a word."""
     for label in (signal.choices or {}).values():
-        text = str(label).lower()
-        if any(w in text for w in words):
+        if set(tokens_of(str(label))) & set(words):
             return str(label)
     return None
 
@@ -159,11 +166,13 @@ def _body_motion(kind: SignalKind, signal: Any) -> Motion | None:
     if name == "turn_signal":
         if signal.choices and len(signal.choices) > 2:
             labels = {
-                "Off": _label_for(signal, ("off", "none", "inactive", "no ")),
-                "Left": _label_for(signal, ("left", "links", "li")),
-                "Right": _label_for(signal, ("right", "rechts", "re")),
-                "Hazard": _label_for(signal, ("hazard", "both", "warn")),
+                "Off": _label_for(signal, ("off", "none", "inactive", "idle", "aus")),
+                "Left": _label_for(signal, ("left", "links", "li", "l")),
+                "Right": _label_for(signal, ("right", "rechts", "re", "r")),
+                "Hazard": _label_for(signal, ("hazard", "both", "warnblink")),
             }
+            if len({v for v in labels.values() if v is not None}) < 2:
+                return None  # labels that do not say left and right: an enumeration
             return lambda s: labels.get(body_of(s).turn)
         side = "Left" if corner in ("left", "fl", "rl") else "Right"
         sided = corner is not None

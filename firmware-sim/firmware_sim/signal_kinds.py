@@ -24,6 +24,7 @@ __all__ = [
     "concepts_of",
     "lever_labels",
     "raw_bounds",
+    "reaches_its_range",
     "signal_range",
     "tokens_of",
 ]
@@ -147,17 +148,30 @@ def raw_bounds(signal: Any) -> tuple[int, int]:
 
 
 def signal_range(signal: Any) -> tuple[float, float]:
-    """The physical values a frame may carry: the DBC range within what the bits fit."""
+    """The physical values a frame may carry: what the bits fit, within the DBC minimum and
+    maximum where given (cantools checks each on its own). A DBC range no raw value reaches
+    (a database mistake) is ignored: then only the bits bound the value."""
     if signal.is_float:
         lo, hi = (-3.0e38, 3.0e38) if int(signal.length) == 32 else (-1.0e300, 1.0e300)
     else:
         scale, offset = float(signal.scale), float(signal.offset)
         lo, hi = (r * scale + offset for r in raw_bounds(signal))
         lo, hi = min(lo, hi), max(lo, hi)
-    minimum, maximum = signal.minimum, signal.maximum
-    if minimum is not None and maximum is not None and minimum < maximum:
-        return max(lo, float(minimum)), min(hi, float(maximum))
-    return lo, hi
+    low = max(lo, float(signal.minimum)) if signal.minimum is not None else lo
+    high = min(hi, float(signal.maximum)) if signal.maximum is not None else hi
+    return (low, high) if low <= high else (lo, hi)
+
+
+def reaches_its_range(signal: Any) -> bool:
+    """Whether some raw value of the signal lies within its DBC minimum and maximum."""
+    if signal.is_float:
+        return True
+    scale, offset = float(signal.scale), float(signal.offset)
+    lo, hi = (r * scale + offset for r in raw_bounds(signal))
+    lo, hi = min(lo, hi), max(lo, hi)
+    low = max(lo, float(signal.minimum)) if signal.minimum is not None else lo
+    high = min(hi, float(signal.maximum)) if signal.maximum is not None else hi
+    return low <= high
 
 
 def _unit(signal: Any) -> tuple[str, float, float]:
@@ -183,7 +197,7 @@ def lever_labels(signal: Any) -> dict[str, Any]:
         for lever, spellings in _LEVER.items():
             if lever not in found and any(w in spellings for w in words[:2]):
                 found[lever] = label
-    return found if len(found) >= 2 else {}
+    return found if "D" in found and len(found) >= 2 else {}
 
 
 def _spn(signal: Any) -> int | None:
@@ -276,6 +290,7 @@ def classify(signal: Any) -> SignalKind:
         return SignalKind(Kind.CONSTANT, constant_raw=constant)
     if (
         lo == hi
+        or not reaches_its_range(signal)
         or not math.isfinite(float(signal.scale))
         or float(signal.scale) == 0.0
         or set(tokens) & _UNUSED_WORDS

@@ -235,14 +235,17 @@ def out_of_range_raw(signal: Any) -> int | None:
     return None
 
 
-def _coerce(signal: Any, value: SignalValue) -> SignalValue | None:
-    """`value` made acceptable to the signal: a known label, or a number in range."""
+def _coerce(
+    signal: Any, value: SignalValue, bounds: tuple[float, float] | None = None
+) -> SignalValue | None:
+    """`value` made acceptable to the signal: a known label, or a number in range (`bounds`,
+    by default the DBC range when it has one)."""
     if isinstance(value, str):
         labels = {str(v).lower(): str(v) for v in (signal.choices or {}).values()}
         return labels.get(value.lower())
     if not math.isfinite(value):
         return None
-    lo, hi = _range(signal)
+    lo, hi = bounds if bounds is not None else _range(signal)
     value = min(max(value, lo), hi)
     if signal.is_float:
         return value
@@ -265,10 +268,12 @@ def _initial(signal: Any) -> SignalValue:
     return 0 if lo <= 0 <= hi else lo
 
 
-def coerce_value(signal: Any, value: SignalValue) -> SignalValue | None:
+def coerce_value(
+    signal: Any, value: SignalValue, bounds: tuple[float, float] | None = None
+) -> SignalValue | None:
     """`value` made acceptable to the signal: a known label, or a number on its resolution
-    within its range; None when it cannot be."""
-    return _coerce(signal, value)
+    within `bounds` (default: its DBC range); None when it cannot be."""
+    return _coerce(signal, value, bounds)
 
 
 def initial_value(signal: Any) -> SignalValue:
