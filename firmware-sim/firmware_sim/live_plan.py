@@ -26,7 +26,7 @@ from firmware_sim.signal_kinds import (
     Kind,
     SignalKind,
     classify,
-    reaches_its_range,
+    raw_bounds,
     signal_range,
 )
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
@@ -36,7 +36,10 @@ __all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals"]
 log = logging.getLogger(__name__)
 
 REFRESH_S: Final = 0.1
-"""How often a fast message's values are taken from the model (and encoded)."""
+"""How often a fast message's model quantities are taken from the model (and encoded)."""
+SLOW_REFRESH_S: Final = 0.5
+"""How often the signals that move by their kind (walks of 4-25 s, flags on for a second or
+more, labels held 1.5-4 s) are brought up to date."""
 
 
 def message_signals(message: Any) -> list[str]:
@@ -119,13 +122,45 @@ def _raw_span(signal: Any) -> tuple[int, int]:
     return first, max(1, last - first + 1)
 
 
+class _Fit:
+    """Brings a value onto one signal's range and resolution (as `coerce_value` does, with
+    everything it needs worked out once: this runs for every value the plan sends)."""
+
+    __slots__ = ("hi", "is_float", "labels", "lo", "offset", "raw_hi", "raw_lo", "scale")
+
+    def __init__(self, signal: Any) -> None:
+        self.lo, self.hi = signal_range(signal)
+        self.scale, self.offset = float(signal.scale), float(signal.offset)
+        self.raw_lo, self.raw_hi = raw_bounds(signal)
+        self.is_float = bool(signal.is_float)
+        self.labels = {str(v).lower(): str(v) for v in (signal.choices or {}).values()}
+
+    def __call__(self, value: SignalValue) -> SignalValue | None:
+        if isinstance(value, str):
+            return self.labels.get(value.lower())
+        if not math.isfinite(value):
+            return None
+        lo, hi = self.lo, self.hi
+        value = lo if value < lo else hi if value > hi else value
+        if self.is_float:
+            return value
+        scale, offset = self.scale, self.offset
+        raw = min(max(round((value - offset) / scale), self.raw_lo), self.raw_hi)
+        physical = raw * scale + offset
+        if not lo <= physical <= hi:  # rounding stepped outside: step back in
+            raw += 1 if physical < lo else -1
+            physical = raw * scale + offset
+        return int(physical) if float(physical).is_integer() else physical
+
+
 class _Page:
     """What one multiplexer value of a message (or a plain message) carries."""
 
-    __slots__ = ("checksum", "counters", "fixed", "moving")
+    __slots__ = ("checksum", "counters", "fixed", "moving", "slow")
 
     def __init__(self) -> None:
-        self.moving: list[tuple[Any, Motion]] = []
+        self.moving: list[tuple[str, Motion, _Fit]] = []  # from the model: every REFRESH_S
+        self.slow: list[tuple[str, Motion, _Fit]] = []  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
@@ -158,9 +193,8 @@ class LivePlan:
         }
         rng = random.Random(f"{seed}:{int(message.frame_id)}:{message.name}")
         self._refresh_s = max(self.period_s, REFRESH_S)
-        self._bounds = {s.name: signal_range(s) for s in message.signals}
-        # cantools' range check, unless a signal's DBC range is out of its bits' reach
-        self._strict = all(reaches_its_range(s) for s in message.signals)
+        self._fits = {s.name: _Fit(s) for s in message.signals}
+        self._slow_s = max(self.period_s, SLOW_REFRESH_S)
         self._mux_name: str | None = next(iter(message._codecs["multiplexers"]), None)
         self._fixed = {s.name: _fixed_value(s, self.kinds[s.name]) for s in message.signals}
         motions = {s.name: motion_for(s, self.kinds[s.name], rng) for s in message.signals}
@@ -170,7 +204,8 @@ class LivePlan:
             page: self._page(page, motions, checksum_scheme) for page in self._page_ids
         }
         self._page_index = 0
-        self._cache: dict[int | None, tuple[bytes, float]] = {}
+        # page -> (payload, values, when the model quantities are next due, the others)
+        self._cache: dict[int | None, tuple[bytes, dict[str, SignalValue], float, float]] = {}
         self._held: Mapping[str, SignalValue] = MappingProxyType({})
         self._sent = 0
         self._warned = False
@@ -233,7 +268,8 @@ class LivePlan:
                 out.checksum = (BitSlot(signal), function, int(signal.start), first, count)
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
-                out.moving.append((signal, motion))
+                group = out.moving if kind is Kind.QUANTITY else out.slow
+                group.append((name, motion, self._fits[name]))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         return out
@@ -262,11 +298,24 @@ class LivePlan:
         content = self._pages_by_id[page]
         cached = self._cache.get(page)
         now = state.time_s
-        if cached is None or now >= cached[1]:
-            body = self._encode(state, page, content)
-            self._cache[page] = (body, now + self._refresh_s)
+        if cached is None:
+            values = dict(content.fixed)
+            self._update(values, content.moving, state)
+            self._update(values, content.slow, state)
+            body = self._encode(values, content)
+            fast_due = now + self._refresh_s if content.moving else math.inf
+            self._cache[page] = (body, values, fast_due, now + self._slow_s)
         else:
-            body = cached[0]
+            body, values, fast_due, slow_due = cached
+            if now >= fast_due or now >= slow_due:
+                if now >= fast_due:
+                    self._update(values, content.moving, state)
+                    fast_due = now + self._refresh_s
+                if now >= slow_due:
+                    self._update(values, content.slow, state)
+                    slow_due = now + self._slow_s
+                body = self._encode(values, content)
+                self._cache[page] = (body, values, fast_due, slow_due)
         data = bytearray(body)
         if out_of_range:
             for name, raw in out_of_range.items():
@@ -292,26 +341,33 @@ class LivePlan:
             data=data,
         )
 
-    def _encode(self, state: VehicleState, page: int | None, content: _Page) -> bytes:
-        values: dict[str, SignalValue] = dict(content.fixed)
+    def _update(
+        self,
+        values: dict[str, SignalValue],
+        group: list[tuple[str, Motion, _Fit]],
+        state: VehicleState,
+    ) -> None:
+        """Bring the values of `group` up to `state` (held values win)."""
         held = self._held
-        for signal, motion in content.moving:
-            wanted = held.get(signal.name)
+        fixed = self._fixed
+        for name, motion, fit in group:
+            wanted = held.get(name) if held else None
             if wanted is None:
                 wanted = motion(state)
-            value = (
-                coerce_value(signal, wanted, self._bounds[signal.name])
-                if wanted is not None
-                else None
-            )
-            values[signal.name] = value if value is not None else self._fixed[signal.name]
-        for name, wanted in held.items():
-            if name in content.fixed and self.kinds[name].kind is Kind.CONSTANT:
-                value = coerce_value(self.by_name[name], wanted, self._bounds[name])
-                if value is not None:
-                    values[name] = value
+            value = fit(wanted) if wanted is not None else None
+            values[name] = value if value is not None else fixed[name]
+
+    def _encode(self, values: dict[str, SignalValue], content: _Page) -> bytes:
+        held = self._held
+        if held:
+            values = dict(values)
+            for name, wanted in held.items():
+                if name in content.fixed and self.kinds[name].kind is Kind.CONSTANT:
+                    value = self._fits[name](wanted)
+                    if value is not None:
+                        values[name] = value
         try:
-            return bytes(self.message.encode(values, padding=False, strict=self._strict))
+            return bytes(self.message.encode(values, padding=False, strict=False))
         except Exception as exc:  # a value cantools refuses: send the fixed values
             if not self._warned:
                 log.warning("%s: sent with its initial values (%s)", self.name, exc)
