@@ -72,7 +72,7 @@ def main() -> None:
         return
     import cantools
 
-    db = cantools.database.load_file(str(DBC), strict=False)
+    db: Any = cantools.database.load_file(str(DBC), strict=False)
     runs = [simulate(db) for _ in range(REPEATS)]
     frames = runs[0][1]
     sim = min(spent for spent, _ in runs) / len(frames)

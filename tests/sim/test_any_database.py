@@ -26,6 +26,7 @@ from firmware_sim.periods import choose_period, period_summary
 from firmware_sim.signal_kinds import Kind, classify, signal_range
 from firmware_sim.vehicle import VirtualVehicle
 from tests.shared_data import DATA, needs_shared
+from tests.sim.conftest import ObdTester
 
 OPENDBC = DATA / "opendbc"
 
@@ -385,3 +386,19 @@ def test_the_cli_says_in_one_line_how_periods_were_chosen(
         "firmware_sim: 4 messages have no cycle time: 1 at periods from their send type,"
         " 3 at the default 100 ms"
     ]
+
+
+@needs_shared
+def test_the_obd_ecu_answers_from_the_same_model_on_an_opendbc_database(
+    channel: str, tester: ObdTester
+) -> None:
+    path = OPENDBC / "toyota_prius_2010_pt.dbc"
+    clock = SimulatedClock()
+    with VirtualVehicle(str(path), channel=channel, clock=clock) as car:
+        clock.advance(9.0)  # accelerating through the gears
+        answer = tester.request(bytes([0x01, 0x0C]))
+        speed = tester.request(bytes([0x01, 0x0D]))
+        state = car.state
+    assert answer is not None and answer[:2] == bytes([0x41, 0x0C])
+    assert (answer[2] * 256 + answer[3]) / 4 == pytest.approx(state.engine_speed_rpm, abs=1)
+    assert speed is not None and speed[2] == round(state.vehicle_speed_kmh) > 10
