@@ -228,8 +228,10 @@ class ScenarioCycle:
         error = wanted - speed_kmh
         if wanted <= 0.0 and speed_kmh < 0.5:
             return 0.0, lever != "P", lever
-        if error < -1.0:
+        if lever in ("P", "N") or error < -1.0:
             return 0.0, True, lever
+        if phase.speed_kmh < self.start_kmh and error > 0.0:
+            return 0.0, False, lever  # slowing down ahead of the line: coast
         # hold the line: air and rolling drag, plus a share of the gap
         cruise = 4.0 + speed_kmh * 0.25
         throttle = min(100.0, max(0.0, cruise + error * 12.0))
