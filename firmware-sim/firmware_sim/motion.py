@@ -240,7 +240,8 @@ def _walk(signal: Any, rng: random.Random) -> Motion:
     def walk(s: VehicleState) -> float:
         t = s.time_s
         mix = sum(w * math.sin(2 * math.pi * t / period + phase) for period, phase, w in waves)
-        return center + half * mix / total
+        # three sines add up to their peak rarely: stretched, so the walk spans its band
+        return center + half * max(-1.0, min(1.0, 1.6 * mix / total))
 
     return walk
 

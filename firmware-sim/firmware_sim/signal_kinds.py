@@ -237,7 +237,8 @@ def _set_me(signal: Any) -> int | None:
 
 def _fits(rule: _Rule, signal: Any, factor: float, offset: float) -> bool:
     """Whether the model's usual span of `rule`, in the signal's unit, shows in its range at
-    its resolution (a speed in a 0..1 field would sit still at its limit)."""
+    its resolution (a speed in a 0..1 field, or in a window of a few km/h, would sit still
+    at its limit)."""
     if rule.typical is None:
         return True
     lo, hi = signal_range(signal)
@@ -246,7 +247,8 @@ def _fits(rule: _Rule, signal: Any, factor: float, offset: float) -> bool:
     step = abs(float(signal.scale)) or 1.0
     if rule.name == "wheel_speed" and factor != 1.0:  # km/h as a wheel's angular speed
         return True
-    return min(b, hi) - max(a, lo) >= 3 * step or (a <= lo and hi <= b and hi - lo >= 3 * step)
+    # the range must show a good part of the model's usual span, in several steps
+    return min(b, hi) - max(a, lo) >= max(3 * step, 0.25 * (b - a))
 
 
 def _match(rule: _Rule, concepts: set[str], signal: Any, dimension: str, flag: bool) -> bool:

@@ -19,7 +19,7 @@ import logging
 import threading
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import can
 from firmware_sim.checksums import scheme_of
@@ -29,7 +29,6 @@ from firmware_sim.live_plan import LivePlan
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
-from firmware_sim.scenario import Scenario, ScenarioCycle, ScenarioError, load_scenario
 from firmware_sim.signals import (
     SIGNALS,
     MessagePlan,
@@ -39,6 +38,9 @@ from firmware_sim.signals import (
     find_signal,
     out_of_range_raw,
 )
+
+if TYPE_CHECKING:
+    from firmware_sim.scenario import Scenario, ScenarioCycle
 
 __all__ = ["FAULTS", "VirtualVehicle"]
 
@@ -215,6 +217,9 @@ class VirtualVehicle:
 
     def _use_scenario(self, scenario: Scenario | str | Path) -> None:
         """Drive by `scenario`: check its signals against the database, take the pedals."""
+        # pydantic only when a scenario is given: `python -m firmware_sim` starts in 0.35 s
+        from firmware_sim.scenario import Scenario, ScenarioCycle, ScenarioError, load_scenario
+
         loaded = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         holds: list[dict[LivePlan, dict[str, SignalValue]]] = []
         for index, phase in enumerate(loaded.phase):
