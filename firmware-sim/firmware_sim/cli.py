@@ -21,6 +21,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 from firmware_sim.stop_signals import stop_on_signals
@@ -156,6 +157,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         metavar="NAME[:TARGET]",
         help="inject a fault at start (repeatable; the truck's with --j1939, listed below)",
     )
+    parser.add_argument(
+        "--scenario",
+        metavar="FILE",
+        help="script the drive in phases (a TOML file, or a bundled scenario: "
+        "park_accelerate_door, stop_and_go, overheat_on_motorway)",
+    )
     parser.add_argument("--seed", type=int, default=0, metavar="N", help="model seed (0)")
     parser.add_argument("--no-drive", action="store_true", help="stay parked at idle")
     parser.add_argument(
@@ -249,8 +256,10 @@ def _main(argv: Sequence[str] | None, stop: threading.Event | None) -> int:
         args = build_parser().parse_args(list(argv) if argv is not None else sys.argv[1:])
         faults = [parse_fault(f, j1939=args.j1939) for f in args.fault]
         endpoint = _host_port(args.socketcand) if args.socketcand else None
-        if args.j1939 and (args.elm327 or args.gnss_can):
-            car_only = "--elm327" if args.elm327 else "--gnss-can"
+        if args.j1939 and (args.elm327 or args.gnss_can or args.scenario):
+            car_only = (
+                "--elm327" if args.elm327 else "--gnss-can" if args.gnss_can else "--scenario"
+            )
             raise UsageError(f"{car_only} belongs to the car; not with --j1939")
     except _Exit as exc:
         return exc.status
@@ -341,6 +350,9 @@ def _serve(
     except ValueError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
+    summary = getattr(vehicle, "period_summary", None)
+    if summary:
+        print(summary, file=sys.stderr)
     cleanup: list[Callable[[], None]] = []
     try:
         vehicle.start()
@@ -382,6 +394,8 @@ def _car(args: argparse.Namespace, db: Any, faults: list[tuple[str, dict[str, st
         seed=args.seed,
         drive=not args.no_drive,
         vin=args.vin or DEFAULT_VIN,
+        scenario=args.scenario,
+        dbc_name=Path(args.dbc).name,
     )
     for name, target in faults:
         vehicle.inject_fault(name, **target)

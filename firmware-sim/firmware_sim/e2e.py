@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["RollingE2E", "positions", "read_raw", "write_raw"]
+__all__ = ["BitSlot", "RollingE2E", "positions", "read_raw", "write_raw"]
 
 
 def positions(signal: Any) -> list[int]:
@@ -68,3 +68,41 @@ class RollingE2E:
                 value ^= byte
             write_raw(work, self.checksum, value)
         return bytes(work)
+
+
+class BitSlot:
+    """A signal's bits as runs within bytes, so that writing a raw value on every frame (a
+    counter, a checksum) costs a few byte operations instead of a loop over its bits."""
+
+    __slots__ = ("runs", "width")
+
+    def __init__(self, signal: Any) -> None:
+        bits = positions(signal)
+        runs: list[tuple[int, int, int, int]] = []  # (byte, shift in it, mask, first value bit)
+        k = 0
+        while k < len(bits):
+            pos, n = bits[k], 1
+            while k + n < len(bits) and bits[k + n] == pos + n and (pos + n) // 8 == pos // 8:
+                n += 1
+            runs.append((pos // 8, pos % 8, (1 << n) - 1, k))
+            k += n
+        self.runs = tuple(runs)
+        self.width = len(bits)
+
+    def write(self, payload: bytearray, raw: int) -> None:
+        """Put `raw` (two's complement if negative) into the bits."""
+        raw &= (1 << self.width) - 1
+        size = len(payload)
+        for byte, shift, mask, first in self.runs:
+            if byte < size:
+                kept = payload[byte] & ~(mask << shift) & 0xFF
+                payload[byte] = kept | ((raw >> first) & mask) << shift
+
+    def read(self, payload: bytes | bytearray) -> int:
+        """The raw bits as an unsigned number."""
+        value = 0
+        size = len(payload)
+        for byte, shift, mask, first in self.runs:
+            if byte < size:
+                value |= (payload[byte] >> shift & mask) << first
+        return value

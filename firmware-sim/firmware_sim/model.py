@@ -16,7 +16,7 @@ import math
 import random
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, Protocol
 
 __all__ = [
     "DOORS",
@@ -24,6 +24,7 @@ __all__ = [
     "IDLE_RPM",
     "ClimateRequest",
     "DriveCycle",
+    "DriveCycleLike",
     "VehicleModel",
     "VehicleState",
 ]
@@ -148,6 +149,8 @@ class VehicleState:
     # the freeze frame the engine ECU stored with its first confirmed code (OBD mode 02)
     freeze_dtc: str | None = None
     freeze_frame: VehicleState | None = None
+    # driving the built-in DriveCycle (not a scenario, not by hand)
+    default_drive: bool = False
 
 
 @dataclass
@@ -214,6 +217,17 @@ class DriveCycle:
         return throttle, phase.brake, phase.lever
 
 
+class DriveCycleLike(Protocol):
+    """What works the pedals in place of `DriveCycle` (a scenario's `ScenarioCycle`)."""
+
+    @property
+    def phase(self) -> str: ...
+
+    def restart(self, speed_kmh: float, lever: str) -> None: ...
+
+    def controls(self, dt: float, speed_kmh: float, gear: int) -> tuple[float, bool, str]: ...
+
+
 def _drag(v_mps: float) -> float:
     """Rolling resistance and air drag as a deceleration (m/s2) at speed `v_mps`."""
     return 0.12 + 0.00045 * v_mps * v_mps if v_mps > 0.0 else 0.0
@@ -244,7 +258,7 @@ class VehicleModel:
         rng = self._rng = random.Random(seed)
         self.outside_c = ambient_c if ambient_c is not None else 12.0 + rng.random() * 10
         self.time_s = 0.0
-        self.cycle = DriveCycle()
+        self.cycle: DriveCycle | DriveCycleLike = DriveCycle()
         # controls
         self.throttle = 0.0
         self.brake = False
@@ -594,6 +608,7 @@ class VehicleModel:
             drive_phase=self.cycle.phase if self.driving else "manual",
             freeze_dtc=self.freeze[0] if self.freeze else None,
             freeze_frame=self.freeze[1] if self.freeze else None,
+            default_drive=self.driving and isinstance(self.cycle, DriveCycle),
         )
 
 

@@ -28,8 +28,10 @@ __all__ = [
     "MessagePlan",
     "SignalValue",
     "climate_request",
+    "coerce_value",
     "find_message",
     "find_signal",
+    "initial_value",
     "out_of_range_raw",
 ]
 
@@ -233,14 +235,17 @@ def out_of_range_raw(signal: Any) -> int | None:
     return None
 
 
-def _coerce(signal: Any, value: SignalValue) -> SignalValue | None:
-    """`value` made acceptable to the signal: a known label, or a number in range."""
+def _coerce(
+    signal: Any, value: SignalValue, bounds: tuple[float, float] | None = None
+) -> SignalValue | None:
+    """`value` made acceptable to the signal: a known label, or a number in range (`bounds`,
+    by default the DBC range when it has one)."""
     if isinstance(value, str):
         labels = {str(v).lower(): str(v) for v in (signal.choices or {}).values()}
         return labels.get(value.lower())
     if not math.isfinite(value):
         return None
-    lo, hi = _range(signal)
+    lo, hi = bounds if bounds is not None else _range(signal)
     value = min(max(value, lo), hi)
     if signal.is_float:
         return value
@@ -261,6 +266,19 @@ def _initial(signal: Any) -> SignalValue:
         return _physical(signal, float(signal.raw_initial))
     lo, hi = _range(signal)
     return 0 if lo <= 0 <= hi else lo
+
+
+def coerce_value(
+    signal: Any, value: SignalValue, bounds: tuple[float, float] | None = None
+) -> SignalValue | None:
+    """`value` made acceptable to the signal: a known label, or a number on its resolution
+    within `bounds` (default: its DBC range); None when it cannot be."""
+    return _coerce(signal, value, bounds)
+
+
+def initial_value(signal: Any) -> SignalValue:
+    """The value a signal no source fills is sent with."""
+    return _initial(signal)
 
 
 class MessagePlan:

@@ -19,25 +19,33 @@ import logging
 import threading
 from pathlib import Path
 from types import MappingProxyType, TracebackType
-from typing import Any, Final, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import can
+from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import Clock, RealClock, SimulatedClock
+from firmware_sim.faults import FAULTS
+from firmware_sim.live_plan import LivePlan
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
+from firmware_sim.periods import Period, choose_period, period_summary
 from firmware_sim.signals import (
+    SIGNALS,
     MessagePlan,
+    SignalValue,
     climate_request,
     find_message,
     find_signal,
     out_of_range_raw,
 )
 
+if TYPE_CHECKING:
+    from firmware_sim.scenario import Scenario, ScenarioCycle
+
 __all__ = ["FAULTS", "VirtualVehicle"]
 
 log = logging.getLogger(__name__)
 
-FAULTS: Final = ("overheat", "silence", "out_of_range", "error_frames", "obd_stall")
 _ERROR_PERIOD_S = 0.05
 _TICK_S = 0.05  # the model advances at least this often, whatever the database sends
 _NOTIFIER_TIMEOUT_S = 0.1
@@ -74,6 +82,28 @@ def _cantools_db(dbc: str | Path | Any) -> Any:
     return getattr(dbc, "cantools", dbc)
 
 
+def _database_name(dbc: Any) -> str | None:
+    """The file name a database was given by (its make decides its checksums), if any."""
+    if isinstance(dbc, list | tuple):
+        return next((n for n in map(_database_name, dbc) if n), None)
+    if isinstance(dbc, str | Path):
+        return Path(dbc).name
+    return None
+
+
+def written_for_demo_model(db: Any) -> bool:
+    """Whether a database is one the demo model was written for (the demo vehicle, the GNSS
+    module): every message has a cycle time and most of its signals are named in `SIGNALS`.
+    Such a database keeps its exact frames (signals the model does not name stay at their
+    initial values); any other database comes alive signal by signal."""
+    messages = [m for m in db.messages if not getattr(m, "is_container", False)]
+    if not messages or not all(m.cycle_time for m in messages):
+        return False
+    signals = [s.name for m in messages for s in m.signals]
+    named = sum(1 for name in signals if name in SIGNALS)
+    return named * 2 > len(signals)
+
+
 class VirtualVehicle:
     """A simulated vehicle sending the periodic messages of `dbc` on virtual `channel`.
 
@@ -89,6 +119,17 @@ class VirtualVehicle:
     run reproducible (see `firmware_sim.clock`): frames go out only while the test advances
     the clock, stamped with their simulated times. The OBD-II responder answers on either
     from the state at the clock's now; its own delays (a routine's 0.3 s) stay real.
+
+    Any database comes alive: every message is sent, at its cycle time or at a period chosen
+    from the database (`period_summary` says how), and every signal moves as its kind would
+    (`firmware_sim.live_plan`). `animate=False` sends only the messages with a cycle time and
+    moves only the signals the demo model names (`SIGNALS`), as databases written for the
+    demo model do by default (`written_for_demo_model`).
+
+    `scenario` (a `Scenario`, a TOML file or a bundled scenario's name) scripts the drive in
+    phases (`firmware_sim.scenario`); its `signals` are held during their phase.
+    `dbc_name` is the database's file name when `dbc` is a loaded database: opendbc names
+    files by make, and the make says how its checksums are computed.
     """
 
     def __init__(
@@ -102,6 +143,9 @@ class VirtualVehicle:
         obd: bool = True,
         vin: str = DEFAULT_VIN,
         clock: Clock | None = None,
+        scenario: Scenario | str | Path | None = None,
+        animate: bool | None = None,
+        dbc_name: str | None = None,
     ) -> None:
         self.db = _cantools_db(dbc)
         self.clock: Clock = clock if clock is not None else RealClock()
@@ -113,10 +157,16 @@ class VirtualVehicle:
                 self._model.resume_driving()
             else:
                 self._model.pause_driving()
-        self._plans: list[MessagePlan] = []
-        for message in self.db.messages:
-            if message.cycle_time and not getattr(message, "is_container", False):
-                self._plans.append(MessagePlan(self.db, message))
+        self.animated = not written_for_demo_model(self.db) if animate is None else animate
+        self._plans, periods = self._build_plans(seed, scheme_of(dbc_name or _database_name(dbc)))
+        self.period_summary: str | None = period_summary(periods)
+        """One line saying how many periods were chosen and how (None: all had one)."""
+        self.scenario: Scenario | None = None
+        self._scenario_cycle: ScenarioCycle | None = None
+        self._phase_index = -1
+        self._phase_holds: list[dict[LivePlan, dict[str, SignalValue]]] = []
+        if scenario is not None:
+            self._use_scenario(scenario)
         climate = next((m for m in self.db.messages if m.name == _CLIMATE_COMMAND), None)
         self._climate = climate
         self._climate_key = (
@@ -146,6 +196,110 @@ class VirtualVehicle:
         self._base: list[float] = []
         self._count: list[int] = []
         self._started = False
+
+    def _build_plans(
+        self, seed: int, scheme: str | None
+    ) -> tuple[list[MessagePlan | LivePlan], list[Period]]:
+        """A plan for every message sent, and the periods chosen for those without one."""
+        plans: list[MessagePlan | LivePlan] = []
+        periods: list[Period] = []
+        for message in self.db.messages:
+            if getattr(message, "is_container", False):
+                continue
+            if not self.animated:
+                if message.cycle_time:
+                    plans.append(MessagePlan(self.db, message))
+                continue
+            period = choose_period(message)
+            periods.append(period)
+            plans.append(LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme))
+        return plans, periods
+
+    def _use_scenario(self, scenario: Scenario | str | Path) -> None:
+        """Drive by `scenario`: check its signals against the database, take the pedals."""
+        # pydantic only when a scenario is given: `python -m firmware_sim` starts in 0.35 s
+        from firmware_sim.scenario import Scenario, ScenarioCycle, ScenarioError, load_scenario
+
+        loaded = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+        holds: list[dict[LivePlan, dict[str, SignalValue]]] = []
+        for index, phase in enumerate(loaded.phase):
+            per_plan: dict[LivePlan, dict[str, SignalValue]] = {}
+            for name, value in phase.signals.items():
+                targets = self._hold_targets(name)
+                if not targets:
+                    raise ScenarioError(
+                        f"{loaded.phase_name(index)}: no signal {name!r} in the database"
+                        + ("" if self.animated else " that the vehicle sends and moves")
+                    )
+                for plan, signal_name in targets:
+                    held = value if not isinstance(value, bool) else int(value)
+                    per_plan.setdefault(plan, {})[signal_name] = held
+            holds.append(per_plan)
+        self.scenario = loaded
+        self._phase_holds = holds
+        self._scenario_cycle = ScenarioCycle(loaded)
+        self._model.cycle = self._scenario_cycle
+        self._model.driving = True
+
+    def _hold_targets(self, name: str) -> list[tuple[LivePlan, str]]:
+        """The (plan, signal) pairs a scenario's `Message.Signal` or `Signal` names."""
+        message_name, _, signal_name = name.rpartition(".")
+        found = []
+        for plan in self._plans:
+            if not isinstance(plan, LivePlan):
+                continue
+            if message_name and plan.name != message_name:
+                continue
+            if signal_name in plan.by_name:
+                found.append((plan, signal_name))
+        return found
+
+    def _follow_scenario(self) -> None:
+        """Apply what the scenario's current phase holds, once when it begins (caller holds
+        the lock)."""
+        cycle = self._scenario_cycle
+        if cycle is None or cycle.index == self._phase_index:
+            return
+        scenario = cycle.scenario
+        if 0 <= self._phase_index < len(scenario.phase):
+            left = scenario.phase[self._phase_index].fault_call()
+            if left is not None:
+                self._phase_fault(left, on=False)
+        self._phase_index = cycle.index
+        phase = scenario.phase[cycle.index]
+        for plan in self._plans:
+            if isinstance(plan, LivePlan) and (plan.held or plan in self._phase_holds[cycle.index]):
+                plan.hold(self._phase_holds[cycle.index].get(plan, {}))
+        for door in self._model.doors:
+            self._model.set_door(door, phase.doors.get(door, False))  # type: ignore[call-overload]
+        self._model.set_lights(headlights=phase.headlights or "Auto", turn=phase.turn or "Off")
+        entered = phase.fault_call()
+        if entered is not None:
+            self._phase_fault(entered, on=True)
+
+    def _phase_fault(self, call: tuple[str, dict[str, str]], *, on: bool) -> None:
+        """Start or end a scenario phase's fault (caller holds the lock)."""
+        name, target = call
+        if name == "overheat":
+            self._model.set_overheat(on)
+        elif name == "silence":
+            plan = self._plan_of(target.get("message"), "silence needs message=NAME")
+            changed = self._silenced | {plan.name} if on else self._silenced - {plan.name}
+            self._silenced = frozenset(changed)
+        elif name == "out_of_range":
+            message, found = find_signal(self.db, target.get("signal", ""))
+            plan = self._plan_of(message.name, "")
+            faults = {k: dict(v) for k, v in self._out_of_range.items()}
+            raw = out_of_range_raw(found)
+            if on and raw is not None:
+                faults.setdefault(plan.name, {})[found.name] = raw
+            elif not on:
+                faults.get(plan.name, {}).pop(found.name, None)
+            self._out_of_range = MappingProxyType(faults)
+        elif name == "error_frames":
+            self._error_frames = on
+        elif name == "obd_stall":
+            self._set_obd_stall(on)
 
     # -- lifetime -------------------------------------------------------------------------
 
@@ -242,6 +396,8 @@ class VirtualVehicle:
         if self._stepped_at is not None and now > self._stepped_at:
             self._model.step(now - self._stepped_at)
             self._stepped_at = now
+        if self._scenario_cycle is not None:
+            self._follow_scenario()
 
     @property
     def obd(self) -> ObdResponder | None:
@@ -360,7 +516,7 @@ class VirtualVehicle:
         else:
             raise ValueError(f"unknown fault {name!r}; known faults: {', '.join(FAULTS)}")
 
-    def _plan_of(self, message: str | None, missing: str) -> MessagePlan:
+    def _plan_of(self, message: str | None, missing: str) -> MessagePlan | LivePlan:
         if not message:
             raise ValueError(missing)
         found = find_message(self.db, message)
@@ -463,7 +619,9 @@ class VirtualVehicle:
                 following = now + periods[index]
             heapq.heappush(heap, (following, index))
 
-    def _send(self, bus: can.BusABC, plan: MessagePlan, state: VehicleState, stamp: float) -> None:
+    def _send(
+        self, bus: can.BusABC, plan: MessagePlan | LivePlan, state: VehicleState, stamp: float
+    ) -> None:
         if plan.name in self._silenced:
             return
         try:

@@ -196,9 +196,12 @@ def test_fault_names_and_targets_are_checked(channel: str) -> None:
     assert car.faults == ()
 
 
-def test_another_database_sends_its_periodic_messages_at_initial_values(
+def test_animate_false_sends_only_periodic_messages_at_initial_values(
     tmp_path: Path, channel: str, peer: can.BusABC
 ) -> None:
+    """The demo model's way, kept for databases written for it (and on request): only
+    messages with a cycle time, unnamed signals at their initial values. Any other database
+    comes alive by default (tests/sim/test_any_database.py)."""
     dbc = tmp_path / "other.dbc"
     dbc.write_text(
         'VERSION ""\n\nNS_ :\n\nBS_:\n\nBU_: A\n\n'
@@ -215,7 +218,7 @@ def test_another_database_sends_its_periodic_messages_at_initial_values(
         'BA_ "GenSigStartValue" SG_ 1537 Mode 7;\n'
     )
     db = CanDatabase.load(dbc)
-    with VirtualVehicle(db, channel=channel) as car:
+    with VirtualVehicle(db, channel=channel, animate=False) as car:
         assert car.periodic_messages == ("Heartbeat",)
         frames = collect(peer, 0.4)
     beats = [signals(db, "Heartbeat", m.data) for m in frames]
