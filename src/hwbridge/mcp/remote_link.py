@@ -523,22 +523,7 @@ class RemoteLink:
                 return await client.call_tool(
                     name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
                 )
-        if questions is not None and questions.relay:
-            async with asyncio.timeout(timeout_s):
-                result = await client.session.call_tool(
-                    name,
-                    arguments,
-                    read_timeout_seconds=timeout_s,
-                    progress_callback=progress,
-                    allow_input_required=True,
-                    input_responses=questions.answers,
-                    request_state=questions.state,
-                )
-            if isinstance(result, types.InputRequiredResult):
-                questions.pending, questions.pending_from = result, self.where
-                raise InputRequired(name)
-            return result
-        if questions is not None and questions.can_ask:
+        if questions is not None and questions.can_ask and not questions.relay:
             asking = _Asking(questions)
             self._asking.append(asking)
             try:
@@ -548,6 +533,7 @@ class RemoteLink:
                     return await client.call_tool(name, arguments, progress_callback=progress)
             finally:
                 self._asking.remove(asking)
+        relay = questions if questions is not None and questions.relay else None
         async with asyncio.timeout(timeout_s):
             result = await client.session.call_tool(
                 name,
@@ -555,8 +541,12 @@ class RemoteLink:
                 read_timeout_seconds=timeout_s,
                 progress_callback=progress,
                 allow_input_required=True,
+                input_responses=relay.answers if relay is not None else None,
+                request_state=relay.state if relay is not None else None,
             )
         if isinstance(result, types.InputRequiredResult):
+            if relay is not None:  # handed back to the client that can be asked
+                relay.pending, relay.pending_from = result, self.where
             raise InputRequired(name)
         return result
 
