@@ -18,6 +18,7 @@ import io
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -41,7 +42,7 @@ from hwbridge.cli.monitor import MonitorScreen
 from hwbridge.core.models import ToolCall
 from hwbridge.discovery.report.html import render_html
 from hwbridge.mcp.consent import question_text
-from tests.docs_pages import ROOT, blocks, pages, text
+from tests.docs_pages import ROOT, blocks, environment, pages, text
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 from tests.mcp.farm import TOKEN as FARM_TOKEN
@@ -68,8 +69,13 @@ class Producer:
     make: Callable[[], Produced]
     volatile: tuple[str, ...] = ()
     """Patterns of what may differ between runs (a port, a live value): masked on both sides."""
+    flatten: bool = False
+    """Compare the words, not the lines: a terminal's panels wrap where the widths of the
+    values that vary say, so a value one digit longer moves every line break after it."""
 
     def mask(self, shown: str) -> str:
+        if self.flatten:
+            shown = " ".join(shown.replace("│", " ").split())
         for pattern in self.volatile:
             shown = re.sub(pattern, "<varies>", shown)
         return shown
@@ -109,6 +115,45 @@ def _monitor_screen() -> Produced:
     shown = "\n".join(line.rstrip() for line in console.export_text(clear=False).splitlines())
     svg = console.export_svg(title="hwbridge monitor")
     return Produced(shown.strip("\n") + "\n", {"monitor.svg": svg})
+
+
+# -- make demo ----------------------------------------------------------------------------------
+
+DEMO_COLUMNS = 88
+
+
+def demo_transcript(folder: Path) -> str:
+    """`hwbridge demo` in a terminal of 88 columns, run from `folder` (not the checkout, as
+    after `pip install`): the simulator in its own process and socketcand, in real time, so
+    it takes 11 s. tests/test_readme.py runs it once and compares the page with it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "hwbridge", "demo"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**environment(), "COLUMNS": str(DEMO_COLUMNS)},
+        stdin=subprocess.DEVNULL,
+        cwd=folder,
+    ).stdout
+    return "\n".join(line.rstrip() for line in out.splitlines()) + "\n"
+
+
+def _demo() -> Produced:
+    with tempfile.TemporaryDirectory() as folder:
+        return Produced(demo_transcript(Path(folder)), {})
+
+
+DEMO_VOLATILE = (
+    r"(?<=socketcand://127\.0\.0\.1:)\d+",  # the port the simulator got
+    r'(?<="age_ms": )\d+',  # timing, in real time
+    r'(?<="after_ms": )\d+',
+    r'(?<="EngineSpeed": \{"value": )[\d.]+',  # the idle's jitter
+    r'(?<="CoolantTemp": \{"value": )[\d.]+',  # the engine warming
+    r'(?<="VehicleDynamics\.VehicleSpeed", "value": )[\d.]+',  # the first sample past 20 km/h
+    r'(?<=result: \{"duration_ms": 500, )"frames".*?(?= messages to append)',  # 0.5 s of driving
+    r"(?<=demo finished in )[\d.]+",
+)
 
 
 # -- the evidence page -------------------------------------------------------------------------
@@ -326,6 +371,7 @@ def _consent_question() -> Produced:
 
 
 PRODUCERS: dict[str, Producer] = {
+    "demo": Producer(_demo, volatile=DEMO_VOLATILE, flatten=True),
     "monitor": Producer(_monitor_screen),
     "evidence": Producer(_evidence_page),
     "discover": Producer(_discover_table),

@@ -26,10 +26,16 @@ def test_every_mark_names_a_producer_and_every_producer_is_shown() -> None:
 
 
 SLOW = {"farm"}  # four processes: two simulators, two MCP servers
+RUN_ELSEWHERE = {"demo": "tests/test_readme.py::test_demo_runs_to_the_end"}  # once: 11 s
 
 
 @pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else []) for n in PRODUCERS]
+    "name",
+    [
+        pytest.param(n, marks=[pytest.mark.slow] if n in SLOW else [])
+        for n in PRODUCERS
+        if n not in RUN_ELSEWHERE
+    ],
 )
 def test_what_the_docs_show_is_what_the_program_makes(name: str) -> None:
     producer = PRODUCERS[name]
