@@ -41,6 +41,7 @@ import can
 from firmware_sim import VirtualVehicle
 from firmware_sim.clock import SimulatedClock
 from firmware_sim.model import VehicleModel
+from firmware_sim.socketcand import SocketcandServer
 from hwbridge import CanDriver, SendPolicy
 from hwbridge.can import discover
 from hwbridge.can.database.database import CanDatabase
@@ -276,6 +277,32 @@ def _run_hwbridge(argv: list[str]) -> str:
     if code != 0:
         raise RuntimeError(f"hwbridge {' '.join(argv)} ended with {code}:\n{out.getvalue()}")
     return out.getvalue()
+
+
+# -- hwbridge record ----------------------------------------------------------------------------
+
+
+def _record() -> Produced:
+    """`hwbridge record --bus socketcand://... --out drive.blf --duration 2` on a terminal
+    (rich draws for one when FORCE_COLOR says so), the demo vehicle behind the simulator's
+    socketcand server: what stays on the screen, the last progress line and the summary."""
+    channel = f"docs-{uuid.uuid4().hex[:10]}"
+    err = io.StringIO()
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        VirtualVehicle(DEMO, channel=channel, obd=False),
+        SocketcandServer({"vcan0": channel}) as server,
+        _environment(FORCE_COLOR="1", COLUMNS="120"),
+        contextlib.chdir(folder),
+        contextlib.redirect_stderr(err),
+    ):
+        bus = f"socketcand://127.0.0.1:{server.port}/vcan0"
+        code = hwbridge_main(["record", "--bus", bus, "--out", "drive.blf", "--duration", "2"])
+    if code != 0:
+        raise RuntimeError(f"hwbridge record ended with {code}:\n{err.getvalue()}")
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err.getvalue())
+    progress, summary = plain.rsplit("\n", 2)[-3:-1]
+    return Produced(f"{progress.rsplit(chr(13), 1)[-1].rstrip()}\n{summary}\n", {})
 
 
 # -- marked events and OBD-II as the reference: the bare car of tests/discovery ----------------
@@ -520,6 +547,17 @@ PRODUCERS: dict[str, Producer] = {
     "obd-reference": Producer(_obd_reference),
     "decode-interrupted": Producer(
         _interrupted_decode, volatile=(r"(?<=captures are in )\S+(?=, each whole)",)
+    ),
+    "record": Producer(
+        _record,
+        volatile=(
+            r"[\d,]+ frames",
+            r"[\d.]+ kB",
+            r"[━╺╸]+",
+            r"\d:\d\d:\d\d",
+            r"(?<=127\.0\.0\.1:)\d+",
+            r"(?<= in )[\d.]+(?= s)",
+        ),
     ),
     "monitor": Producer(_monitor_screen),
     "evidence": Producer(_evidence_page),

@@ -25,7 +25,7 @@ def test_every_mark_names_a_producer_and_every_producer_is_shown() -> None:
     assert set(PRODUCERS) - set(places) <= shown_in_pages
 
 
-SLOW = {"farm", "obd-session"}  # four processes; a real-time car and an ELM327 on a pty
+SLOW = {"farm", "obd-session", "record"}  # processes; real-time cars (an ELM327, 2 s recorded)
 RUN_ELSEWHERE = {"demo": "tests/test_readme.py::test_demo_runs_to_the_end"}  # once: 11 s
 
 
