@@ -12,19 +12,28 @@ checks the page against it, so a transcript cannot go stale. The pictures of doc
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import contextlib
 import io
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+import numpy.typing as npt
+from benchmarks.drives_obd import with_obd
 from pytest_httpserver import HTTPServer
 from rich.console import Console
 
@@ -32,16 +41,20 @@ import can
 from firmware_sim import VirtualVehicle
 from firmware_sim.clock import SimulatedClock
 from firmware_sim.model import VehicleModel
+from firmware_sim.socketcand import SocketcandServer
 from hwbridge import CanDriver, SendPolicy
 from hwbridge.can import discover
 from hwbridge.can.database.database import CanDatabase
 from hwbridge.can.transport.monitor import BusMonitor
+from hwbridge.captures.commit import DECODED
 from hwbridge.cli.main import main as hwbridge_main
 from hwbridge.cli.monitor import MonitorScreen
 from hwbridge.core.models import ToolCall
 from hwbridge.discovery.report.html import render_html
 from hwbridge.mcp.consent import question_text
-from tests.docs_pages import ROOT, blocks, pages, text
+from tests.captures.conftest import FLEET_DBC, drive, write_capture
+from tests.discovery.bare_car import bare_car
+from tests.docs_pages import ROOT, block_under, blocks, environment, pages, text
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 from tests.mcp.farm import TOKEN as FARM_TOKEN
@@ -68,8 +81,13 @@ class Producer:
     make: Callable[[], Produced]
     volatile: tuple[str, ...] = ()
     """Patterns of what may differ between runs (a port, a live value): masked on both sides."""
+    flatten: bool = False
+    """Compare the words, not the lines: a terminal's panels wrap where the widths of the
+    values that vary say, so a value one digit longer moves every line break after it."""
 
     def mask(self, shown: str) -> str:
+        if self.flatten:
+            shown = " ".join(shown.replace("│", " ").split())
         for pattern in self.volatile:
             shown = re.sub(pattern, "<varies>", shown)
         return shown
@@ -109,6 +127,81 @@ def _monitor_screen() -> Produced:
     shown = "\n".join(line.rstrip() for line in console.export_text(clear=False).splitlines())
     svg = console.export_svg(title="hwbridge monitor")
     return Produced(shown.strip("\n") + "\n", {"monitor.svg": svg})
+
+
+# -- make demo ----------------------------------------------------------------------------------
+
+DEMO_COLUMNS = 88
+
+
+def demo_transcript(folder: Path) -> str:
+    """`hwbridge demo` in a terminal of 88 columns, run from `folder` (not the checkout, as
+    after `pip install`): the simulator in its own process and socketcand, in real time, so
+    it takes 11 s. tests/test_readme.py runs it once and compares the page with it."""
+    out = subprocess.run(
+        [sys.executable, "-m", "hwbridge", "demo"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**environment(), "COLUMNS": str(DEMO_COLUMNS)},
+        stdin=subprocess.DEVNULL,
+        cwd=folder,
+    ).stdout
+    return "\n".join(line.rstrip() for line in out.splitlines()) + "\n"
+
+
+def _demo() -> Produced:
+    with tempfile.TemporaryDirectory() as folder:
+        return Produced(demo_transcript(Path(folder)), {})
+
+
+DEMO_VOLATILE = (
+    r"(?<=socketcand://127\.0\.0\.1:)\d+",  # the port the simulator got
+    r'(?<="age_ms": )\d+',  # timing, in real time
+    r'(?<="after_ms": )\d+',
+    r'(?<="EngineSpeed": \{"value": )[\d.]+',  # the idle's jitter
+    r'(?<="CoolantTemp": \{"value": )[\d.]+',  # the engine warming
+    r'(?<="VehicleDynamics\.VehicleSpeed", "value": )[\d.]+',  # the first sample past 20 km/h
+    r'(?<=result: \{"duration_ms": 500, )"frames".*?(?= messages to append)',  # 0.5 s of driving
+    r"(?<=demo finished in )[\d.]+",
+)
+
+
+# -- what an example of a page prints -------------------------------------------------------------
+
+
+def run_example(page: str, heading: str) -> str:
+    """What the python block under `heading` of `page` prints, run as written in this process
+    from the repository's root (tests/test_docs_examples.py runs it too, in a fresh one)."""
+    block = block_under(page, heading)
+    out = io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out):
+        exec(compile(block.code, block.name, "exec"), {"__name__": "__main__"})
+    return out.getvalue()
+
+
+def _first_read() -> Produced:
+    """The README's first example, which getting-started shows again word for word."""
+    readme = block_under("README.md", "Read live signals with your DBC")
+    again = block_under("docs/getting-started.md", "Your DBC on the simulated vehicle")
+    if readme.code != again.code:
+        raise RuntimeError(f"{again.name} is no longer {readme.name}: give it its own producer")
+    return Produced(run_example("README.md", "Read live signals with your DBC"), {})
+
+
+def _can_read() -> Produced:
+    return Produced(run_example("docs/can.md", "Read live signals"), {})
+
+
+def _obd_session() -> Produced:
+    """The check-engine-light session over both adapters: the second's lines are the same,
+    and the page says so instead of showing them twice."""
+    out = run_example("docs/obd.md", "Vehicle diagnostics: OBD-II and UDS (`hwbridge.obd`)")
+    over_can, over_elm = out.split("ELM327\n")
+    if over_can.split("\n", 1)[1] != over_elm:
+        raise RuntimeError(f"the adapters answered differently:\n{out}")
+    return Produced(f"{over_can}ELM327\n  ...the same lines\n", {})
 
 
 # -- the evidence page -------------------------------------------------------------------------
@@ -184,6 +277,122 @@ def _run_hwbridge(argv: list[str]) -> str:
     if code != 0:
         raise RuntimeError(f"hwbridge {' '.join(argv)} ended with {code}:\n{out.getvalue()}")
     return out.getvalue()
+
+
+# -- hwbridge record ----------------------------------------------------------------------------
+
+
+def _record() -> Produced:
+    """`hwbridge record --bus socketcand://... --out drive.blf --duration 2` on a terminal
+    (rich draws for one when FORCE_COLOR says so), the demo vehicle behind the simulator's
+    socketcand server: what stays on the screen, the last progress line and the summary."""
+    channel = f"docs-{uuid.uuid4().hex[:10]}"
+    err = io.StringIO()
+    with (
+        tempfile.TemporaryDirectory() as folder,
+        VirtualVehicle(DEMO, channel=channel, obd=False),
+        SocketcandServer({"vcan0": channel}) as server,
+        _environment(FORCE_COLOR="1", COLUMNS="120"),
+        contextlib.chdir(folder),
+        contextlib.redirect_stderr(err),
+    ):
+        bus = f"socketcand://127.0.0.1:{server.port}/vcan0"
+        code = hwbridge_main(["record", "--bus", bus, "--out", "drive.blf", "--duration", "2"])
+    if code != 0:
+        raise RuntimeError(f"hwbridge record ended with {code}:\n{err.getvalue()}")
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err.getvalue())
+    progress, summary = plain.rsplit("\n", 2)[-3:-1]
+    return Produced(f"{progress.rsplit(chr(13), 1)[-1].rstrip()}\n{summary}\n", {})
+
+
+# -- marked events and OBD-II as the reference: the bare car of tests/discovery ----------------
+
+
+def _person_marks(changes: npt.NDArray[np.float64]) -> list[tuple[float, str]]:
+    """A person's marks of the brake: 0.1-0.5 s late (one in four early), pressed then
+    released (as tests/discovery/test_events.py marks them)."""
+    rng = np.random.default_rng(0)
+    late = np.where(rng.random(len(changes)) < 0.75, 1.0, -1.0)
+    marked = changes + rng.uniform(0.1, 0.5, len(changes)) * late
+    return [(float(t), "brake pressed" if i % 2 == 0 else "brake released")
+            for i, t in enumerate(marked)]  # fmt: skip
+
+
+@contextlib.contextmanager
+def _bare_car(folder: Path) -> Iterator[tuple[Path, Path]]:
+    """`drive.blf`, 60 s of a bare car whose brake was pressed five times, with a turn lamp
+    blinking while braking, and `events.csv`, the marks of the person in it."""
+    drive, changes = bare_car(60.0)
+    events = folder / "events.csv"
+    rows = "".join(f"{t:.2f},{name}\n" for t, name in _person_marks(changes))
+    events.write_text("time_s,name\n" + rows)
+    with contextlib.chdir(folder):
+        yield drive.write(folder / "drive.blf"), events
+
+
+def _discover_lines(*argv: str) -> list[str]:
+    return [line.rstrip() for line in _run_hwbridge(["discover", *argv]).splitlines()]
+
+
+def _events_csv() -> Produced:
+    """The first marks of `events.csv`: the file the ranking below reads."""
+    with tempfile.TemporaryDirectory() as folder, _bare_car(Path(folder)) as (_, events):
+        return Produced("".join(events.read_text().splitlines(keepends=True)[:4]), {})
+
+
+def _events_ranking() -> Produced:
+    """`hwbridge discover drive.blf --events events.csv`: the first event's candidates."""
+    with tempfile.TemporaryDirectory() as folder, _bare_car(Path(folder)) as (capture, events):
+        lines = _discover_lines(capture.name, "--events", events.name)
+    start = lines.index("event 'brake pressed', 5 mark(s):")
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("event "))
+    return Produced("\n".join(lines[start:end]) + "\n", {})
+
+
+def _obd_reference() -> Produced:
+    """`hwbridge discover drive.blf --reference obd` on the bare car with a tester polling
+    five PIDs at once (`benchmarks/drives_obd.py`): the speed field and the OBD-II ids."""
+    with tempfile.TemporaryDirectory() as folder:
+        capture = with_obd(bare_car(60.0)[0], seed=2, multi=True).write(Path(folder) / "obd.blf")
+        lines = _discover_lines(str(capture), "--reference", "obd")
+    decoded = next(line for line in lines if line.startswith("decoded with the reference"))
+    return Produced("\n".join([*lines[:2], "...", decoded]) + "\n", {})
+
+
+# -- an interrupted decode --------------------------------------------------------------------
+
+
+def _interrupted_decode() -> Produced:
+    """`hwbridge decode c*.blf --dbc fleet.dbc --out ds` in this process, interrupted as Ctrl-C
+    does once 8 of its 40 captures are in (each takes a tenth of a second)."""
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        (folder / "fleet.dbc").write_text(FLEET_DBC)
+        first = write_capture(folder / "c00.blf", drive(seconds=60, period=0.01))
+        captures = [first, *(shutil.copy(first, folder / f"c{i:02d}.blf") for i in range(1, 40))]
+        decoded = folder / "ds" / DECODED
+
+        def interrupt_after_eight() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                if decoded.is_dir() and len(list(decoded.glob("*.json"))) >= 8:
+                    _thread.interrupt_main(signal.SIGINT)
+                    return
+                time.sleep(0.002)
+
+        threading.Thread(target=interrupt_after_eight, daemon=True).start()
+        err = io.StringIO()
+        with (
+            contextlib.chdir(folder),
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(err),
+        ):
+            code = hwbridge_main(
+                ["decode", *(Path(c).name for c in captures), "--dbc", "fleet.dbc", "--out", "ds"]
+            )
+    if code != 130:
+        raise RuntimeError(f"hwbridge decode ended with {code}, not interrupted:\n{err.getvalue()}")
+    return Produced(err.getvalue(), {})
 
 
 # -- a chat session ----------------------------------------------------------------------------
@@ -326,6 +535,30 @@ def _consent_question() -> Produced:
 
 
 PRODUCERS: dict[str, Producer] = {
+    "demo": Producer(_demo, volatile=DEMO_VOLATILE, flatten=True),
+    "first-read": Producer(_first_read, volatile=(r"(?<=EngineSpeed )[\d.]+",)),
+    "can-read": Producer(
+        _can_read,
+        volatile=(r"(?<=a prompt of )\d+", r"(?<='value': )[\d.]+", r"(?<='age_ms': )\d+"),
+    ),
+    "obd-session": Producer(_obd_session, volatile=(r"(?<=coolant )\d+", r"(?<=rpm )[\d.]+")),
+    "events-csv": Producer(_events_csv),
+    "events": Producer(_events_ranking),
+    "obd-reference": Producer(_obd_reference),
+    "decode-interrupted": Producer(
+        _interrupted_decode, volatile=(r"(?<=captures are in )\S+(?=, each whole)",)
+    ),
+    "record": Producer(
+        _record,
+        volatile=(
+            r"[\d,]+ frames",
+            r"[\d.]+ kB",
+            r"[━╺╸]+",
+            r"\d:\d\d:\d\d",
+            r"(?<=127\.0\.0\.1:)\d+",
+            r"(?<= in )[\d.]+(?= s)",
+        ),
+    ),
     "monitor": Producer(_monitor_screen),
     "evidence": Producer(_evidence_page),
     "discover": Producer(_discover_table),
@@ -358,7 +591,8 @@ def marked() -> dict[str, list[tuple[str, int]]]:
 
 def shown_block(page: str, line: int) -> str:
     """The text of the block whose fence opens at `line` of `page`."""
-    return next(b.code for b in blocks(page) if b.line == line)
+    code = next(b.code for b in blocks(page) if b.line == line)
+    return code if code.endswith("\n") else code + "\n"  # an indented block's lines are joined
 
 
 def write_block(page: str, line: int, new: str) -> None:
@@ -366,7 +600,9 @@ def write_block(page: str, line: int, new: str) -> None:
     end = line  # the closing fence: the first line after `line` that is only the fence
     while lines[end].strip() != "```":
         end += 1
-    lines[line:end] = [new if new.endswith("\n") else new + "\n"]
+    indent = lines[line - 1][: len(lines[line - 1]) - len(lines[line - 1].lstrip())]
+    new = new if new.endswith("\n") else new + "\n"
+    lines[line:end] = [indent + row if row.strip() else row for row in new.splitlines(True)]
     (ROOT / page).write_text("".join(lines))
 
 
