@@ -4,6 +4,7 @@ idle target, read it back, run the self test, reset - and the engine on the bus 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 
 import isotp
@@ -12,6 +13,7 @@ import udsoncan
 from udsoncan.client import Client
 from udsoncan.connections import PythonIsoTpConnection
 from udsoncan.exceptions import NegativeResponseException, TimeoutException
+from udsoncan.services.ECUReset import ECUReset
 
 import can
 from firmware_sim import VirtualVehicle, demo_security_key
@@ -47,18 +49,17 @@ def client(channel: str, car: VirtualVehicle) -> Iterator[Client]:
         address=isotp.Address(isotp.AddressingMode.Normal_11bits, txid=0x7E0, rxid=0x7E8),
         params={"tx_padding": 0x55, "tx_data_min_length": 8},
     )
-    config = dict(udsoncan.configs.default_client_config)
-    config.update(
-        security_algo=demo_security_key,
-        data_identifiers={
-            IDLE_TARGET: udsoncan.DidCodec(">H"),
-            0xF186: udsoncan.DidCodec("B"),
-            0xF190: udsoncan.AsciiCodec(17),
-            0xF197: udsoncan.AsciiCodec(16),
-        },
-        use_server_timing=False,  # P2 of 50 ms is the ECU's; a shared machine may be slower
-        p2_timeout=2.0,
-    )
+    config = copy.deepcopy(udsoncan.configs.default_client_config)
+    # udsoncan passes `seed` and `level` by name (its type hint says positional: level, seed)
+    config["security_algo"] = demo_security_key  # type: ignore[typeddict-item]
+    config["data_identifiers"] = {
+        IDLE_TARGET: udsoncan.DidCodec(">H"),
+        0xF186: udsoncan.DidCodec("B"),
+        0xF190: udsoncan.AsciiCodec(17),
+        0xF197: udsoncan.AsciiCodec(16),
+    }
+    config["use_server_timing"] = False  # P2 50 ms is the ECU's; a shared machine is slower
+    config["p2_timeout"] = 2.0
     try:
         with Client(PythonIsoTpConnection(stack), config=config, request_timeout=6.0) as uds:
             yield uds
@@ -125,7 +126,7 @@ def test_the_session_times_out_and_a_reset_locks_and_silences_the_ecu(
     client.unlock_security_access(1)
     response = client.unlock_security_access(1)  # unlocked already: a seed of zeros
     assert response is not None and response.service_data.seed == bytes(4)
-    response = client.ecu_reset(udsoncan.services.ECUReset.ResetType.hardReset)
+    response = client.ecu_reset(ECUReset.ResetType.hardReset)
     assert response is not None and response.positive
     client.set_config("request_timeout", 0.5)
     with pytest.raises(TimeoutException):
