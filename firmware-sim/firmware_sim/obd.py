@@ -6,7 +6,9 @@ Two ECUs answer, as in a real car: the engine ECU (11-bit 0x7E0/0x7E8, 29-bit
 A functional request (0x7DF, or 0x18DB33F1) reaches both, so it gets two answers when both
 support it. Modes 01 (current data), 02 (freeze frame), 03/07/0A (stored, pending and
 permanent codes), 04 (clear) and 09 (vehicle information) are served, and the UDS services
-of `firmware_sim.uds`.
+of `firmware_sim.uds`; the engine ECU's `UdsServer` (`firmware_sim.uds_server`, one per ECU
+with `changes_things`, shared by its two addressings) keeps its session and security state
+and takes its requests first.
 
 `answer()` is the pure part: request bytes, a `VehicleState` and an ECU profile in, response
 bytes out. Unsupported services and PIDs get no answer to a functional request, as J1979

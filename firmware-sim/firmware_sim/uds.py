@@ -6,11 +6,12 @@ ReadDTCInformation (0x01 count, 0x02 by status mask, 0x0A supported codes), 0x3E
 TesterPresent, 0x10 DiagnosticSessionControl to the default session, and 0x31 RoutineControl
 to start routine 0x0203, the ECU's self test (manufacturer range, allowed in the default
 session): it takes a while, so the ECU first says "response pending" (`7F 31 78`, see
-`takes_time`) and then `71 01 02 03 00` (passed). Everything else gets a negative response:
+`takes_time`) and then `71 01 02 03 00`. Everything else gets a negative response:
 services that need another session or security access `7F xx 7F`
 (serviceNotSupportedInActiveSession), other routines `7F 31 31`, unknown services
 `7F xx 11`. A functional request gets no negative response that ISO 14229 suppresses for
-functional addressing.
+functional addressing. This is the whole of the transmission ECU; the engine ECU on the bus
+adds sessions, security access, a write and a reset on top (`firmware_sim.uds_server`).
 """
 
 from __future__ import annotations
