@@ -151,6 +151,8 @@ class VehicleState:
     freeze_frame: VehicleState | None = None
     # driving the built-in DriveCycle (not a scenario, not by hand)
     default_drive: bool = False
+    # the engine speed the engine idles at (UDS DID 0x0101 writes it)
+    idle_target_rpm: float = IDLE_RPM
 
 
 @dataclass
@@ -237,8 +239,8 @@ class VehicleModel:
     """The vehicle's physics; call `step(dt)` to advance it and `snapshot()` to read it.
 
     `seed` fixes the ambient temperature (unless `ambient_c` is given), the cells' spread
-    and the sensor noise. The vehicle starts parked with the engine idling and cold
-    (coolant at ambient) unless `coolant_c` is given. `driving=True` lets `DriveCycle` work
+    and the sensor noise. The vehicle starts parked with the engine idling (at `idle_rpm`)
+    and cold (coolant at ambient) unless `coolant_c` is given. `driving=True` lets `DriveCycle` work
     the pedals and the lever; any manual control (`set_throttle`, `set_brake`, `set_gear`)
     takes over from it.
     """
@@ -252,8 +254,10 @@ class VehicleModel:
         soc_pct: float = 80.0,
         fuel_pct: float = 68.0,
         driving: bool = True,
+        idle_rpm: float = IDLE_RPM,
     ) -> None:
         self.seed = seed
+        self.idle_rpm = _clamp(float(idle_rpm), 0.0, REDLINE_RPM)
         self.driving = driving
         rng = self._rng = random.Random(seed)
         self.outside_c = ambient_c if ambient_c is not None else 12.0 + rng.random() * 10
@@ -264,7 +268,7 @@ class VehicleModel:
         self.brake = False
         self.lever = "P"
         # engine and motion
-        self.rpm = IDLE_RPM
+        self.rpm = self.idle_rpm
         self.load = 0.0
         self.coolant = coolant_c if coolant_c is not None else self.outside_c
         self.speed = 0.0  # m/s
@@ -310,6 +314,10 @@ class VehicleModel:
     def set_throttle(self, pct: float) -> None:
         self.driving = False
         self.throttle = _clamp(float(pct), 0.0, 100.0)
+
+    def set_idle_rpm(self, rpm: float) -> None:
+        """The speed the engine idles at from now on (it settles there in about a second)."""
+        self.idle_rpm = _clamp(float(rpm), 0.0, REDLINE_RPM)
 
     def set_brake(self, on: bool) -> None:
         self.driving = False
@@ -436,15 +444,15 @@ class VehicleModel:
 
     def _step_engine(self, dt: float) -> None:
         if self.gear == 0:
-            target = IDLE_RPM + self.throttle / 100.0 * (REDLINE_RPM - IDLE_RPM) * 0.9
+            target = self.idle_rpm + self.throttle / 100.0 * (REDLINE_RPM - self.idle_rpm) * 0.9
         else:
             ratio = 3.0 if self.gear == REVERSE_GEAR else _GEAR_RATIOS[self.gear - 1]
             wheel_rpm = self.speed / (2 * math.pi * _WHEEL_RADIUS_M) * 60.0
             coupled = wheel_rpm * ratio * _FINAL_DRIVE
             if self._converter_locked():
-                target = max(coupled, IDLE_RPM)
+                target = max(coupled, self.idle_rpm)
             else:  # an open converter slips: the engine runs ahead of the wheels
-                target = max(coupled + self.throttle * 8.0, IDLE_RPM + self.throttle * 17.0)
+                target = max(coupled + self.throttle * 8.0, self.idle_rpm + self.throttle * 17.0)
         target = min(target, REDLINE_RPM)
         tau = 0.25 if target > self.rpm else 0.4
         self.rpm = _lag(self.rpm, target, dt, tau) + self._rng.uniform(-3.0, 3.0)
@@ -609,6 +617,7 @@ class VehicleModel:
             freeze_dtc=self.freeze[0] if self.freeze else None,
             freeze_frame=self.freeze[1] if self.freeze else None,
             default_drive=self.driving and isinstance(self.cycle, DriveCycle),
+            idle_target_rpm=self.idle_rpm,
         )
 
 

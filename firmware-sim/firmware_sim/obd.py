@@ -6,7 +6,9 @@ Two ECUs answer, as in a real car: the engine ECU (11-bit 0x7E0/0x7E8, 29-bit
 A functional request (0x7DF, or 0x18DB33F1) reaches both, so it gets two answers when both
 support it. Modes 01 (current data), 02 (freeze frame), 03/07/0A (stored, pending and
 permanent codes), 04 (clear) and 09 (vehicle information) are served, and the UDS services
-of `firmware_sim.uds`.
+of `firmware_sim.uds`; the engine ECU's `UdsServer` (`firmware_sim.uds_server`, one per ECU
+with `changes_things`, shared by its two addressings) keeps its session and security state
+and takes its requests first.
 
 `answer()` is the pure part: request bytes, a `VehicleState` and an ECU profile in, response
 bytes out. Unsupported services and PIDs get no answer to a functional request, as J1979
@@ -47,6 +49,7 @@ from firmware_sim.obd_pids import (
     with_bitmaps,
 )
 from firmware_sim.uds import PENDING, UdsIdentity, answer_uds, takes_time
+from firmware_sim.uds_server import IdleTarget, UdsServer
 
 __all__ = [
     "DEFAULT_VIN",
@@ -98,6 +101,7 @@ class EcuProfile:
     cvn: bytes
     identity: UdsIdentity
     reports_dtcs: bool
+    changes_things: bool = False  # sessions, security, writes, reset: `uds_server`
     mode01: frozenset[int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -119,8 +123,19 @@ ENGINE: Final = EcuProfile(
     ecu_name="ECM\x00-EngineControl",
     calibration_id="HWB-ECM-0417",
     cvn=bytes.fromhex("1A2B3C4D"),
-    identity=UdsIdentity("HWB ECM 2.0 MHEV", "ECM0000817", "HWB-0417-ECM", "4.1.7", "hwbridge-sim"),
+    identity=UdsIdentity(
+        "HWB ECM 2.0 MHEV",
+        "ECM0000817",
+        "HWB-0417-ECM",
+        "4.1.7",
+        "hwbridge-sim",
+        hardware_number="HWB-0417-H02",
+        hardware_version="H02",
+        boot_software="HWB-BOOT-2.3.1",
+        odx_file="HWB_ECM_0417.pdx",
+    ),
     reports_dtcs=True,
+    changes_things=True,
 )
 TRANSMISSION: Final = EcuProfile(
     name="transmission",
@@ -131,7 +146,17 @@ TRANSMISSION: Final = EcuProfile(
     ecu_name="TCM\x00-TransmissionCtl",
     calibration_id="HWB-TCM-0206",
     cvn=bytes.fromhex("5E6F7A8B"),
-    identity=UdsIdentity("HWB 6AT", "TCM0000817", "HWB-0206-TCM", "2.0.6", "hwbridge-sim"),
+    identity=UdsIdentity(
+        "HWB 6AT",
+        "TCM0000817",
+        "HWB-0206-TCM",
+        "2.0.6",
+        "hwbridge-sim",
+        hardware_number="HWB-0206-H01",
+        hardware_version="H01",
+        boot_software="HWB-BOOT-1.4.0",
+        odx_file="HWB_TCM_0206.pdx",
+    ),
     reports_dtcs=False,
 )
 ECUS: Final = (ENGINE, TRANSMISSION)
@@ -381,6 +406,15 @@ class ObdResponder:
             for link in (_EcuLink(ecu, ext, bus, clock) for ecu in ecus)
         }
         self._extended = frozenset(extended)
+        idle = source if isinstance(source, IdleTarget) else None
+        self.servers = {
+            ecu.name: UdsServer(
+                clock=clock, identity=ecu.identity, vin=self.vin, pids=ecu.pids, idle=idle
+            )
+            for ecu in {link.ecu.name: link.ecu for link in self._links.values()}.values()
+            if ecu.changes_things
+        }
+        """The ECUs that keep diagnostic state (the engine), by name."""
 
     def start(self) -> None:
         if self._thread is not None:
@@ -458,8 +492,7 @@ class ObdResponder:
                 continue
             if now >= work.done:
                 link.work = None
-                state = self.source.state
-                response = answer(work.request, state, vin=self.vin, functional=False, ecu=link.ecu)
+                response = self._respond(link, work.request, functional=False)
                 if response is not None:
                     self._send(link, response)
             elif now >= work.next_pending:
@@ -473,12 +506,12 @@ class ObdResponder:
             physical.layer.send(bytes([0x7F, request[0], _BUSY]))
             physical.layer.process()
             return
-        if physical is not None and takes_time(request):
+        server = self.servers.get(physical.ecu.name) if physical is not None else None
+        if physical is not None and takes_time(request) and not (server and server.rebooting()):
             now = time.monotonic()
             physical.work = _Work(request, now, now + self.routine_s)
             self._work_on([physical])  # the first "response pending" goes out now
             return
-        state = self.source.state
         targets = (
             [physical]
             if physical is not None
@@ -486,15 +519,26 @@ class ObdResponder:
         )
         cleared = False
         for link in targets:
-            response = answer(
-                request, state, vin=self.vin, functional=physical is None, ecu=link.ecu
-            )
+            response = self._respond(link, request, functional=physical is None)
             if response is None:
                 continue
             if request[0] == 0x04 and response[0] == 0x44 and not cleared:
                 self.source.clear_dtcs()
                 cleared = True
             self._send(link, response)
+
+    def _respond(self, link: _EcuLink, request: bytes, functional: bool) -> bytes | None:
+        """What `link`'s ECU answers to `request`: its UDS server's answer if it keeps
+        diagnostic state, else the stateless one."""
+        state = self.source.state
+
+        def read_only() -> bytes | None:
+            return answer(request, state, vin=self.vin, functional=functional, ecu=link.ecu)
+
+        server = self.servers.get(link.ecu.name)
+        if server is None:
+            return read_only()
+        return server.answer(request, state, functional, read_only)
 
     def _send(self, link: _EcuLink, response: bytes) -> None:
         if self.stalled and len(response) > 7:

@@ -439,6 +439,11 @@ class VirtualVehicle:
         with self._lock:
             self._model.set_gear(lever)
 
+    def set_idle_rpm(self, rpm: float) -> None:
+        """The engine's idle speed target (what the engine ECU's DID 0x0101 writes)."""
+        with self._lock:
+            self._model.set_idle_rpm(rpm)
+
     def pause_driving(self) -> None:
         """Stop the drive cycle: throttle released, the vehicle coasts."""
         with self._lock:
