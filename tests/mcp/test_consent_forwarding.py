@@ -7,9 +7,13 @@ ask sends nothing. Frames are counted by a listener on the simulator's bus."""
 
 from __future__ import annotations
 
+import json
 import sys
+import threading
 import time
+import unicodedata
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -19,10 +23,10 @@ from hypothesis import strategies as st
 from mcp import Client, types
 
 import can
-from hwbridge import Orchestrator
+from hwbridge import CanDriver, Orchestrator, SendPolicy
 from hwbridge.mcp import McpToolDriver, build_server
 from hwbridge.mcp.consent import binding
-from hwbridge.mcp.questions import Sealed, StateSeal
+from hwbridge.mcp.questions import MAX_QUESTIONS, Sealed, StateSeal, label, passable
 from tests.mcp.conftest import ROOT, text_of
 from tests.sim.test_cli import Sim, launch
 
@@ -115,7 +119,7 @@ def test_the_bench_question_reaches_the_person_and_accept_sends_once(
     assert len(asked) == 1
     # the bench's own question, said to be the bench's, with what would go out
     assert asked[0].startswith("bench1 (")
-    assert "asks:\nAn AI assistant asks to run send_message" in asked[0]
+    assert "asks:\n| An AI assistant asks to run send_message" in asked[0]
     assert '"CabinSetpoint": 22.5' in asked[0]
 
 
@@ -181,3 +185,162 @@ def test_a_state_opens_only_for_its_own_call_and_server() -> None:
 @given(st.text(max_size=300))
 def test_any_other_state_is_refused(state: str) -> None:
     assert StateSeal().open(state, binding("t", {})) is None
+
+
+# -- what an attack found (review of issue 36): each of these failed before ------------------
+
+
+@pytest.fixture
+def asking(tmp_path: Path) -> Iterator[tuple[McpToolDriver, Path]]:
+    """A bench that asks by `elicitation/create` mid-call (tests/mcp/asking_bench.py), with a
+    2 s call timeout, and the file it writes its presses to."""
+    log = tmp_path / "presses.log"
+    bench = McpToolDriver(
+        [sys.executable, str(ROOT / "tests" / "mcp" / "asking_bench.py"), str(log)],
+        label="bench1",
+        timeout_s=2,
+        connect_timeout_s=30,
+    )
+    yield bench, log
+    bench.close()
+
+
+def presses(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def ask_through(
+    bench: McpToolDriver, arguments: dict[str, Any], answer_after_s: float = 0.0
+) -> tuple[types.CallToolResult, list[str]]:
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        await anyio.sleep(answer_after_s)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    server = build_server(Orchestrator([bench], names="dotted"))
+
+    async def main() -> types.CallToolResult:
+        async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+            return await client.call_tool("bench1.press", arguments)
+
+    return anyio.run(main), asked
+
+
+def test_a_person_slower_than_the_call_timeout_still_decides(
+    asking: tuple[McpToolDriver, Path],
+) -> None:
+    """The call's 2 s stop while the person reads: a yes after 3 s presses (it failed with
+    REMOTE_TIMEOUT, "may have run", while nothing had been sent)."""
+    bench, log = asking
+    result, asked = ask_through(bench, {"tag": "slow"}, answer_after_s=3.0)
+    assert not result.is_error, text_of(result)
+    assert len(asked) == 1 and presses(log) == ["PRESS slow"]
+
+
+def test_a_bench_asking_on_and_on_gets_four_answers_at_most(
+    asking: tuple[McpToolDriver, Path],
+) -> None:
+    bench, log = asking
+    result, asked = ask_through(bench, {"tag": "many", "n": 12})
+    assert result.is_error and presses(log) == []
+    assert len(asked) == MAX_QUESTIONS
+
+
+def test_a_question_about_another_call_never_reaches_this_person(
+    asking: tuple[McpToolDriver, Path],
+) -> None:
+    """While A's person reads, a Python caller with no one to ask sends B to the same
+    bench: B's question must not be put to A's person (B was pressed on A's yes before)."""
+    bench, log = asking
+    farm = Orchestrator([bench], names="dotted")
+    asked: list[str] = []
+    b_result: list[Any] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        await anyio.sleep(1.5)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    def call_b() -> None:
+        time.sleep(0.5)
+        b_result.append(
+            farm.process_llm_response({"tool": "bench1.press", "arguments": {"tag": "B"}})
+        )
+
+    async def main() -> types.CallToolResult:
+        async with Client(build_server(farm), mode="legacy", elicitation_callback=answer) as c:
+            other = threading.Thread(target=call_b)
+            other.start()
+            try:
+                return await c.call_tool("bench1.press", {"tag": "A"})
+            finally:
+                await anyio.to_thread.run_sync(other.join)
+
+    result = anyio.run(main)
+    assert b_result[0].call_failed
+    assert "PRESS B" not in presses(log)
+    assert all("Press B" not in question for question in asked)
+    assert not result.is_error or "PRESS A" not in presses(log)  # A is never misreported
+
+
+def test_a_round_sent_again_sends_nothing(sim: Sim, listener: can.BusABC) -> None:
+    """A 2026-07-28 client that sends the last round of a consented call again (a retry, a
+    replay) is asked again: one yes, one frame (three replays sent three more before)."""
+    channel_bus = bus_of(sim)
+    driver = CanDriver.from_dbc(
+        ROOT / "dbc" / "demo_vehicle.dbc",
+        bus=channel_bus,
+        policy=SendPolicy(allow_messages=["ClimateCommand"]),
+    )
+    server = build_server(driver, consent=True)
+    yes = types.ElicitResult(action="accept", content={"approve": True})
+
+    async def never(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        raise AssertionError("the rounds are driven by hand here")
+
+    async def main() -> list[Any]:
+        async with Client(server, mode="2026-07-28", elicitation_callback=never) as client:
+            first = await client.session.call_tool("send_message", SEND, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            answers = {key: yes.model_dump() for key in first.input_requests or {}}
+            rounds = []
+            for _ in range(3):  # the answered round, then the same round twice again
+                rounds.append(
+                    await client.session.call_tool(
+                        "send_message",
+                        SEND,
+                        allow_input_required=True,
+                        input_responses=answers,
+                        request_state=first.request_state,
+                    )
+                )
+            return rounds
+
+    try:
+        answered, *replays = anyio.run(main)
+    finally:
+        driver.close()
+    assert isinstance(answered, types.CallToolResult) and not answered.is_error
+    assert all(isinstance(r, types.InputRequiredResult) for r in replays)
+    assert sent(listener) == 1
+
+
+@given(st.text(max_size=400))
+def test_a_bench_question_is_plain_and_marked_as_the_bench_s(message: str) -> None:
+    shown = label("bench1 (http://bench)", message)
+    head, *lines = shown.split("\n")
+    assert head == "bench1 (http://bench) asks:"
+    assert all(line.startswith("| ") for line in lines)
+    assert not any(unicodedata.category(c) in ("Cc", "Cf") for c in shown.replace("\n", ""))
+
+
+def test_a_bench_form_is_plain_too() -> None:
+    form = {"type": "object", "title": "\x1b[1mverified\u202e", "properties": {
+        "approve": {"type": "boolean", "title": "tick \x07" + "x" * 1000}}}  # fmt: skip
+    shown = passable(form)
+    assert shown is not None
+    text = json.dumps(shown, ensure_ascii=False)
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text
+    assert len(shown["properties"]["approve"]["title"]) <= 300

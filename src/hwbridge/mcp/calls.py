@@ -105,11 +105,20 @@ class CallHandler:
         approved = False
         changes_state = self.driver.changes_state(calls[:1])
         bound = binding(calls[0].tool, calls[0].arguments)
+        # the state this server handed back a round ago: opened once, for this very call
         sealed = self._seal.open(params.request_state, bound) if changes_state else None
         if sealed is not None and sealed.approved:  # the person said yes a round ago
             approved = True
         elif self.consent and changes_state:  # asked before a slot is held
-            verdict = await ask_consent(ctx, self.driver, calls[0], params, self.consent_timeout_s)
+            verdict = await ask_consent(
+                ctx,
+                self.driver,
+                calls[0],
+                params,
+                self.consent_timeout_s,
+                seal=self._seal,
+                sealed=sealed,
+            )
             if isinstance(verdict, types.InputRequiredResult):
                 return verdict
             if not verdict.approved:
@@ -184,11 +193,11 @@ class CallHandler:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """A bench's questions, as this server's `input_required` result."""
         assert questions.pending is not None
-        asked = relayed(questions.pending_from, questions.pending)
+        asked, why = relayed(questions.pending_from, questions.pending)
         if asked is None:
             return error_result(
-                f"REMOTE_UNSUPPORTED: {questions.pending_from[:120]} asked something that "
-                "cannot be passed on to you (only forms are); nothing was sent."
+                f"REMOTE_UNSUPPORTED: {questions.pending_from[:120]} {why}, which cannot be "
+                "passed on to you; nothing was sent."
             )
         state = self._seal.seal(bound, Sealed(approved, questions.pending.request_state))
         return types.InputRequiredResult(input_requests=asked, request_state=state)

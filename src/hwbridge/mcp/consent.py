@@ -30,6 +30,7 @@ from mcp.server import ServerRequestContext
 
 from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import ToolCall
+from hwbridge.mcp.questions import Sealed, StateSeal
 
 __all__ = [
     "CONSENT_TIMEOUT_S",
@@ -122,20 +123,26 @@ async def ask_consent(
     call: ToolCall,
     params: types.CallToolRequestParams,
     timeout_s: float = CONSENT_TIMEOUT_S,
+    *,
+    seal: StateSeal,
+    sealed: Sealed | None = None,
 ) -> Verdict | types.InputRequiredResult:
-    """The person's answer for `call`, or the `input_required` result that asks for it."""
+    """The person's answer for `call`, or the `input_required` result that asks for it.
+    On a 2026-07-28 connection the question's request_state is sealed by `seal` (single use,
+    bound to the call): an answer counts only in the round right after this server asked
+    for it (`sealed`, the state the call came back with, opened), never twice."""
     name = call.tool
     if not can_elicit(ctx):
         return Verdict(
             False,
             f"this MCP client cannot ask its user (it does not support elicitation), and "
-            f"{name} needs the user's consent: nothing was sent",
+            f"{name} needs the user's consent",
         )
     question = question_text(driver, call)
     if ctx.protocol_version >= MRTR_VERSION:
         answer = (params.input_responses or {}).get(_KEY)
-        state = binding(name, call.arguments)
-        if answer is None or params.request_state != state:  # asked for another call
+        if answer is None or sealed is None:  # not asked, or asked for another call or round
+            state = seal.seal(binding(name, call.arguments), Sealed(False, None))
             return types.InputRequiredResult(
                 input_requests={
                     _KEY: types.ElicitRequest(

@@ -32,6 +32,10 @@ import hmac
 import json
 import re
 import secrets
+import threading
+import time
+import unicodedata
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -41,6 +45,7 @@ from mcp import types
 
 __all__ = [
     "BENCH_KEY_PREFIX",
+    "MAX_QUESTIONS",
     "MAX_QUESTION_CHARS",
     "QUESTIONS",
     "Questions",
@@ -54,7 +59,15 @@ MAX_QUESTION_CHARS: Final = 1500
 MAX_SCHEMA_BYTES: Final = 4096
 """A bench's form (its requested schema) is passed on only up to this size."""
 MAX_QUESTIONS: Final = 4
-"""At most this many questions of one `input_required` round are passed on."""
+"""At most this many questions about one call are passed on (a round, or one call's
+questions asked mid-call); the next is refused."""
+MAX_FORM_TEXT: Final = 300
+"""A bench's form's titles and descriptions are cut to this length."""
+MAX_BENCH_STATE: Final = 16_384
+"""A bench's request_state is handed back only up to this size (characters)."""
+STATE_TTL_S: Final = 600.0
+"""A sealed state opens within this long after it was handed out, once."""
+_MAX_ISSUED = 4096  # sealed states outstanding at once (the oldest are forgotten first)
 BENCH_KEY_PREFIX: Final = "bench:"
 """A bench's question keys, as this server's client sees them (apart from its own)."""
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -78,6 +91,7 @@ class Questions:
     state: str | None = None
     pending: types.InputRequiredResult | None = None
     pending_from: str = ""  # the bench that asked, as messages name it
+    asked: int = 0  # questions put to the person for this call
 
     @property
     def can_ask(self) -> bool:
@@ -87,6 +101,9 @@ class Questions:
         """The person's answer to a bench's question, from any event loop; a question that
         cannot be passed on, or no answer within `timeout_s`, is a refusal (`cancel`)."""
         if not self.can_ask or not isinstance(params, types.ElicitRequestFormParams):
+            return types.ElicitResult(action="cancel")
+        self.asked += 1
+        if self.asked > MAX_QUESTIONS:  # a bench asking on and on gets no more answers
             return types.ElicitResult(action="cancel")
         schema = passable(params.requested_schema)
         if schema is None:
@@ -105,48 +122,72 @@ QUESTIONS: ContextVar[Questions | None] = ContextVar("hwbridge_mcp_questions", d
 """The questions of the call being served (set by the call handler for its execution)."""
 
 
+def plain(text: str, limit: int) -> str:
+    """A bench's text as a person may read it: no control character, no bidirectional or
+    other format character (which could make it read as something else), at most `limit`
+    characters."""
+    text = "".join(
+        " " if unicodedata.category(c) in ("Cc", "Cf") and c != "\n" else c for c in text
+    )
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def label(bench: str, message: str) -> str:
-    """A bench's question as the person reads it: said to be the bench's, bounded, with no
-    control character."""
-    text = _CONTROL.sub(" ", message)
-    if len(text) > MAX_QUESTION_CHARS:
-        text = text[: MAX_QUESTION_CHARS - 3] + "..."
-    return f"{bench[:120]} asks:\n{text}"
+    """A bench's question as the person reads it: said to be the bench's, every line of it
+    marked as the bench's (so none can pass for this server's), bounded, plain."""
+    lines = plain(message, MAX_QUESTION_CHARS).splitlines() or [""]
+    return f"{plain(bench, 120)} asks:\n" + "\n".join(f"| {line}" for line in lines)
 
 
 def passable(schema: Any) -> dict[str, Any] | None:
-    """A bench's form as it may be passed on: a JSON object of at most MAX_SCHEMA_BYTES."""
+    """A bench's form as it may be passed on: a JSON object of at most MAX_SCHEMA_BYTES,
+    every text in it plain and cut to MAX_FORM_TEXT characters."""
     try:
         shown = json.dumps(schema, sort_keys=True)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
     if not isinstance(schema, dict) or len(shown.encode()) > MAX_SCHEMA_BYTES:
         return None
-    return dict(schema)
+    cleaned = _plain_texts(schema)
+    return cleaned if isinstance(cleaned, dict) else None
 
 
-def relayed(bench: str, asked: types.InputRequiredResult) -> dict[str, Any] | None:
-    """A bench's `input_required` questions as this server's (keys prefixed), or None when
-    one of them cannot be passed on (not a form, too many, too large)."""
+def _plain_texts(value: Any) -> Any:
+    if isinstance(value, str):
+        return plain(value, MAX_FORM_TEXT)
+    if isinstance(value, dict):
+        return {plain(str(k), MAX_FORM_TEXT): _plain_texts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain_texts(v) for v in value]
+    return value
+
+
+def relayed(bench: str, asked: types.InputRequiredResult) -> tuple[dict[str, Any] | None, str]:
+    """A bench's `input_required` questions as this server's (keys prefixed), or None and
+    why they cannot be passed on (not forms, too many, too large)."""
     requests = asked.input_requests or {}
-    if not requests or len(requests) > MAX_QUESTIONS:
-        return None
+    if not requests:
+        return None, "asked for another round without a question"
+    if len(requests) > MAX_QUESTIONS:
+        return None, f"asked {len(requests)} questions at once (at most {MAX_QUESTIONS})"
+    if len(asked.request_state or "") > MAX_BENCH_STATE:
+        return None, f"handed back a state of more than {MAX_BENCH_STATE:,} characters"
     out: dict[str, Any] = {}
     for key, request in requests.items():
         params = getattr(request, "params", None)
         if not isinstance(request, types.ElicitRequest) or not isinstance(
             params, types.ElicitRequestFormParams
         ):
-            return None
+            return None, "asked for something that is not a form"
         schema = passable(params.requested_schema)
         if schema is None or len(key) > 200:
-            return None
+            return None, "asked with a form too large to pass on"
         out[BENCH_KEY_PREFIX + key] = types.ElicitRequest(
             params=types.ElicitRequestFormParams(
                 message=label(bench, params.message), requested_schema=schema
             )
         )
-    return out
+    return out, ""
 
 
 def bench_answers(responses: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -171,31 +212,44 @@ class Sealed:
 
 class StateSeal:
     """The request_state this server hands its client: the call's binding (see
-    `hwbridge.mcp.consent.binding`), what was settled, and an HMAC with a key made at
-    start: `open` gives it back only for the same call and only as this server wrote it."""
+    `hwbridge.mcp.consent.binding`), what was settled, a nonce, and an HMAC with a key made
+    at start. `open` gives it back only for the same call, only as this server wrote it,
+    only within STATE_TTL_S, and only once: a client that sends a round again (a retry, a
+    replay) gets a new question, never a second send on one answer."""
 
     def __init__(self) -> None:
         self._key = secrets.token_bytes(32)
+        self._issued: OrderedDict[str, float] = OrderedDict()  # nonce: when it was handed out
+        self._lock = threading.Lock()
 
     def seal(self, binding: str, sealed: Sealed) -> str:
+        nonce = secrets.token_hex(16)
+        with self._lock:
+            self._issued[nonce] = time.monotonic()
+            while len(self._issued) > _MAX_ISSUED:
+                self._issued.popitem(last=False)
         body = base64.urlsafe_b64encode(
-            json.dumps([binding, sealed.approved, sealed.bench_state]).encode()
+            json.dumps([binding, sealed.approved, sealed.bench_state, nonce]).encode()
         ).decode()
         return f"{body}.{self._mac(body)}"
 
     def open(self, state: str | None, binding: str) -> Sealed | None:
-        if not state or "." not in state or len(state) > 65_536:
+        if not state or "." not in state or len(state) > 4 * MAX_BENCH_STATE:
             return None
         body, _, mac = state.rpartition(".")
         if not hmac.compare_digest(mac.encode(), self._mac(body).encode()):  # any text
             return None
         try:
-            bound, approved, bench_state = json.loads(base64.urlsafe_b64decode(body))
+            bound, approved, bench_state, nonce = json.loads(base64.urlsafe_b64decode(body))
         except (ValueError, TypeError, binascii.Error):
             return None
-        if bound != binding or not isinstance(approved, bool):
+        if bound != binding or not isinstance(approved, bool) or not isinstance(nonce, str):
             return None
         if bench_state is not None and not isinstance(bench_state, str):
+            return None
+        with self._lock:  # once, and in time
+            issued = self._issued.pop(nonce, None)
+        if issued is None or time.monotonic() - issued > STATE_TTL_S:
             return None
         return Sealed(approved, bench_state)
 

@@ -55,7 +55,7 @@ from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, is_tool_name
 from hwbridge.core.orchestrator import label_problem
 from hwbridge.core.prompts import PromptStrategy
-from hwbridge.mcp.questions import QUESTIONS, Questions
+from hwbridge.mcp.questions import MAX_QUESTIONS, QUESTIONS, Questions
 from hwbridge.mcp.remote_http import MAX_ANSWER_BYTES, answer_too_large
 from hwbridge.mcp.remote_link import InputRequired, RemoteLink, Target, describe
 from hwbridge.mcp.remote_listing import Listed
@@ -263,14 +263,10 @@ class McpToolDriver(HybridDriver):
         changes_state = not tool.read_only
         limit = self._limit(arguments)
         sink = PROGRESS.get()
+        questions = QUESTIONS.get() if changes_state else None
         future = self._link.submit(
             self._call(
-                tool_name,
-                arguments,
-                limit,
-                _progress(sink),
-                changes_state,
-                questions=QUESTIONS.get(),
+                tool_name, arguments, limit, _progress(sink), changes_state, questions=questions
             )
         )
         job = CURRENT_JOB.get()
@@ -280,7 +276,7 @@ class McpToolDriver(HybridDriver):
             else None
         )
         try:
-            result = future.result(limit + self.connect_timeout_s + 2)
+            result = future.result(limit + self.connect_timeout_s + 2 + _reading_time(questions))
         except concurrent.futures.TimeoutError:  # a backstop: the SDK's own timeout is first
             future.cancel()
             raise timed_out(self.where, limit, changes_state=changes_state) from None
@@ -507,6 +503,13 @@ def _target(
 
 def _cancel(future: concurrent.futures.Future[Any]) -> None:
     future.cancel()
+
+
+def _reading_time(questions: Questions | None) -> float:
+    """How long the person may take over a call's questions, beyond the call's own time."""
+    if questions is None or not questions.can_ask:
+        return 0.0
+    return MAX_QUESTIONS * questions.timeout_s
 
 
 def _progress(sink: ProgressSink | None) -> ProgressFnT | None:

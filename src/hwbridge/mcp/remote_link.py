@@ -166,6 +166,7 @@ class RemoteLink:
         self.tools: tuple[types.Tool, ...] = ()  # the newest listing read, as it was kept
         self._held: _Held | None = None
         self._asking: list[_Asking] = []  # calls in flight whose questions go to a person
+        self._in_flight = 0  # calls in flight, reads and changes
         self._holders: dict[asyncio.Task[None], _Holder] = {}
         self._connecting: asyncio.Future[_Held] | None = None
         self._failed_at = -float("inf")
@@ -516,20 +517,36 @@ class RemoteLink:
         of a second round, unless `questions` can put the server's questions to the person
         (then each round carries the person's answers) or hand them back (`relay`: the round
         is left in `questions.pending`)."""
+        self._in_flight += 1  # a server's question can only be told apart with one in flight
+        try:
+            if not changes_state:
+                client = await self.client()
+                self.calls += 1
+                async with asyncio.timeout(timeout_s):
+                    return await client.call_tool(
+                        name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
+                    )
+            return await self._change(name, arguments, timeout_s, progress, questions)
+        finally:
+            self._in_flight -= 1
+
+    async def _change(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        progress: ProgressFnT | None,
+        questions: Questions | None,
+    ) -> types.CallToolResult:
         client = await self.client()
         self.calls += 1
-        if not changes_state:
-            async with asyncio.timeout(timeout_s):
-                return await client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout_s, progress_callback=progress
-                )
         if questions is not None and questions.can_ask and not questions.relay:
             asking = _Asking(questions)
             self._asking.append(asking)
             try:
                 async with asyncio.timeout(timeout_s) as asking.deadline:
                     # rounds answered by the person through `_elicited`: no read timeout of
-                    # its own, the deadline (moved on by the person's time) bounds them all
+                    # its own, the deadline (stopped while the person reads) bounds them all
                     return await client.call_tool(name, arguments, progress_callback=progress)
             finally:
                 self._asking.remove(asking)
@@ -556,18 +573,24 @@ class RemoteLink:
         """The server asks its client's user (either way a server asks): passed on to the
         person of the one call in flight that can ask, or refused when there is none (or
         more than one, which the question cannot be told apart for)."""
-        if len(self._asking) != 1:
+        if len(self._asking) != 1 or self._in_flight != 1:
             return types.ErrorData(
-                code=INVALID_REQUEST, message="no one can be asked about this call here"
+                code=INVALID_REQUEST,
+                message="no one can be asked about this call here (the question cannot be "
+                "told to be about one call: ask again when no other call is in flight)",
             )
         asking = self._asking[0]
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        answer = await asking.questions.ask(self.where, params)
         deadline = asking.deadline
+        left = None
+        loop = asyncio.get_running_loop()
         if deadline is not None and deadline.when() is not None:
-            deadline.reschedule(cast(float, deadline.when()) + loop.time() - started)
-        return answer
+            left = max(0.0, cast(float, deadline.when()) - loop.time())
+            deadline.reschedule(None)  # the call's time stops while the person reads
+        try:
+            return await asking.questions.ask(self.where, params)  # bounded: its own timeout
+        finally:
+            if deadline is not None and left is not None and not deadline.expired():
+                deadline.reschedule(loop.time() + left)
 
     async def read_resource(self, uri: str, timeout_s: float) -> types.ReadResourceResult:
         client = await self.client()
