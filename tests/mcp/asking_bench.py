@@ -81,3 +81,6 @@ for line in sys.stdin:
         threading.Thread(target=press, args=(message["id"], arguments), daemon=True).start()
     elif method == "ping":
         send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+    elif method is not None and "id" in message:  # a newer request (server/discover, ...)
+        missing = {"code": -32601, "message": f"{method} is not known here"}
+        send({"jsonrpc": "2.0", "id": message["id"], "error": missing})
