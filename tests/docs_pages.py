@@ -16,13 +16,17 @@ A page is README.md or a Markdown file of docs/. Its code blocks are what the te
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from tests.shared_data import SHARED
 
@@ -154,19 +158,65 @@ def environment() -> dict[str, str]:
 
 
 def run_python(code: str, cwd: Path = ROOT, timeout: float = 90) -> str:
-    """Run `code` in a fresh interpreter; its stdout. Fails the test on a non-zero exit."""
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=False,
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env=environment(),
-        stdin=subprocess.DEVNULL,
-    )
-    assert out.returncode == 0, f"exit {out.returncode}\n{out.stderr[-3000:]}"
-    return out.stdout
+    """Run `code` as `python -c` would, in a process of its own; its stdout. Fails the test
+    on a non-zero exit. The process is forked from a warm interpreter (tests/docs_runner.py)
+    that has the packages imported already."""
+    out = _warm().run(code, cwd, timeout)
+    assert out["rc"] == 0, f"exit {out['rc']}\n{out['err'][-3000:]}"
+    return str(out["out"])
+
+
+class _Runner:
+    """This test process's warm interpreter (tests/docs_runner.py), started on first use."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._process: subprocess.Popen[str] | None = None
+
+    def run(self, code: str, cwd: Path, timeout: float) -> dict[str, Any]:
+        with self._lock:
+            process = self._started()
+            assert process.stdin is not None and process.stdout is not None
+            request = {"code": code, "cwd": str(cwd), "timeout": timeout}
+            process.stdin.write(json.dumps(request) + "\n")
+            process.stdin.flush()
+            answer = process.stdout.readline()
+            if not answer:
+                self._process = None
+                raise AssertionError(f"the docs runner ended: exit {process.wait(10)}")
+            result: dict[str, Any] = json.loads(answer)
+            return result
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.docs_runner"],
+            cwd=ROOT,
+            env=environment(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert process.stdout is not None
+        ready = process.stdout.readline()
+        assert ready == "ready\n", f"the docs runner did not start: {ready!r}"
+        self._process = process
+        atexit.register(_stop, process)
+        return process
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait(10)
+
+
+_RUNNER = _Runner()
+
+
+def _warm() -> _Runner:
+    return _RUNNER
 
 
 def command_lines(code: str) -> list[str]:
