@@ -304,7 +304,7 @@ def test_a_round_sent_again_sends_nothing(sim: Sim, listener: can.BusABC) -> Non
         async with Client(server, mode="2026-07-28", elicitation_callback=never) as client:
             first = await client.session.call_tool("send_message", SEND, allow_input_required=True)
             assert isinstance(first, types.InputRequiredResult)
-            answers: dict[str, Any] = {key: yes for key in first.input_requests or {}}
+            answers: dict[str, Any] = dict.fromkeys(first.input_requests or {}, yes)
             rounds = []
             for _ in range(3):  # the answered round, then the same round twice again
                 rounds.append(
