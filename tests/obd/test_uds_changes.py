@@ -363,3 +363,19 @@ def test_a_cancelled_scan_stops_within_the_frame_budget(bench: Bench) -> None:
     assert took < 2.0
     # the policy's 10 frames a second: a burst of 10, then 10 a second; never 256 at once
     assert 10 <= result["asked"] <= 10 + 10 * took
+
+
+def test_the_same_tools_over_an_elm327(bench: Bench) -> None:
+    from tests.obd.conftest import patient_elm
+
+    with patient_elm(bench.channel) as elm:
+        driver = ObdDriver.from_elm327(elm.port_name, allowing(), security_key=demo_key)
+        with driver:
+            run(driver, "uds_session", ecu="engine", session="extended")
+            unlocked = run(driver, "uds_unlock", ecu="engine", level=1)
+            assert unlocked.call_executed and unlocked.tool_call_result["unlocked"] is True
+            written = run(driver, "uds_write_did", ecu="engine", did="0101", value="0384")
+            assert written.tool_call_result["written"] is True
+            read = run(driver, "uds_read_did", ecu="engine", did="0101").tool_call_result
+            assert read["raw"] == "03 84"
+        assert bench.requests()[-1] == b"\x10\x01"  # closing returned it to the default session

@@ -40,7 +40,6 @@ TESTER_PRESENT: Final = b"\x3e\x80"
 _TO_DEFAULT: Final = b"\x10\x01"
 _ACTIVE_SESSION_DID: Final = b"\x22\xf1\x86"
 _NOT_IN_SESSION: Final = frozenset({0x7E, 0x7F})
-_QUIET_S: Final = 0.1  # how long a suppressed tester present waits for a negative answer
 
 
 def session_name(session: int) -> str:
@@ -210,7 +209,8 @@ class SessionKeeper:
 
     def _keep(self, ecu: Ecu) -> None:
         try:
-            replies = self.adapter.request(TESTER_PRESENT, ecu=ecu, timeout_s=_QUIET_S)
+            wait = self.adapter.suppressed_wait_s
+            replies = self.adapter.request(TESTER_PRESENT, ecu=ecu, timeout_s=wait)
         except ToolError as exc:  # not sent, or the adapter failed: S3 decides
             log.warning("tester present to the %s ECU failed: %s", ecu.name, exc.code)
             return
