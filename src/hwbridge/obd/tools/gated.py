@@ -111,11 +111,6 @@ class GatedRequests:
         self.policy = policy
         self.timeout_s = timeout_s
 
-    def judged(self, ecu: Ecu, payload: bytes, *, tool: str) -> ServiceRequest | None:
-        """The request the policy judges for `payload`, or None when it only reads."""
-        service = policy_service(payload)
-        return None if service is None else ServiceRequest(service, payload, ecu.name, tool)
-
     def send(self, ecu: Ecu, payload: bytes, *, tool: str, secret_from: int | None = None) -> Sent:
         """Judge `payload` (unless it only reads), then send it; a dry run judges only.
         `secret_from`: where a secret starts in it (a key), kept out of the audit line."""
