@@ -70,7 +70,7 @@ def test_read_tools_are_marked_read_only_and_bounded(open_driver: Opener) -> Non
     driver = open_driver(SendPolicy(allow_services=["obd_clear_dtcs"]))
     flags = {t.name: t.read_only for t in driver.list_tools()}
     assert flags.pop("obd_clear_dtcs") is False and flags.pop("uds_request") is False
-    assert all(flags.values()) and len(flags) == 8
+    assert all(flags.values()) and len(flags) == 9  # uds_scan_dids only reads
     too_many = run(driver, "obd_read", pids=["RPM"] * 25)
     assert too_many.call_failed and too_many.call_detail is not None
     assert too_many.call_detail.startswith("INVALID_ARGUMENTS")

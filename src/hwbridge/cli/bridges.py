@@ -28,6 +28,7 @@ from hwbridge.cli.options import (
     open_driver,
     resolve_allow,
 )
+from hwbridge.cli.security_key import load_security_key
 from hwbridge.cli.serial_cli import add_serial_options, open_serial_driver, resolve_spec
 
 if TYPE_CHECKING:
@@ -77,6 +78,14 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
         help="also vehicle diagnostics (OBD-II, read-only UDS): over ISO-TP on a CAN bus "
         "(any --bus form; the value of --bus shares its connection) or through an ELM327 on "
         "a serial port (/dev/ttyUSB0, COM3, socket://HOST:PORT)",
+    )
+    parser.add_argument(
+        "--security-key",
+        metavar="MODULE:FUNCTION",
+        help="with --obd: your own SecurityAccess key function, key(seed: bytes, level: int, "
+        "ecu: str) -> bytes, as MODULE:FUNCTION or FILE.py:FUNCTION; it lets uds_unlock unlock "
+        "an ECU (when the policy allows uds_0x27). hwbridge ships none, and never shows the "
+        "function, a seed or a key to the model",
     )
     parser.add_argument(
         "--j1939",
@@ -192,6 +201,8 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
     j1939 = args.j1939 is not None
     diagnostics = obd or j1939
     services = [_service(name, "--allow-service") for name in getattr(args, "allow_service", [])]
+    if getattr(args, "security_key", None) and not obd:
+        raise CliError("--security-key needs --obd BUS_OR_PORT: it unlocks diagnostic ECUs")
     if services and not diagnostics:
         raise CliError(
             "--allow-service needs --obd BUS_OR_PORT or --j1939 BUS: no diagnostics are served"
@@ -285,12 +296,14 @@ def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriv
     from hwbridge.obd import ObdDriver
 
     target: str = args.obd
+    given = getattr(args, "security_key", None)
+    key = load_security_key(given) if given else None
     try:
         if can is not None and target == args.bus:
-            return ObdDriver.from_can(can, policy)  # one connection for both
+            return ObdDriver.from_can(can, policy, security_key=key)  # one connection for both
         if is_serial_port(target):
-            return ObdDriver.from_elm327(target, policy)
-        return ObdDriver.from_can(bus=target, policy=policy)
+            return ObdDriver.from_elm327(target, policy, security_key=key)
+        return ObdDriver.from_can(bus=target, policy=policy, security_key=key)
     except ToolError as exc:
         raise CliError(
             f"--obd {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME

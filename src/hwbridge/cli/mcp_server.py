@@ -35,6 +35,7 @@ from hwbridge.cli.console import json_text
 from hwbridge.cli.errors import EXIT_OK, EXIT_RUNTIME, EXIT_USAGE, CliError, one_line
 from hwbridge.cli.options import add_bitrate_option, add_driver_options
 from hwbridge.cli.remotes import add_remote_options, local_named, open_remotes, remote_words
+from hwbridge.cli.security_key import load_security_key, security_key_words
 from hwbridge.cli.serial_cli import resolve_spec
 
 if TYPE_CHECKING:
@@ -313,6 +314,9 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
         words += ["--j1939", args.j1939 if args.j1939 == args.bus else _absolute_bus(args.j1939)]
     if given.services:
         words += ["--allow-service", *given.services]
+    if args.security_key:
+        load_security_key(args.security_key)  # a typo fails here, not in the client
+        words += security_key_words(args.security_key)
     if args.exposure != "auto":
         words += ["--exposure", args.exposure]
     if args.model:

@@ -8,7 +8,10 @@
 
 The same tools over either adapter (spec section 4): ISO-TP on a CAN bus, or an ELM327 on a
 serial port. Read-only unless the send policy allows a service by name
-(`SendPolicy(allow_services=["obd_clear_dtcs"])`).
+(`SendPolicy(allow_services=["obd_clear_dtcs"])`); the tools that change an ECU (sessions,
+security access, writes, routines, resets) are offered only when the policy allows their
+service (`uds_0x10`, `uds_0x27`, `uds_0x2E`, `uds_0x31`, `uds_0x11`), and unlocking needs the
+user's own key function (`security_key`), which hwbridge never shows to the model.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, packs_dir
+from hwbridge.obd.tools.security_access import SecurityKey
 from hwbridge.obd.tools.texts import obd_texts
-from hwbridge.obd.tools.tool_driver import ObdToolDriver
+from hwbridge.obd.tools.tool_driver import CHANGING_TOOLS, ObdToolDriver
 from hwbridge.obd.transport.base import Addressing, ObdAdapter
 from hwbridge.obd.transport.isotp_adapter import IsoTpObdAdapter
 from hwbridge.policy import SendPolicy
@@ -66,12 +70,22 @@ class ObdDriver(HybridDriver, Closing):
         *,
         prompt_strategy: str | Path | PromptStrategy = "json",
         prompt_overrides: dict[str, Any] | str | Path | None = None,
+        security_key: SecurityKey | None = None,
+        tester_present_s: float = 2.0,
     ) -> None:
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         self.policy = policy or SendPolicy()
         self.adapter = adapter
+        if security_key is not None and not callable(security_key):
+            adapter.close()
+            raise TypeError("security_key is a function: key(seed: bytes, level: int, ecu: str)")
         try:
-            self.tool_driver = ObdToolDriver(adapter, self.policy)
+            self.tool_driver = ObdToolDriver(
+                adapter,
+                self.policy,
+                security_key=security_key,
+                tester_present_s=tester_present_s,
+            )
         except BaseException:
             adapter.close()
             raise
@@ -85,6 +99,8 @@ class ObdDriver(HybridDriver, Closing):
         addressing: Addressing = "auto",
         timeout_s: float = 1.0,
         prompt_strategy: str | Path | PromptStrategy = "json",
+        security_key: SecurityKey | None = None,
+        tester_present_s: float = 2.0,
     ) -> ObdDriver:
         """OBD-II over ISO 15765-4 on a CAN bus.
 
@@ -93,6 +109,8 @@ class ObdDriver(HybridDriver, Closing):
         `can.BusABC`), or a CanAdapter or CanDriver to share: the diagnostic requests then
         go over the same connection, and neither driver loses the other's frames.
         `addressing` is auto (11-bit ids, else 29-bit), 11bit or 29bit.
+        `security_key(seed, level, ecu) -> bytes` is your key function for `uds_unlock`;
+        `tester_present_s` how often an open session is kept (under S3, 5 s).
         """
         from hwbridge.can.driver import CanDriver
 
@@ -111,7 +129,13 @@ class ObdDriver(HybridDriver, Closing):
             if own:
                 can_adapter.close()
             raise
-        return cls(adapter, policy, prompt_strategy=prompt_strategy)
+        return cls(
+            adapter,
+            policy,
+            prompt_strategy=prompt_strategy,
+            security_key=security_key,
+            tester_present_s=tester_present_s,
+        )
 
     @classmethod
     def from_elm327(
@@ -123,44 +147,71 @@ class ObdDriver(HybridDriver, Closing):
         protocol: str = "0",
         timeout_s: float = 5.0,
         prompt_strategy: str | Path | PromptStrategy = "json",
+        security_key: SecurityKey | None = None,
+        tester_present_s: float = 2.0,
     ) -> ObdDriver:
         """OBD-II through an ELM327 (or compatible) interface on a serial port.
 
         `port` is a device path (`/dev/ttyUSB0`, `COM3`, a pty), a pyserial URL
         (`socket://HOST:PORT` for Wi-Fi adapters, `rfc2217://...`) or an open pyserial port.
         `protocol` is the ELM327 protocol: 0 searches automatically, 6-9 are the CAN ones.
+        `security_key` and `tester_present_s` as for `from_can`.
         """
         from hwbridge.obd.transport.elm327_adapter import Elm327Adapter
 
         adapter = Elm327Adapter.open(
             port, baudrate=baudrate, protocol=protocol, timeout_s=timeout_s
         )
-        return cls(adapter, policy, prompt_strategy=prompt_strategy)
+        return cls(
+            adapter,
+            policy,
+            prompt_strategy=prompt_strategy,
+            security_key=security_key,
+            tester_present_s=tester_present_s,
+        )
 
     # -- MCSToolDriver (delegated) ---------------------------------------------------------
 
+    def _hidden(self) -> dict[str, str]:
+        """The tools not offered, each with the service the policy does not allow (or
+        `security_key` when uds_unlock has no key function)."""
+        hidden = {
+            tool: service
+            for tool, service in {_CLEAR: _CLEAR, **CHANGING_TOOLS}.items()
+            if not self.policy.allows_service(service)
+        }
+        if "uds_unlock" not in hidden and not self.tool_driver.has_security_key:
+            hidden["uds_unlock"] = "security_key"
+        return hidden
+
     def list_tools(self) -> list[Tool]:
-        tools = self.tool_driver.list_tools()
-        if not self.policy.allows_service(_CLEAR):
-            tools = [t for t in tools if t.name != _CLEAR]
-        return tools
+        hidden = self._hidden()
+        return [t for t in self.tool_driver.list_tools() if t.name not in hidden]
 
     def execute_tool(self, tool_name: str, arguments: dict[str, Any]) -> Any:
         return self.tool_driver.execute_tool(tool_name, arguments)
 
     def refused_tools(self) -> Mapping[str, ToolError]:
-        """obd_clear_dtcs under a policy that does not allow it: a call fails with
-        SEND_NOT_ALLOWED (it is not offered to the LLM, and never passes through)."""
-        if self.policy.allows_service(_CLEAR):
-            return {}
+        """The tools not offered (obd_clear_dtcs and the tools that change an ECU under a
+        policy that does not allow their service; uds_unlock without a key function): a call
+        fails with SEND_NOT_ALLOWED or NO_SECURITY_KEY, and never passes through."""
         allowed = ", ".join(self.policy.describe()["allow_services"]) or "none (read-only)"
-        return {
-            _CLEAR: ToolError(
+        refused = {}
+        for tool, service in self._hidden().items():
+            if service == "security_key":
+                refused[tool] = ToolError(
+                    "NO_SECURITY_KEY",
+                    "No security key function was given to this driver, so no ECU can be "
+                    "unlocked; nothing was sent.",
+                )
+                continue
+            what = "Clearing trouble codes" if tool == _CLEAR else f"{tool} ({service})"
+            refused[tool] = ToolError(
                 "SEND_NOT_ALLOWED",
-                "Clearing trouble codes changes the vehicle's state and is not allowed by the "
-                f"send policy (services allowed: {allowed}); nothing was sent.",
+                f"{what} changes the vehicle's state and is not allowed by the send policy "
+                f"(services allowed: {allowed}); nothing was sent.",
             )
-        }
+        return refused
 
     # -- health and source (spec section 14) -----------------------------------------------
 
@@ -200,10 +251,21 @@ class ObdDriver(HybridDriver, Closing):
         allowed = self.policy.describe()["allow_services"]
         if not allowed:
             return guidance.read_only.strip()
-        return guidance.can_clear.format(allowed=", ".join(allowed)).strip()
+        text = guidance.can_clear.format(allowed=", ".join(allowed)).strip()
+        hidden = self._hidden()
+        offered = [tool for tool in CHANGING_TOOLS if tool not in hidden]
+        if offered:
+            text += "\n" + guidance.changes.format(tools=", ".join(offered)).strip()
+        if hidden.get("uds_unlock") == "security_key":
+            text += "\n" + guidance.no_security_key.strip()
+        return text
 
     # -- lifetime --------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the adapter (and the bus or port it opened); idempotent."""
-        self.adapter.close()
+        """Return the ECUs hwbridge put in a non-default session to the default session, then
+        release the adapter (and the bus or port it opened); idempotent."""
+        try:
+            self.tool_driver.close()
+        finally:
+            self.adapter.close()

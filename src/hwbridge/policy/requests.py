@@ -101,19 +101,30 @@ class CommandRequest:
 @dataclass(frozen=True, slots=True)
 class ServiceRequest:
     """One diagnostic service that changes an ECU's state or security: `service` is its
-    policy name (`obd_clear_dtcs`, `uds_0x2E`...), `data` the request bytes that go out."""
+    policy name (`obd_clear_dtcs`, `uds_0x2E`...), `data` the request bytes that go out.
+
+    `secret_from`: the bytes from that offset on are a secret (a SecurityAccess key): the
+    policy judges them like any others, but `describe()` and `repr()` (what a consent prompt,
+    the audit log and a log line show) say only "key sent"."""
 
     service: str
     data: bytes = b""
     ecu: str | None = None
     tool: str | None = None
+    secret_from: int | None = None
 
     def describe(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": "service", "service": self.service}
-        if self.data:
-            out["data"] = self.data.hex(" ").upper()
+        shown = self.data if self.secret_from is None else self.data[: self.secret_from]
+        if shown:
+            out["data"] = shown.hex(" ").upper()
+        if self.secret_from is not None:
+            out["secret"] = "key sent"
         if self.ecu:
             out["ecu"] = self.ecu
         if self.tool:
             out["tool"] = self.tool
         return out
+
+    def __repr__(self) -> str:
+        return f"ServiceRequest({self.describe()!r})"

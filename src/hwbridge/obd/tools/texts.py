@@ -13,13 +13,16 @@ __all__ = ["OBD_TOOLS", "ObdTexts", "obd_texts"]
 OBD_TOOLS = (
     "obd_supported_pids", "obd_read", "obd_monitor_status", "obd_read_dtcs",
     "obd_freeze_frame", "obd_vehicle_info", "obd_clear_dtcs", "uds_read_did",
-    "uds_read_dtcs", "uds_request",
+    "uds_read_dtcs", "uds_request", "uds_scan_dids", "uds_session", "uds_unlock",
+    "uds_write_did", "uds_routine", "uds_reset",
 )  # fmt: skip
 
 
 class Guidance(StrictTexts):
     read_only: str
     can_clear: str
+    changes: str
+    no_security_key: str
 
 
 class ObdTexts(ToolTexts):

@@ -115,6 +115,29 @@ class _AdapterConnection(BaseConnection):
             raise TimeoutException("no answer") from None  # type: ignore[no-untyped-call]
 
 
+def _raw_request(text: str) -> bytes:
+    """The bytes of a raw request a model wrote; INVALID_VALUE for what it may not send this
+    way (not hex, too long, an OBD-II mode, SecurityAccess: its seed and key stay out of the
+    conversation, so it goes through uds_unlock)."""
+    try:
+        payload = bytes.fromhex("".join(text.split()))
+    except ValueError:
+        raise ToolError("INVALID_VALUE", "request must be hex bytes, e.g. 22 F1 90.") from None
+    if not 1 <= len(payload) <= _MAX_REQUEST:
+        raise ToolError("INVALID_VALUE", f"A UDS request has 1 to {_MAX_REQUEST} bytes.")
+    if payload[0] < 0x10:
+        raise ToolError(
+            "INVALID_VALUE", "Services below 0x10 are OBD-II modes: use the obd_ tools."
+        )
+    if payload[0] == 0x27:
+        raise ToolError(
+            "INVALID_VALUE",
+            "SecurityAccess (0x27) goes through uds_unlock, which keeps the seed and the key "
+            "out of the conversation; nothing was sent.",
+        )
+    return payload
+
+
 def _status(byte: int) -> dict[str, Any]:
     return {
         "byte": f"0x{byte:02X}",
@@ -201,16 +224,7 @@ class UdsService:
         }
 
     def request(self, ecu: Ecu, text: str) -> dict[str, Any]:
-        try:
-            payload = bytes.fromhex("".join(text.split()))
-        except ValueError:
-            raise ToolError("INVALID_VALUE", "request must be hex bytes, e.g. 22 F1 90.") from None
-        if not 1 <= len(payload) <= _MAX_REQUEST:
-            raise ToolError("INVALID_VALUE", f"A UDS request has 1 to {_MAX_REQUEST} bytes.")
-        if payload[0] < 0x10:
-            raise ToolError(
-                "INVALID_VALUE", "Services below 0x10 are OBD-II modes: use the obd_ tools."
-            )
+        payload = _raw_request(text)
         service = policy_service(payload)
         if service is None:
             replies = self.adapter.request(payload, ecu=ecu, timeout_s=self.timeout_s)

@@ -107,6 +107,11 @@ class UnansweredRequest(ToolError):
 class ObdAdapter(Closing, ABC):
     """How requests reach the vehicle; one request at a time, safe to share between threads."""
 
+    suppressed_wait_s: float | None = None
+    """How long to wait for a negative answer to a request whose positive answer is
+    suppressed (tester present `3E 80`); None: the adapter's own timeout (an ELM327 waits for
+    its chip to say NO DATA, or the next command would interrupt it)."""
+
     @abstractmethod
     def request(
         self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None

@@ -237,6 +237,8 @@ class IsoTpObdAdapter(ObdAdapter):
                 self._extended = extended
                 return
 
+    suppressed_wait_s = 0.1  # a negative answer comes within P2 (50 ms)
+
     def request(
         self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
     ) -> list[EcuReply]:
