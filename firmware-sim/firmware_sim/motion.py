@@ -236,10 +236,20 @@ def _walk(signal: Any, rng: random.Random) -> Motion:
     ]
     total = sum(w for _, _, w in waves)
     half = width / 2
+    (p1, f1, w1), (p2, f2, w2), (p3, f3, w3) = waves
+    two_pi, sin = 2 * math.pi, math.sin
 
     def walk(s: VehicleState) -> float:
         t = s.time_s
-        mix = sum(w * math.sin(2 * math.pi * t / period + phase) for period, phase, w in waves)
+        # the three waves written out (this runs for most signals of a database); summed by
+        # `sum` as before, whose float sum differs between Python versions from a + b + c
+        mix = sum(
+            (
+                w1 * sin(two_pi * t / p1 + f1),
+                w2 * sin(two_pi * t / p2 + f2),
+                w3 * sin(two_pi * t / p3 + f3),
+            )
+        )
         # three sines add up to their peak rarely: stretched, so the walk spans its band
         return center + half * max(-1.0, min(1.0, 1.6 * mix / total))
 
