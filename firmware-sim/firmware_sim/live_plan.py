@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -21,7 +21,7 @@ import can
 from firmware_sim.checksums import Checksum, checksum_for
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
-from firmware_sim.motion import Motion, motion_for
+from firmware_sim.motion import Motion, motion_for, steady_until
 from firmware_sim.raw_codec import RawEncoder, RawValue
 from firmware_sim.signal_kinds import (
     Kind,
@@ -173,14 +173,19 @@ class _Fit:
         return int(physical) if float(physical).is_integer() else physical
 
 
+_Fitting = Callable[[SignalValue], SignalValue | None]
+_Moving = tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool]
+
+
 class _Page:
     """What one multiplexer value of a message (or a plain message) carries."""
 
     __slots__ = ("checksum", "counters", "e2e", "fixed", "moving", "slow")
 
     def __init__(self) -> None:
-        self.moving: list[tuple[str, Motion, _Fit]] = []  # from the model: every REFRESH_S
-        self.slow: list[tuple[str, Motion, _Fit]] = []  # by their kind: every SLOW_REFRESH_S
+        # name, motion, fit, until when its value is steady (None: not known), float or not
+        self.moving: list[_Moving] = []  # from the model: every REFRESH_S
+        self.slow: list[_Moving] = []  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
@@ -192,7 +197,7 @@ class _Values:
     """A page's values as last taken, their raws (None: `Message.encode` encodes them),
     the payload they make, and when they are next due."""
 
-    __slots__ = ("body", "fast_due", "raws", "slow_due", "values")
+    __slots__ = ("body", "fast_due", "raws", "slow_due", "steady", "values")
 
     def __init__(self, values: dict[str, SignalValue], fast_due: float, slow_due: float) -> None:
         self.values = values
@@ -200,6 +205,7 @@ class _Values:
         self.body = bytearray()
         self.fast_due = fast_due
         self.slow_due = slow_due
+        self.steady: dict[str, float] = {}  # signal -> until when its value stays
 
 
 class LivePlan:
@@ -305,7 +311,11 @@ class LivePlan:
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
                 group = out.moving if kind is Kind.QUANTITY else out.slow
-                group.append((name, motion, self._fits[name]))
+                until = steady_until(motion)
+                fit = self._fits[name]
+                # the fits of a steady motion's few values are kept; others rarely come again
+                fitting = fit if until is not None else fit.fit
+                group.append((name, motion, fitting, until, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         out.e2e = bool(out.counters) or out.checksum is not None
@@ -400,22 +410,28 @@ class LivePlan:
     def _update(
         self,
         cached: _Values,
-        group: list[tuple[str, Motion, _Fit]],
+        group: list[_Moving],
         state: VehicleState,
     ) -> bool:
-        """Bring the values of `group` up to `state` (held values win); whether any changed."""
+        """Bring the values of `group` up to `state` (held values win); whether any changed.
+        A motion whose value is known to stay until later is not asked again before then."""
         held = self._held
         fixed = self._fixed
-        values, raws = cached.values, cached.raws
+        values, raws, steady = cached.values, cached.raws, cached.steady
+        now = state.time_s
         changed = False
-        for name, motion, fit in group:
+        for name, motion, fit, until, is_float in group:
             wanted = held.get(name) if held else None
             if wanted is None:
+                if until is not None:
+                    if now < steady.get(name, -math.inf):
+                        continue
+                    steady[name] = until(now)
                 wanted = motion(state)
             value = fit(wanted) if wanted is not None else None
             if value is None:
                 value = fixed[name]
-            if value == values.get(name) and not fit.is_float:
+            if value == values.get(name) and not is_float:
                 continue  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
             values[name] = value
             changed = True

@@ -2,16 +2,15 @@
 
 `Message.encode` converts every signal's physical value on every call and walks the codec
 tree; a plan that keeps its signals' raw values (converted once, when a value changes, by the
-signal's own cantools conversion) hands them to cantools' `encode_data` with the message's
-precomputed formats instead. The bits are cantools' either way (the simulator is a witness:
-it never packs bits itself), and the payload is the very one `Message.encode` makes.
+signal's own cantools conversion) hands them straight to the message's compiled formats, as
+cantools' `encode_data` does once it has the raw values. The bits are cantools' either way
+(the simulator is a witness: it never packs bits itself), and the payload is the very one
+`Message.encode` makes (tests/sim/test_frames_pinned.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-from cantools.database.utils import encode_data
 
 __all__ = ["RawEncoder"]
 
@@ -21,14 +20,15 @@ RawValue = int | float
 class RawEncoder:
     """Encodes one plain (not multiplexed) message from raw values."""
 
-    __slots__ = ("_conversions", "_formats", "_length", "_signals")
+    __slots__ = ("_big", "_conversions", "_empty", "_length", "_little")
 
     def __init__(self, message: Any) -> None:
         codec = message._codecs
-        self._signals = codec["signals"]
-        self._formats = codec["formats"]
+        formats = codec["formats"]
+        self._big, self._little = formats.big_endian, formats.little_endian
+        self._empty = not codec["signals"]
         self._length = int(message.length)
-        self._conversions = {s.name: s.conversion for s in self._signals}
+        self._conversions = {s.name: s.conversion for s in codec["signals"]}
 
     @staticmethod
     def handles(message: Any) -> bool:
@@ -42,7 +42,8 @@ class RawEncoder:
 
     def raw(self, name: str, value: int | float | str) -> RawValue:
         """The raw value cantools encodes for a signal's physical value or label (raises as
-        `Message.encode` would for a label the signal does not have)."""
+        `Message.encode` would for a label the signal does not have): an int, but for a
+        float signal, as `encode_data` takes it unscaled."""
         conversion = self._conversions[name]
         if isinstance(value, str):
             return int(conversion.choice_to_number(value))
@@ -54,4 +55,9 @@ class RawEncoder:
 
     def encode(self, raws: dict[str, RawValue]) -> bytes:
         """The payload: what `Message.encode(values, padding=False, strict=False)` returns."""
-        return encode_data(raws, self._signals, self._formats, False).to_bytes(self._length, "big")
+        if self._empty:
+            return bytes(self._length)
+        packed = int.from_bytes(self._big.pack(raws), "big") | int.from_bytes(
+            self._little.pack(raws), "little"
+        )
+        return packed.to_bytes(self._length, "big")
