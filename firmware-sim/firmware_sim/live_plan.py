@@ -125,6 +125,7 @@ def _raw_span(signal: Any) -> tuple[int, int]:
 
 _MEMO_SIZE: Final = 64
 _MISSING: Final = object()
+_NEVER: Final = -math.inf
 
 
 class _Fit:
@@ -424,7 +425,7 @@ class LivePlan:
             wanted = held.get(name) if held else None
             if wanted is None:
                 if until is not None:
-                    if now < steady.get(name, -math.inf):
+                    if now < steady.get(name, _NEVER):
                         continue
                     steady[name] = until(now)
                 wanted = motion(state)
