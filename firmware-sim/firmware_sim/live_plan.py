@@ -397,7 +397,10 @@ class LivePlan:
         """A page's values and payload the first time it is sent (or after a hold)."""
         now = state.time_s
         fast_due = now + self._refresh_s if content.moving else math.inf
-        cached = _Values(dict(content.fixed), fast_due, now + self._slow_s)
+        # a page with nothing slow to refresh (its values held or fixed) is never refreshed:
+        # the payload would come out the same
+        slow_due = now + self._slow_s if content.slow else math.inf
+        cached = _Values(dict(content.fixed), fast_due, slow_due)
         self._update(cached, content.moving, state)
         self._update(cached, content.slow, state)
         if self._raw_encoder is not None:
