@@ -3,9 +3,11 @@
 Each signal gets a `Motion` (`firmware_sim.motion`) from its kind (`firmware_sim.signal_kinds`);
 a multiplexed message goes through its pages one frame after the other; counters count and
 checksums check on every frame. The values are taken from the model at most every
-`REFRESH_S` (or every frame of a slower message) and encoded by cantools then; the frames in
-between reuse that payload with their own counter and checksum, which keeps a 300-message bus
-about as cheap as sending pre-encoded frames.
+`REFRESH_S` (or every frame of a slower message), the others every `SLOW_REFRESH_S` (a flag
+or a label not before it can change), and encoded by cantools only when one of them changed
+(`firmware_sim.raw_codec`); the frames in between send that payload as it is, or a copy with
+their own counter and checksum written in place. That is what a frame costs: see
+benchmarks/bench_sim_cost.py.
 """
 
 from __future__ import annotations
