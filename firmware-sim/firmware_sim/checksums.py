@@ -15,7 +15,7 @@ from typing import Any, Final
 
 __all__ = ["Checksum", "checksum_for", "scheme_of"]
 
-Checksum = Callable[[int, bytes, int], int]
+Checksum = Callable[[int, bytes | bytearray, int], int]
 
 
 def _crc8(data: Sequence[int], poly: int, init: int) -> int:
@@ -35,24 +35,24 @@ def _id_byte_sum(frame_id: int) -> int:
     return total
 
 
-def toyota(frame_id: int, d: bytes, start: int) -> int:
+def toyota(frame_id: int, d: bytes | bytearray, start: int) -> int:
     """Sum of the id's bytes, the length and every byte but the last, modulo 256."""
     return (_id_byte_sum(frame_id) + len(d) + sum(d[:-1])) & 0xFF
 
 
-def tesla(frame_id: int, d: bytes, start: int) -> int:
+def tesla(frame_id: int, d: bytes | bytearray, start: int) -> int:
     """The id's two low bytes plus every byte but the checksum's, modulo 256."""
     own = start // 8
     total = (frame_id & 0xFF) + ((frame_id >> 8) & 0xFF)
     return (total + sum(b for i, b in enumerate(d) if i != own)) & 0xFF
 
 
-def chrysler(frame_id: int, d: bytes, start: int) -> int:
+def chrysler(frame_id: int, d: bytes | bytearray, start: int) -> int:
     """SAE J1850 CRC-8 (0x1D) from 0xFF over every byte but the last, inverted."""
     return _crc8(d[:-1], 0x1D, 0xFF) ^ 0xFF
 
 
-def honda(frame_id: int, d: bytes, start: int) -> int:
+def honda(frame_id: int, d: bytes | bytearray, start: int) -> int:
     """8 minus the nibbles of the id and of the payload (but the checksum's), modulo 16."""
     total = 0
     frame = frame_id
@@ -65,7 +65,7 @@ def honda(frame_id: int, d: bytes, start: int) -> int:
     return (8 - total + (3 if frame_id > 0x7FF else 0)) & 0xF
 
 
-def xor_bytes(frame_id: int, d: bytes, start: int) -> int:
+def xor_bytes(frame_id: int, d: bytes | bytearray, start: int) -> int:
     """XOR of every byte (the checksum's own bits are zero)."""
     out = 0
     for b in d:

@@ -74,7 +74,7 @@ class BitSlot:
     """A signal's bits as runs within bytes, so that writing a raw value on every frame (a
     counter, a checksum) costs a few byte operations instead of a loop over its bits."""
 
-    __slots__ = ("runs", "width")
+    __slots__ = ("byte", "runs", "width")
 
     def __init__(self, signal: Any) -> None:
         bits = positions(signal)
@@ -88,9 +88,16 @@ class BitSlot:
             k += n
         self.runs = tuple(runs)
         self.width = len(bits)
+        # a field that is one whole byte (most checksums): written with one store
+        self.byte = runs[0][0] if len(runs) == 1 and runs[0][1:] == (0, 0xFF, 0) else None
 
     def write(self, payload: bytearray, raw: int) -> None:
         """Put `raw` (two's complement if negative) into the bits."""
+        byte = self.byte
+        if byte is not None:
+            if byte < len(payload):
+                payload[byte] = raw & 0xFF
+            return
         raw &= (1 << self.width) - 1
         size = len(payload)
         for byte, shift, mask, first in self.runs:

@@ -3,9 +3,11 @@
 Each signal gets a `Motion` (`firmware_sim.motion`) from its kind (`firmware_sim.signal_kinds`);
 a multiplexed message goes through its pages one frame after the other; counters count and
 checksums check on every frame. The values are taken from the model at most every
-`REFRESH_S` (or every frame of a slower message) and encoded by cantools then; the frames in
-between reuse that payload with their own counter and checksum, which keeps a 300-message bus
-about as cheap as sending pre-encoded frames.
+`REFRESH_S` (or every frame of a slower message), the others every `SLOW_REFRESH_S` (a flag
+or a label not before it can change), and encoded by cantools only when one of them changed
+(`firmware_sim.raw_codec`); the frames in between send that payload as it is, or a copy with
+their own counter and checksum written in place. That is what a frame costs: see
+benchmarks/bench_sim_cost.py.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -21,7 +23,8 @@ import can
 from firmware_sim.checksums import Checksum, checksum_for
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
-from firmware_sim.motion import Motion, motion_for
+from firmware_sim.motion import Motion, motion_for, steady_until
+from firmware_sim.raw_codec import RawEncoder, RawValue
 from firmware_sim.signal_kinds import (
     Kind,
     SignalKind,
@@ -122,11 +125,17 @@ def _raw_span(signal: Any) -> tuple[int, int]:
     return first, max(1, last - first + 1)
 
 
+_MEMO_SIZE: Final = 64
+_MISSING: Final = object()
+_NEVER: Final = -math.inf
+
+
 class _Fit:
     """Brings a value onto one signal's range and resolution (as `coerce_value` does, with
-    everything it needs worked out once: this runs for every value the plan sends)."""
+    everything it needs worked out once: this runs for every value the plan sends). The
+    values of flags and labels come again and again: the fits of the first few are kept."""
 
-    __slots__ = ("hi", "is_float", "labels", "lo", "offset", "raw_hi", "raw_lo", "scale")
+    __slots__ = ("hi", "is_float", "labels", "lo", "memo", "offset", "raw_hi", "raw_lo", "scale")
 
     def __init__(self, signal: Any) -> None:
         self.lo, self.hi = signal_range(signal)
@@ -134,8 +143,22 @@ class _Fit:
         self.raw_lo, self.raw_hi = raw_bounds(signal)
         self.is_float = bool(signal.is_float)
         self.labels = {str(v).lower(): str(v) for v in (signal.choices or {}).values()}
+        # 1 and 1.0 fit alike on a scaled integer signal, not on a float one (int or float)
+        self.memo: dict[SignalValue, SignalValue | None] | None = None if self.is_float else {}
 
     def __call__(self, value: SignalValue) -> SignalValue | None:
+        memo = self.memo
+        if memo is None:
+            return self.fit(value)
+        found = memo.get(value, _MISSING)
+        if found is _MISSING:
+            found = self.fit(value)
+            if len(memo) < _MEMO_SIZE:
+                memo[value] = found
+        return found  # type: ignore[return-value]
+
+    def fit(self, value: SignalValue) -> SignalValue | None:
+        """`value` on the signal's range and resolution (None: no such label, not finite)."""
         if isinstance(value, str):
             return self.labels.get(value.lower())
         if not math.isfinite(value):
@@ -153,18 +176,39 @@ class _Fit:
         return int(physical) if float(physical).is_integer() else physical
 
 
+_Fitting = Callable[[SignalValue], SignalValue | None]
+_Moving = tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool]
+
+
 class _Page:
     """What one multiplexer value of a message (or a plain message) carries."""
 
-    __slots__ = ("checksum", "counters", "fixed", "moving", "slow")
+    __slots__ = ("checksum", "counters", "e2e", "fixed", "moving", "slow")
 
     def __init__(self) -> None:
-        self.moving: list[tuple[str, Motion, _Fit]] = []  # from the model: every REFRESH_S
-        self.slow: list[tuple[str, Motion, _Fit]] = []  # by their kind: every SLOW_REFRESH_S
+        # name, motion, fit, until when its value is steady (None: not known), float or not
+        self.moving: list[_Moving] = []  # from the model: every REFRESH_S
+        self.slow: list[_Moving] = []  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
         self.checksum: tuple[BitSlot, Checksum, int, int, int] | None = None
+        self.e2e = False  # whether every frame writes a counter or a checksum
+
+
+class _Values:
+    """A page's values as last taken, their raws (None: `Message.encode` encodes them),
+    the payload they make, and when they are next due."""
+
+    __slots__ = ("body", "fast_due", "raws", "slow_due", "steady", "values")
+
+    def __init__(self, values: dict[str, SignalValue], fast_due: float, slow_due: float) -> None:
+        self.values = values
+        self.raws: dict[str, RawValue] | None = None
+        self.body = bytearray()
+        self.fast_due = fast_due
+        self.slow_due = slow_due
+        self.steady: dict[str, float] = {}  # signal -> until when its value stays
 
 
 class LivePlan:
@@ -204,14 +248,15 @@ class LivePlan:
             page: self._page(page, motions, checksum_scheme) for page in self._page_ids
         }
         self._page_index = 0
-        # page -> (payload, values, when the model quantities are next due, the others)
-        self._cache: dict[int | None, tuple[bytes, dict[str, SignalValue], float, float]] = {}
+        self._cache: dict[int | None, _Values] = {}
         self._held: Mapping[str, SignalValue] = MappingProxyType({})
         self._sent = 0
         self._warned = False
         self._frame_id = int(message.frame_id)
         self._extended = bool(message.is_extended_frame)
         self._is_fd = bool(message.is_fd) or int(message.length) > 8
+        self._buffer = bytearray(int(message.length))
+        self._raw_encoder = RawEncoder(message) if RawEncoder.handles(message) else None
 
     # -- structure --------------------------------------------------------------------------
 
@@ -269,9 +314,14 @@ class LivePlan:
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
                 group = out.moving if kind is Kind.QUANTITY else out.slow
-                group.append((name, motion, self._fits[name]))
+                until = steady_until(motion)
+                fit = self._fits[name]
+                # the fits of a steady motion's few values are kept; others rarely come again
+                fitting = fit if until is not None else fit.fit
+                group.append((name, motion, fitting, until, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
+        out.e2e = bool(out.counters) or out.checksum is not None
         return out
 
     # -- control ----------------------------------------------------------------------------
@@ -292,6 +342,19 @@ class LivePlan:
         self, state: VehicleState, out_of_range: Mapping[str, int | float] | None = None
     ) -> can.Message:
         """The next frame of this message for `state`; `out_of_range` forces raw values."""
+        return can.Message(
+            arbitration_id=self._frame_id,
+            is_extended_id=self._extended,
+            is_fd=self._is_fd,
+            bitrate_switch=self._is_fd,
+            data=bytearray(self.payload(state, out_of_range)),
+        )
+
+    def payload(
+        self, state: VehicleState, out_of_range: Mapping[str, int | float] | None = None
+    ) -> bytearray:
+        """The next frame's payload, in a buffer the plan keeps: valid until its next call
+        (python-can's virtual bus copies a frame as it sends it); not to be changed."""
         pages = self._page_ids
         page = pages[self._page_index]
         self._page_index = (self._page_index + 1) % len(pages)
@@ -299,24 +362,21 @@ class LivePlan:
         cached = self._cache.get(page)
         now = state.time_s
         if cached is None:
-            values = dict(content.fixed)
-            self._update(values, content.moving, state)
-            self._update(values, content.slow, state)
-            body = self._encode(values, content)
-            fast_due = now + self._refresh_s if content.moving else math.inf
-            self._cache[page] = (body, values, fast_due, now + self._slow_s)
-        else:
-            body, values, fast_due, slow_due = cached
-            if now >= fast_due or now >= slow_due:
-                if now >= fast_due:
-                    self._update(values, content.moving, state)
-                    fast_due = now + self._refresh_s
-                if now >= slow_due:
-                    self._update(values, content.slow, state)
-                    slow_due = now + self._slow_s
-                body = self._encode(values, content)
-                self._cache[page] = (body, values, fast_due, slow_due)
-        data = bytearray(body)
+            cached = self._cache[page] = self._first(content, state)
+        elif now >= cached.fast_due or now >= cached.slow_due:
+            changed = False
+            if now >= cached.fast_due:
+                changed = self._update(cached, content.moving, state)
+                cached.fast_due = now + self._refresh_s
+            if now >= cached.slow_due:
+                changed = self._update(cached, content.slow, state) or changed
+                cached.slow_due = now + self._slow_s
+            if changed or self._held:
+                cached.body = bytearray(self._body(cached, content))
+        if not (out_of_range or content.e2e):
+            return cached.body  # nothing of this frame's own: the page's payload as it is
+        data = self._buffer
+        data[:] = cached.body
         if out_of_range:
             for name, raw in out_of_range.items():
                 signal = self.by_name.get(name)
@@ -329,33 +389,73 @@ class LivePlan:
         if content.checksum is not None:
             slot, function, start, first, count = content.checksum
             slot.write(data, 0)
-            raw = function(self._frame_id, bytes(data), start)
+            raw = function(self._frame_id, data, start)
             if not first <= raw < first + count:  # a range narrower than the bits: fold in
                 raw = first + raw % count
             slot.write(data, raw)
-        return can.Message(
-            arbitration_id=self._frame_id,
-            is_extended_id=self._extended,
-            is_fd=self._is_fd,
-            bitrate_switch=self._is_fd,
-            data=data,
-        )
+        return data
+
+    def _first(self, content: _Page, state: VehicleState) -> _Values:
+        """A page's values and payload the first time it is sent (or after a hold)."""
+        now = state.time_s
+        fast_due = now + self._refresh_s if content.moving else math.inf
+        # a page with nothing slow to refresh (its values held or fixed) is never refreshed:
+        # the payload would come out the same
+        slow_due = now + self._slow_s if content.slow else math.inf
+        cached = _Values(dict(content.fixed), fast_due, slow_due)
+        self._update(cached, content.moving, state)
+        self._update(cached, content.slow, state)
+        if self._raw_encoder is not None:
+            try:
+                cached.raws = self._raw_encoder.raws(cached.values)
+            except Exception:  # Message.encode says what is wrong, and what is sent instead
+                cached.raws = None
+        cached.body = bytearray(self._body(cached, content))
+        return cached
 
     def _update(
         self,
-        values: dict[str, SignalValue],
-        group: list[tuple[str, Motion, _Fit]],
+        cached: _Values,
+        group: list[_Moving],
         state: VehicleState,
-    ) -> None:
-        """Bring the values of `group` up to `state` (held values win)."""
+    ) -> bool:
+        """Bring the values of `group` up to `state` (held values win); whether any changed.
+        A motion whose value is known to stay until later is not asked again before then."""
         held = self._held
         fixed = self._fixed
-        for name, motion, fit in group:
+        values, raws, steady = cached.values, cached.raws, cached.steady
+        now = state.time_s
+        changed = False
+        for name, motion, fit, until, is_float in group:
             wanted = held.get(name) if held else None
             if wanted is None:
+                if until is not None:
+                    if now < steady.get(name, _NEVER):
+                        continue
+                    steady[name] = until(now)
                 wanted = motion(state)
             value = fit(wanted) if wanted is not None else None
-            values[name] = value if value is not None else fixed[name]
+            if value is None:
+                value = fixed[name]
+            if value == values.get(name) and not is_float:
+                continue  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
+            values[name] = value
+            changed = True
+            if raws is not None and self._raw_encoder is not None:
+                try:
+                    raws[name] = self._raw_encoder.raw(name, value)
+                except Exception:  # Message.encode says what is wrong
+                    cached.raws = raws = None
+        return changed
+
+    def _body(self, cached: _Values, content: _Page) -> bytes:
+        """The payload of a page's values, counter and checksum not yet written."""
+        if cached.raws is not None and self._raw_encoder is not None and not self._held:
+            try:
+                return self._raw_encoder.encode(cached.raws)
+            except Exception:  # Message.encode raises too, and says what is sent instead
+                pass
+        return self._encode(cached.values, content)
 
     def _encode(self, values: dict[str, SignalValue], content: _Page) -> bytes:
         held = self._held

@@ -25,11 +25,13 @@ from firmware_sim.signal_kinds import (
     tokens_of,
 )
 
-__all__ = ["Motion", "body_of", "motion_for"]
+__all__ = ["Motion", "body_of", "motion_for", "steady_until"]
 
 SignalValue = float | int | str
 Motion = Callable[[VehicleState], SignalValue | None]
 """A signal's value (physical or a label) in a state; None: its initial value."""
+
+_STEADY_MARGIN_S: Final = 1e-6  # far wider than a float's error on the times of a drive
 
 _WHEEL_RADIUS_M: Final = 0.32
 _BLINK_S: Final = 0.66  # a turn signal lamp: on and off 1.5 times a second
@@ -236,10 +238,20 @@ def _walk(signal: Any, rng: random.Random) -> Motion:
     ]
     total = sum(w for _, _, w in waves)
     half = width / 2
+    (p1, f1, w1), (p2, f2, w2), (p3, f3, w3) = waves
+    two_pi, sin = 2 * math.pi, math.sin
 
     def walk(s: VehicleState) -> float:
         t = s.time_s
-        mix = sum(w * math.sin(2 * math.pi * t / period + phase) for period, phase, w in waves)
+        # the three waves written out (this runs for most signals of a database); summed by
+        # `sum` as before, whose float sum differs between Python versions from a + b + c
+        mix = sum(
+            (
+                w1 * sin(two_pi * t / p1 + f1),
+                w2 * sin(two_pi * t / p2 + f2),
+                w3 * sin(two_pi * t / p3 + f3),
+            )
+        )
         # three sines add up to their peak rarely: stretched, so the walk spans its band
         return center + half * max(-1.0, min(1.0, 1.6 * mix / total))
 
@@ -254,12 +266,30 @@ def _toggle(signal: Any, rng: random.Random) -> Motion:
     cycle = rng.uniform(6.0, 15.0)
     length = rng.uniform(1.0, 4.0)
     first = rng.uniform(0.5, 8.0)
+    return _Toggle(on, off, cycle, length, first)
 
-    def toggle(s: VehicleState) -> float:
-        t = s.time_s - first
-        return on if t >= 0.0 and t % cycle < length else off
 
-    return toggle
+class _Toggle:
+    """On for `length` seconds in every `cycle`, from `first` on."""
+
+    __slots__ = ("cycle", "first", "length", "off", "on")
+
+    def __init__(self, on: float, off: float, cycle: float, length: float, first: float) -> None:
+        self.on, self.off = on, off
+        self.cycle, self.length, self.first = cycle, length, first
+
+    def __call__(self, s: VehicleState) -> float:
+        t = s.time_s - self.first
+        return self.on if t >= 0.0 and t % self.cycle < self.length else self.off
+
+    def steady_until(self, time_s: float) -> float:
+        """Until when the flag keeps the value it has at `time_s` (a little before)."""
+        t = time_s - self.first
+        if t < 0.0:
+            return self.first - _STEADY_MARGIN_S
+        phase = t % self.cycle
+        edge = self.length if phase < self.length else self.cycle
+        return time_s - phase + edge - _STEADY_MARGIN_S
 
 
 def _enumerate(signal: Any, rng: random.Random) -> Motion | None:
@@ -277,7 +307,47 @@ def _enumerate(signal: Any, rng: random.Random) -> Motion | None:
         return None
     dwell = rng.uniform(1.5, 4.0)
     shift = rng.uniform(0.0, dwell)
-    return lambda s: labels[int((s.time_s + shift) / dwell) % len(labels)]
+    return _Enumerate(labels, dwell, shift)
+
+
+class _Enumerate:
+    """`labels` in turn, `dwell` seconds each, `shift` seconds in at time 0."""
+
+    __slots__ = ("dwell", "labels", "shift")
+
+    def __init__(self, labels: list[str], dwell: float, shift: float) -> None:
+        self.labels, self.dwell, self.shift = labels, dwell, shift
+
+    def __call__(self, s: VehicleState) -> str:
+        return self.labels[int((s.time_s + self.shift) / self.dwell) % len(self.labels)]
+
+    def steady_until(self, time_s: float) -> float:
+        """Until when the label of `time_s` is shown (a little before)."""
+        step = math.floor((time_s + self.shift) / self.dwell) + 1
+        return step * self.dwell - self.shift - _STEADY_MARGIN_S
+
+
+class _Constant:
+    """The same value at every moment."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def __call__(self, s: VehicleState) -> float:
+        return self.value
+
+    def steady_until(self, time_s: float) -> float:
+        return math.inf
+
+
+def steady_until(motion: Motion) -> Callable[[float], float] | None:
+    """For a motion that changes only at moments known in advance (flags that toggle,
+    labels in turn, constants): from a time, until when its value stays as it is then.
+    None for a motion that follows the model or moves all the time."""
+    found: Callable[[float], float] | None = getattr(motion, "steady_until", None)
+    return found
 
 
 def _initial_physical(signal: Any) -> float:
@@ -297,8 +367,7 @@ def motion_for(signal: Any, kind: SignalKind, rng: random.Random) -> Motion | No
     if kind.kind is Kind.CONSTANT:
         if kind.constant_raw is None:
             return None
-        value = kind.constant_raw * float(signal.scale) + float(signal.offset)
-        return lambda s: value
+        return _Constant(kind.constant_raw * float(signal.scale) + float(signal.offset))
     if kind.kind is Kind.QUANTITY:
         found = _model_motion(kind, signal, rng)
         if found is not None:

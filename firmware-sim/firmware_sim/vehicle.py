@@ -14,7 +14,6 @@ methods (`set_throttle`, `set_gear`, `inject_fault`, ...) and read `state`.
 from __future__ import annotations
 
 import dataclasses
-import heapq
 import logging
 import threading
 from pathlib import Path
@@ -29,6 +28,7 @@ from firmware_sim.live_plan import LivePlan
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
+from firmware_sim.schedule import Schedule
 from firmware_sim.signals import (
     SIGNALS,
     MessagePlan,
@@ -89,6 +89,19 @@ def _database_name(dbc: Any) -> str | None:
     if isinstance(dbc, str | Path):
         return Path(dbc).name
     return None
+
+
+def _frame_of(plan: LivePlan) -> can.Message:
+    """The frame a live plan's payloads are sent in."""
+    message = plan.message
+    fd = bool(message.is_fd) or int(message.length) > 8
+    return can.Message(
+        arbitration_id=int(message.frame_id),
+        is_extended_id=bool(message.is_extended_frame),
+        is_fd=fd,
+        bitrate_switch=fd,
+        data=bytes(int(message.length)),
+    )
 
 
 def written_for_demo_model(db: Any) -> bool:
@@ -184,17 +197,19 @@ class VirtualVehicle:
         self._out_of_range: MappingProxyType[str, dict[str, int | float]] = MappingProxyType({})
         self._error_frames = False
         self._obd_stall = False
-        self._sent: dict[str, int] = dict.fromkeys((p.name for p in self._plans), 0)
+        # frames sent per plan: counted by the sender alone, read without a lock
+        self._sent = [0] * len(self._plans)
         self._errors_sent = 0
         self._commands = 0
         self._stepped_at: float | None = None  # when the model was last stepped (monotonic)
-        # the schedule: (due, slot) for every message, the model tick and the error frames
+        # the schedule's slots: every message, the model tick and the error frames
         self._periods = [p.period_s for p in self._plans] + [_TICK_S, _ERROR_PERIOD_S]
-        self._heap: list[tuple[float, int]] = []
-        # slot i is due at _base[i] + k * period for k = _count[i]: multiples, not sums, so
-        # simulated time lands on the database's periods exactly however long the run
-        self._base: list[float] = []
-        self._count: list[int] = []
+        self._schedule: Schedule | None = None
+        # a frame per live plan, sent again and again with the plan's payload: python-can's
+        # virtual bus sends a copy, and a new frame for each would cost as much as its copy
+        self._live: list[tuple[LivePlan, can.Message] | None] = [
+            (plan, _frame_of(plan)) if isinstance(plan, LivePlan) else None for plan in self._plans
+        ]
         self._started = False
 
     def _build_plans(
@@ -321,9 +336,7 @@ class VirtualVehicle:
             now = self.clock.monotonic()
             with self._lock:
                 self._stepped_at = now
-                self._heap = [(now, slot) for slot in range(len(self._periods))]  # all due now
-                self._base = [now] * len(self._periods)
-                self._count = [0] * len(self._periods)
+                self._schedule = Schedule(self._periods, now)  # every slot due now
             self._started = True
             if isinstance(self.clock, SimulatedClock):
                 self.clock.attach(self)
@@ -410,8 +423,10 @@ class VirtualVehicle:
     @property
     def frames_sent(self) -> dict[str, int]:
         """Frames sent so far, per message."""
-        with self._lock:
-            return dict(self._sent)
+        sent: dict[str, int] = {}
+        for plan, count in zip(self._plans, self._sent, strict=True):
+            sent[plan.name] = sent.get(plan.name, 0) + count
+        return sent
 
     @property
     def error_frames_sent(self) -> int:
@@ -590,57 +605,47 @@ class VirtualVehicle:
 
     def next_due(self) -> float | None:
         """When the next frame (or model tick) is due, on the vehicle's clock."""
-        heap = self._heap
-        return heap[0][0] if heap and self._bus is not None else None
+        schedule = self._schedule
+        return schedule.next_due() if schedule is not None and self._bus is not None else None
 
     def run_due(self, now: float) -> None:
         """Step the model to `now` and send every frame due by then, stamped with now."""
-        bus = self._bus
-        if bus is None:
+        bus, schedule = self._bus, self._schedule
+        if bus is None or schedule is None:
             return
-        plans, periods, heap, base, count = (
-            self._plans,
-            self._periods,
-            self._heap,
-            self._base,
-            self._count,
-        )
+        plans, lives = self._plans, self._live
         tick, error_slot = len(plans), len(plans) + 1
         with self._lock:
             self._step_to(now)
             state = self._model.snapshot()
         stamp = self.clock.time()
-        while heap and heap[0][0] <= now:
-            _, index = heapq.heappop(heap)
-            if index < tick:
-                self._send(bus, plans[index], state, stamp)
-            elif index == error_slot and self._error_frames:
-                self._send_error(bus, stamp)
-            count[index] += 1
-            following = base[index] + count[index] * periods[index]
-            # a late frame is sent once, not in a burst: the schedule slips instead
-            if following <= now:
-                base[index], count[index] = now, 1
-                following = now + periods[index]
-            heapq.heappush(heap, (following, index))
-
-    def _send(
-        self, bus: can.BusABC, plan: MessagePlan | LivePlan, state: VehicleState, stamp: float
-    ) -> None:
-        if plan.name in self._silenced:
-            return
-        try:
-            msg = plan.frame(state, self._out_of_range.get(plan.name))
-            msg.timestamp = stamp
-            bus.send(msg)
-        except can.CanError as exc:
-            log.warning("%s not sent: %s", plan.name, exc)
-            return
-        except Exception:  # keep the other messages going
-            log.exception("%s not sent", plan.name)
-            return
-        with self._lock:
-            self._sent[plan.name] += 1
+        sent = self._sent
+        for index in schedule.due(now):  # the one loop every frame goes through: kept lean
+            if index >= tick:
+                if index == error_slot and self._error_frames:
+                    self._send_error(bus, stamp)
+                continue
+            plan = plans[index]
+            if plan.name in self._silenced:
+                continue
+            faults = self._out_of_range
+            out_of_range = faults.get(plan.name) if faults else None
+            live = lives[index]
+            try:
+                if live is None:
+                    frame = plan.frame(state, out_of_range)
+                else:  # a live plan's payload, in its own frame
+                    live_plan, frame = live
+                    frame.data = live_plan.payload(state, out_of_range)
+                frame.timestamp = stamp
+                bus.send(frame)
+            except can.CanError as exc:
+                log.warning("%s not sent: %s", plan.name, exc)
+                continue
+            except Exception:  # keep the other messages going
+                log.exception("%s not sent", plan.name)
+                continue
+            sent[index] += 1
 
     def _send_error(self, bus: can.BusABC, stamp: float) -> None:
         msg = can.Message(

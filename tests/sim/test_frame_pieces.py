@@ -1,0 +1,126 @@
+"""The pieces that make the simulator cheap per frame do exactly what the plain way does: the
+schedule sends slots in the order of a heap of (due, slot), the raw encoder makes the payload
+`Message.encode` makes, a counter or checksum written in place lands on the signal's bits."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from typing import Any
+
+import cantools
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from firmware_sim.e2e import BitSlot, read_raw, write_raw
+from firmware_sim.raw_codec import RawEncoder
+from firmware_sim.schedule import Schedule
+
+
+def _heap_order(periods: list[float], moments: list[float]) -> list[list[int]]:
+    """What a heap of (due, slot) sends at each moment: the schedule as it was first written."""
+    heap = [(0.0, slot) for slot in range(len(periods))]
+    base, count = [0.0] * len(periods), [0] * len(periods)
+    out = []
+    for now in moments:
+        sent = []
+        while heap and heap[0][0] <= now:
+            _, slot = heapq.heappop(heap)
+            sent.append(slot)
+            count[slot] += 1
+            following = base[slot] + count[slot] * periods[slot]
+            if following <= now:
+                base[slot], count[slot] = now, 1
+                following = now + periods[slot]
+            heapq.heappush(heap, (following, slot))
+        out.append(sent)
+    return out
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    periods=st.lists(st.sampled_from([0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 0.033]), max_size=12),
+    steps=st.lists(st.floats(0.0, 0.3), min_size=1, max_size=60),
+)
+def test_the_schedule_sends_in_the_order_of_due_time_then_slot(
+    periods: list[float], steps: list[float]
+) -> None:
+    moments, now = [], 0.0
+    for step in steps:  # late moments too: a slot that missed several periods slips
+        now += step
+        moments.append(now)
+    schedule = Schedule(periods, 0.0)
+    assert [list(schedule.due(now)) for now in moments] == _heap_order(periods, moments)
+
+
+def test_an_empty_schedule_has_nothing_due() -> None:
+    schedule = Schedule([], 0.0)
+    assert schedule.next_due() is None and list(schedule.due(10.0)) == []
+
+
+SIGNALS_DBC = """VERSION ""
+BS_:
+BU_: ECU
+BO_ 256 M: 8 ECU
+ SG_ A : 0|12@1+ (0.1,-40) [-40|369.5] "" ECU
+ SG_ B : 23|10@0- (0.25,0) [-128|127.75] "" ECU
+ SG_ C : 33|3@1+ (1,0) [0|7] "" ECU
+ SG_ D : 36|4@1+ (1,0) [0|15] "" ECU
+ SG_ E : 47|8@0+ (1,0) [0|255] "" ECU
+ SG_ F : 55|16@0+ (0.01,0) [0|655.35] "" ECU
+VAL_ 256 C 0 "Off" 1 "On" 2 "Auto" 7 "Error" ;
+"""
+
+
+@pytest.fixture(scope="module")
+def message() -> Any:
+    db: Any = cantools.database.load_string(SIGNALS_DBC, strict=False)
+    return db.get_message_by_name("M")
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_the_raw_encoder_makes_what_message_encode_makes(message: Any, seed: int) -> None:
+    rng = random.Random(seed)
+    values: dict[str, Any] = {}
+    for signal in message.signals:
+        raw = rng.randrange(1 << signal.length)
+        if signal.is_signed and raw >= 1 << (signal.length - 1):
+            raw -= 1 << signal.length
+        values[signal.name] = raw * signal.scale + signal.offset
+    values["C"] = rng.choice(["Off", "On", "Auto", "Error", 3])
+    encoder = RawEncoder(message)
+    assert RawEncoder.handles(message)
+    expected = message.encode(values, padding=False, strict=False)
+    assert encoder.encode(encoder.raws(values)) == expected
+
+
+def test_the_raw_encoder_refuses_what_message_encode_refuses(message: Any) -> None:
+    encoder = RawEncoder(message)
+    with pytest.raises(KeyError):
+        encoder.raw("C", "Sideways")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    start=st.integers(0, 63),
+    length=st.integers(1, 16),
+    big_endian=st.booleans(),
+    raw=st.integers(-(1 << 16), 1 << 16),
+    payload=st.binary(min_size=8, max_size=8),
+)
+def test_a_slot_writes_the_bits_write_raw_writes(
+    start: int, length: int, big_endian: bool, raw: int, payload: bytes
+) -> None:
+    from cantools.database.can import Signal
+
+    signal = Signal(
+        "S", start=start, length=length, byte_order="big_endian" if big_endian else "little_endian"
+    )
+    slot = BitSlot(signal)
+    expected, written = bytearray(payload), bytearray(payload)
+    write_raw(expected, signal, raw)
+    slot.write(written, raw)
+    assert written == expected
+    assert slot.read(written) == read_raw(bytes(expected), signal)
