@@ -695,6 +695,7 @@ class J1939Link(Closing):
             frames = sender.start(time.monotonic())
         self._spend(0.0)
         self._send(frames[0])
+        self._keep_bam_gap(sender)
         while True:
             with self._lock:
                 now = time.monotonic()
@@ -719,6 +720,7 @@ class J1939Link(Closing):
             with self._lock:
                 if sender.state == "waiting":
                     sender.next_at = time.monotonic() + sender.t3_s  # T3 from the last packet
+            self._keep_bam_gap(sender)
         return TransmitOutcome(
             sender.pgn,
             sender.destination,
@@ -729,6 +731,14 @@ class J1939Link(Closing):
             sender.state == "done",
             sender.reason,
         )
+
+    def _keep_bam_gap(self, sender: TpSender) -> None:
+        """A BAM's next packet `bam_gap_s` after this one really went out: the gap counted
+        from when the thread woke let a packet the budget or the scheduler held back be
+        followed by the next one 38 ms later (a loaded run), under J1939-21's 50 ms."""
+        with self._lock:
+            if sender.kind == "bam" and sender.next_at is not None:
+                sender.next_at = max(sender.next_at, time.monotonic() + sender.bam_gap_s)
 
     # -- what was heard ------------------------------------------------------------------
 
