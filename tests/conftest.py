@@ -72,7 +72,7 @@ def slow_first(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
 
 
 BUSY_MARGIN_S = 4.0
-"""What a busy 2-core machine may add to any wait: 4 xdist workers and a hogged core."""
+"""What a busy 2-core machine may add to any wait: 5 xdist workers and a hogged core."""
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 5.0) -> bool:
