@@ -1,7 +1,8 @@
 """Counters' partners: the checksums real cars put in their frames, one frame at a time.
 
-Written from the algorithms as opendbc documents them (opendbc/car/*/...can.py, MIT), in
-plain Python and bit by bit where the original is a table, so that they share nothing with
+The simulator's own (`firmware_sim.checksums`: Toyota, Tesla, Chrysler, Honda, XOR), and the
+others written here from the algorithms as opendbc documents them (opendbc/car/*/...can.py,
+MIT), in plain Python and bit by bit where the original is a table, so that they share nothing with
 hwbridge's vectorised recognisers (`hwbridge.discovery.analysis.checksums`): the drives generated
 with these are an independent test of those. `tests/discovery/test_car_checksums.py`
 checks them against frames recorded from real cars (opendbc's test vectors).
@@ -13,6 +14,8 @@ checksum's start bit, and returns the checksum's raw value.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+
+from firmware_sim.checksums import chrysler, honda, tesla, toyota, xor_bytes
 
 __all__ = ["CHECKSUMS", "NIBBLE_CHECKSUMS", "crc8_bitwise", "vw_data_ids"]
 
@@ -27,42 +30,6 @@ def crc8_bitwise(data: Sequence[int], poly: int, init: int) -> int:
         for _ in range(8):
             crc = ((crc << 1) ^ poly) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
     return crc
-
-
-def _id_byte_sum(frame_id: int) -> int:
-    total = 0
-    while frame_id:
-        total += frame_id & 0xFF
-        frame_id >>= 8
-    return total
-
-
-def toyota(frame_id: int, d: bytes, start: int) -> int:
-    """Sum of the id's bytes, the length and every byte but the last, modulo 256."""
-    return (_id_byte_sum(frame_id) + len(d) + sum(d[:-1])) & 0xFF
-
-
-def tesla(frame_id: int, d: bytes, start: int) -> int:
-    """The id's two low bytes plus every byte but the checksum's, modulo 256."""
-    own = start // 8
-    total = (frame_id & 0xFF) + ((frame_id >> 8) & 0xFF)
-    total += sum(b for i, b in enumerate(d) if i != own)
-    return total & 0xFF
-
-
-def xor_bytes(frame_id: int, d: bytes, start: int) -> int:
-    """XOR of every byte but the checksum's (VW PQ)."""
-    own = start // 8
-    out = 0
-    for i, b in enumerate(d):
-        if i != own:
-            out ^= b
-    return out
-
-
-def chrysler(frame_id: int, d: bytes, start: int) -> int:
-    """SAE J1850 CRC-8 (0x1D) from 0xFF over every byte but the last, inverted."""
-    return crc8_bitwise(d[:-1], 0x1D, 0xFF) ^ 0xFF
 
 
 def fca_giorgio(frame_id: int, d: bytes, start: int) -> int:
@@ -81,20 +48,6 @@ def psa(frame_id: int, d: bytes, start: int) -> int:
     first = {0x452: 0x4, 0x38D: 0x7, 0x42D: 0xC}.get(frame_id, 0xB)
     total = sum((b >> 4) + (b & 0xF) for b in d)
     return (first - total) & 0xF
-
-
-def honda(frame_id: int, d: bytes, start: int) -> int:
-    """8 minus the nibbles of the id and of the payload (but the checksum's), modulo 16."""
-    total = 0
-    frame = frame_id
-    while frame:
-        total += frame & 0xF
-        frame >>= 4
-    for i, b in enumerate(d):
-        x = b >> 4 if i == len(d) - 1 else b
-        total += (x & 0xF) + (x >> 4)
-    out = 8 - total + (3 if frame_id > 0x7FF else 0)
-    return out & 0xF
 
 
 def vw_data_ids(frame_id: int) -> list[int]:
