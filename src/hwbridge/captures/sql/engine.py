@@ -57,7 +57,8 @@ class QueryLimits:
     spare_worker: bool = True
     count_timeout_s: float = 2.0
     """How long counting a query's rows past `max_rows` may take (`total`); beyond it,
-    or past 80% of `timeout_s`, `total` is null and `total_at_least` says what is known."""
+    or past 80% of `timeout_s` (at least 1 s before it), `total` is null and
+    `total_at_least` says what is known."""
 
 
 @dataclass(frozen=True, slots=True)

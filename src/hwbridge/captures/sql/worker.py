@@ -248,7 +248,8 @@ class Worker:
         when there is no time for it, it was interrupted, or it failed."""
         budget = float(request.get("count_s") or 0.0)
         timeout = float(request.get("timeout_s") or 0.0)
-        left = min(budget, started + timeout * COUNT_SHARE - time.monotonic())
+        reserve = max(timeout * (1 - COUNT_SHARE), ANSWER_RESERVE_S)
+        left = min(budget, started + timeout - reserve - time.monotonic())
         if left < MIN_COUNT_S:
             return None
         with _interrupted_after(self.con, left):
@@ -263,7 +264,10 @@ class Worker:
 
 
 COUNT_SHARE = 0.8
-"""A count ends by this share of the request's timeout, leaving the rest to answer."""
+"""A count ends by this share of the request's timeout, leaving the rest to answer..."""
+ANSWER_RESERVE_S = 1.0
+"""... and at least this long: an interrupted count, the rows' encoding and the way back to
+the parent took more than the 0.3 s a 1.5 s timeout left on a loaded machine."""
 MIN_COUNT_S = 0.05
 
 
