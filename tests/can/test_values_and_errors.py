@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hwbridge import CanDriver
+from hwbridge import CanDriver, SendPolicy
 
 SPEED_DBC = """VERSION ""
 
@@ -69,3 +69,36 @@ def test_errors_name_the_problem_once_as_a_sentence_with_close_names() -> None:
             assert before_hint.endswith((".", "?")), r.retry_prompt
         short = call(driver, "decode_frame", id="0x100", data="00 01")
         assert len(short.tool_call_result["notes"]) == 1
+
+
+GEAR_DBC = """VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_: TCM
+
+BO_ 90 Gear_Shift: 8 TCM
+ SG_ Gear_Rq : 7|5@0+ (1,0) [0|31] "" TCM
+
+VAL_ 90 Gear_Rq 26 "Return_to_Park" 21 "Return_To_Park" 8 "Drive" 1 "Park" ;
+"""
+
+
+def test_labels_that_differ_only_by_case_are_each_encoded_as_spelled(tmp_path: Path) -> None:
+    """opendbc's Ford database has both: "Return_to_Park" went out as 21, the other's raw
+    (found by the real-database round trip under hypothesis)."""
+    path = tmp_path / "gear.dbc"
+    path.write_text(GEAR_DBC)
+    policy = SendPolicy(allow_messages=["Gear_Shift"])
+    with CanDriver.from_dbc(path, bus=f"virtual:{path.stem}-{id(path)}", policy=policy) as driver:
+
+        def raw(label: str) -> Any:
+            return call(driver, "send_message", message="Gear_Shift", signals={"Gear_Rq": label})
+
+        assert raw("Return_to_Park").tool_call_result["data"] == "D0 00 00 00 00 00 00 00"
+        assert raw("Return_To_Park").tool_call_result["data"] == "A8 00 00 00 00 00 00 00"
+        assert raw("drive").tool_call_result["data"] == "40 00 00 00 00 00 00 00"  # any case
+        ambiguous = raw("return_to_park")  # which one? not guessed
+        assert ambiguous.call_failed and "Return_to_Park" in (ambiguous.call_detail or "")

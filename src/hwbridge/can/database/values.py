@@ -124,7 +124,8 @@ class SignalSpec:
     low: float  # the range an encoded number must fall in: database range within what fits
     high: float
     choices: Mapping[int, str]  # raw value -> label
-    labels: Mapping[str, int]  # lowercase label -> raw value
+    labels: Mapping[str, int]  # lowercase label -> raw value, where the case tells none apart
+    exact_labels: Mapping[str, int]  # label as the database spells it -> raw value
     default_raw: float  # what an omitted signal is sent as
     is_multiplexer: bool
     multiplexer_signal: str | None
@@ -166,9 +167,18 @@ class SignalSpec:
         elif minimum <= high and maximum >= low:
             low, high = max(low, float(minimum)), min(high, float(maximum))
         choices = _choices_in_range(signal.choices, raw_min, raw_max, length, is_float)
-        labels: dict[str, int] = {}
+        exact: dict[str, int] = {}
+        spellings: dict[str, set[str]] = {}
         for raw, label in choices.items():
-            labels.setdefault(label.strip().lower(), raw)
+            exact.setdefault(label.strip(), raw)
+            spellings.setdefault(label.strip().lower(), set()).add(label.strip())
+        # any case finds a label, unless two labels differ only by case (opendbc's Ford has
+        # "Return_to_Park" 26 and "Return_To_Park" 21): those are found as spelled only
+        labels = {
+            lower: exact[next(iter(spelled))]
+            for lower, spelled in spellings.items()
+            if len(spelled) == 1
+        }
         comment = signal.comment
         spec = cls(
             name=signal.name,
@@ -191,6 +201,7 @@ class SignalSpec:
             high=high,
             choices=MappingProxyType(choices),
             labels=MappingProxyType(labels),
+            exact_labels=MappingProxyType(exact),
             default_raw=0,
             is_multiplexer=bool(
                 signal.is_multiplexer if is_multiplexer is None else is_multiplexer
@@ -200,6 +211,12 @@ class SignalSpec:
         )
         object.__setattr__(spec, "default_raw", spec._pick_default(signal.raw_initial))
         return spec
+
+    def raw_of_label(self, text: str) -> int | None:
+        """The raw value of label `text`: as the database spells it, else in any case when
+        that names one label only; None when it is no label."""
+        found = self.exact_labels.get(text.strip())
+        return found if found is not None else self.labels.get(text.strip().lower())
 
     # -- raw -> JSON ---------------------------------------------------------------------
 
@@ -249,7 +266,7 @@ class SignalSpec:
             else:
                 raise self._invalid(value)
         if isinstance(value, str):
-            raw = self.labels.get(value.strip().lower())
+            raw = self.raw_of_label(value)
             if raw is not None:
                 return raw, None
             value = _parse_number(value)

@@ -102,7 +102,7 @@ def compare(spec: SignalSpec, op: str, target: float | int | str) -> Callable[[A
     if fn is None:
         raise ToolError("INVALID_VALUE", f"op must be one of {', '.join(OPS)}; got {op!r}")
     if isinstance(target, str):
-        raw = spec.labels.get(target.strip().lower())
+        raw = spec.raw_of_label(target)
         if raw is None:
             try:
                 number = float(target)
