@@ -29,10 +29,10 @@ timing's 50 ms let a busy machine drop the engine's freeze frame behind the tran
 answer (1 stress run in 3)."""
 
 
-def patient_elm(channel: str, protocol: str = "0") -> Elm327Device:
-    """A simulated ELM327 that waits ELM_WAIT_MS for an ECU and ELM_FLOOR_MS for another."""
+def patient_elm(channel: str, protocol: str = "0", floor_ms: int = ELM_FLOOR_MS) -> Elm327Device:
+    """A simulated ELM327 that waits ELM_WAIT_MS for an ECU and `floor_ms` for another."""
     return Elm327Device(
-        channel, protocol=protocol, no_data_timeout_ms=ELM_WAIT_MS, adaptive_floor_ms=ELM_FLOOR_MS
+        channel, protocol=protocol, no_data_timeout_ms=ELM_WAIT_MS, adaptive_floor_ms=floor_ms
     )
 
 

@@ -240,7 +240,10 @@ class ObdService:
             except ValueError as exc:
                 raise ToolError("INVALID_VALUE", f"{exc}.") from None
         frames = []
-        for ecu, data in self._positive(self._ask(b"\x02\x02\x00"), 0x02):
+        replies = self._ask(b"\x02\x02\x00")
+        if not any(r.complete for r in replies):  # silence says nothing about freeze frames
+            raise self._no_answer("freeze frame")
+        for ecu, data in self._positive(replies, 0x02):
             if len(data) >= 5 and data[1] == 0x02 and data[3:5] != b"\x00\x00":
                 frames.append((ecu, decode_dtc(data[3:5])))
         if wanted is not None:
