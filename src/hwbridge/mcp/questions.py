@@ -30,7 +30,6 @@ import binascii
 import hashlib
 import hmac
 import json
-import re
 import secrets
 import threading
 import time
@@ -70,7 +69,7 @@ STATE_TTL_S: Final = 600.0
 _MAX_ISSUED = 4096  # sealed states outstanding at once (the oldest are forgotten first)
 BENCH_KEY_PREFIX: Final = "bench:"
 """A bench's question keys, as this server's client sees them (apart from its own)."""
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_MAX_FORM_DEPTH = 32  # a form nests a few levels; a deeper one is not passed on
 
 Ask = Callable[[str, dict[str, Any]], Awaitable[types.ElicitResult]]
 
@@ -126,10 +125,12 @@ def plain(text: str, limit: int) -> str:
     """A bench's text as a person may read it: no control character, no bidirectional or
     other format character (which could make it read as something else), at most `limit`
     characters."""
-    text = "".join(
-        " " if unicodedata.category(c) in ("Cc", "Cf") and c != "\n" else c for c in text
+    cut = len(text) > limit
+    text = "".join(  # only what is kept is looked at: a bench's megabyte is cut first
+        " " if unicodedata.category(c) in ("Cc", "Cf") and c != "\n" else c
+        for c in text[: limit - 3 if cut else limit]
     )
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return text + "..." if cut else text
 
 
 def label(bench: str, message: str) -> str:
@@ -148,17 +149,23 @@ def passable(schema: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(schema, dict) or len(shown.encode()) > MAX_SCHEMA_BYTES:
         return None
-    cleaned = _plain_texts(schema)
+    try:
+        cleaned = _plain_texts(schema, _MAX_FORM_DEPTH)
+    except ValueError:  # nested deeper than any form needs
+        return None
     return cleaned if isinstance(cleaned, dict) else None
 
 
-def _plain_texts(value: Any) -> Any:
+def _plain_texts(value: Any, depth: int) -> Any:
+    """`value` with every text plain; ValueError when nested deeper than `depth`."""
     if isinstance(value, str):
         return plain(value, MAX_FORM_TEXT)
+    if isinstance(value, dict | list) and depth <= 0:
+        raise ValueError("too deep")
     if isinstance(value, dict):
-        return {plain(str(k), MAX_FORM_TEXT): _plain_texts(v) for k, v in value.items()}
+        return {plain(str(k), MAX_FORM_TEXT): _plain_texts(v, depth - 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_plain_texts(v) for v in value]
+        return [_plain_texts(v, depth - 1) for v in value]
     return value
 
 
