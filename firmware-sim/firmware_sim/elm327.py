@@ -187,6 +187,7 @@ class Elm327Device(PtyDevice):
         self._out = bytearray()
         self._last = ""
         self._listening = threading.Event()
+        self._listen_after: can.Message | None = None  # the mark before a request
         self._frames: queue.SimpleQueue[can.Message] = queue.SimpleQueue()
 
     def _reset(self) -> None:
@@ -384,9 +385,7 @@ class Elm327Device(PtyDevice):
         receive = int(s.receive, 16) if s.receive else None
         display = Display(s.headers, s.spaces, False, s.dlc)
         overflows = self.overflows
-        while not self._frames.empty():
-            self._frames.get_nowait()
-        self._listening.set()
+        self._listen_from_now()
         try:
             while True:
                 msg = self._next_frame(time.monotonic() + _MONITOR_SLICE_S)
@@ -435,9 +434,7 @@ class Elm327Device(PtyDevice):
         """Send one request, show what comes back; frames received, None if unsent."""
         s = self._settings
         tracker = ResponseTracker()
-        while not self._frames.empty():
-            self._frames.get_nowait()
-        self._listening.set()
+        self._listen_from_now()
         try:
             request = can.Message(
                 arbitration_id=addressing.request_id,
@@ -510,6 +507,22 @@ class Elm327Device(PtyDevice):
             if data is None:
                 raise _Stopped  # the device is stopping
             self._pending += data
+
+    def _listen_from_now(self) -> None:
+        """Take the frames that reach the bus from now on, and none from before.
+
+        A real chip hears only what follows its request. On a busy machine the bus thread
+        may still be handing over frames sent earlier (another tester's traffic, an ECU's
+        answers to it): taken as the answer, they made a freeze frame `not found`. So
+        listening starts when the bus thread reaches a mark put in the queue now."""
+        self._listening.clear()
+        while not self._frames.empty():
+            self._frames.get_nowait()
+        self._listen_after = self._mark()
+
+    def _on_mark(self, mark: can.Message) -> None:
+        if mark is self._listen_after:
+            self._listening.set()
 
     def _on_frame(self, msg: can.Message) -> None:
         if self._listening.is_set():

@@ -39,6 +39,10 @@ _WRITE_STALL_S = 0.2  # how long a write waits for a client that stopped reading
 _JOIN_S = 2.0
 
 
+class _Mark(can.Message):
+    """A place in a device's receive queue (never on the bus)."""
+
+
 class PtyDevice(ABC):
     """Lifetime and I/O of one pty device; `start()` returns the path a client opens."""
 
@@ -162,6 +166,11 @@ class PtyDevice(ABC):
     def _on_frame(self, msg: can.Message) -> None:
         """A frame seen on the virtual channel (bus thread)."""
 
+    def _on_mark(self, mark: can.Message) -> None:
+        """The bus thread reached `mark` (see `_mark`): every frame before it was handed
+        to `_on_frame`, and every frame after it is still to come."""
+        del mark  # nothing by default
+
     # -- I/O for subclasses -------------------------------------------------------------
 
     def _write(self, data: bytes) -> None:
@@ -222,6 +231,20 @@ class PtyDevice(ABC):
                 log.debug("%s: read failed: %s", self.kind, exc)
             return None if self._stop.wait(_POLL_S) else b""
 
+    def _mark(self) -> can.Message:
+        """Put a mark in the device's own receive queue and return it; `_on_mark` runs when
+        the bus thread gets to it. On a busy machine the bus thread hands frames over late,
+        so the time a frame arrives cannot tell whether it was on the bus before something
+        the device did; its place behind the mark can. Without a queue to mark (not a
+        virtual bus), `_on_mark` runs at once."""
+        mark = _Mark()
+        queue_ = getattr(self._bus, "queue", None)
+        if queue_ is None:
+            self._on_mark(mark)
+        else:
+            queue_.put(mark)
+        return mark
+
     def _send(self, msg: can.Message) -> bool:
         """Put a frame on the virtual channel; False if the bus refused it."""
         bus = self._bus
@@ -257,7 +280,10 @@ class PtyDevice(ABC):
             if msg is None:
                 continue
             try:
-                self._on_frame(msg)
+                if isinstance(msg, _Mark):
+                    self._on_mark(msg)
+                else:
+                    self._on_frame(msg)
             except Exception:
                 log.exception("%s: frame handling failed", self.kind)
 

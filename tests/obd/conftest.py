@@ -25,14 +25,14 @@ ELM_WAIT_MS = 1000
 200 ms default, the real chip's, turned a late ECU thread on a busy machine into NO DATA."""
 ELM_FLOOR_MS = 300
 """How long the simulated ELM327 waits at least for a second ECU in those tests: adaptive
-timing's 50 ms let a busy machine drop the engine's freeze frame behind the transmission's
-answer (1 stress run in 3)."""
+timing's 50 ms is shorter than a busy machine may hold the vehicle's responder between two
+ECUs' answers."""
 
 
-def patient_elm(channel: str, protocol: str = "0", floor_ms: int = ELM_FLOOR_MS) -> Elm327Device:
-    """A simulated ELM327 that waits ELM_WAIT_MS for an ECU and `floor_ms` for another."""
+def patient_elm(channel: str, protocol: str = "0") -> Elm327Device:
+    """A simulated ELM327 that waits ELM_WAIT_MS for an ECU and ELM_FLOOR_MS for another."""
     return Elm327Device(
-        channel, protocol=protocol, no_data_timeout_ms=ELM_WAIT_MS, adaptive_floor_ms=floor_ms
+        channel, protocol=protocol, no_data_timeout_ms=ELM_WAIT_MS, adaptive_floor_ms=ELM_FLOOR_MS
     )
 
 

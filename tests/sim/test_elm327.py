@@ -326,6 +326,53 @@ def test_a_raised_adaptive_floor_hears_a_slower_second_ecu(channel: str, ecu: Ec
             Elm327Device(channel, no_data_timeout_ms=1020, adaptive_floor_ms=wrong)
 
 
+class _LateBusThread(Elm327Device):
+    """An ELM327 whose bus thread is held on the first frame it gets, as a busy machine
+    holds it: the frame is handed over only when the test opens the gate."""
+
+    def __init__(self, channel: str) -> None:
+        super().__init__(channel, no_data_timeout_ms=200)
+        self.holding = threading.Event()
+        self.gate = threading.Event()
+
+    def _on_frame(self, msg: can.Message) -> None:
+        if not self.gate.is_set():
+            self.holding.set()
+            self.gate.wait(10.0)
+        super()._on_frame(msg)
+
+
+def test_a_frame_from_before_the_request_is_never_its_answer(channel: str) -> None:
+    """A real chip hears only what follows its request. Here an engine's answer was on the
+    bus before the request and reaches the device's bus thread only after it (a busy
+    machine): it is not the answer. Taken for one, it made a stale reply pass for the
+    vehicle's (stress set 9: a freeze frame `not found`)."""
+    with (
+        can.Bus(interface="virtual", channel=channel) as tester,
+        _LateBusThread(channel) as device,
+        serial.Serial(device.port_name, timeout=5.0) as link,
+    ):
+        ask(link, "ATE0")
+        ask(link, "ATSP6")
+        tester.send(
+            can.Message(arbitration_id=0x7E8, is_extended_id=False, data=b"\x03\x41\x0d\x50")
+        )
+        assert device.holding.wait(5.0)
+        link.write(b"010D\r")
+        request = tester.recv(5.0)  # the request is on the bus: now the old frame arrives
+        assert request is not None and request.arbitration_id == 0x7DF
+        device.gate.set()
+        answer = link.read_until(b">")
+        assert answer == b"NO DATA\r\r>", answer
+        # and what follows a request still is its answer
+        link.write(b"010D\r")
+        assert tester.recv(5.0) is not None
+        tester.send(
+            can.Message(arbitration_id=0x7E8, is_extended_id=False, data=b"\x03\x41\x0d\x32")
+        )
+        assert link.read_until(b">") == b"41 0D 32\r\r>"
+
+
 def test_automatic_protocol_search(port: serial.Serial, ecu: Ecu) -> None:
     ask(port, "ATE0")
     assert ask(port, "010C") == "SEARCHING...\r41 0C 1A F8\r\r>"
