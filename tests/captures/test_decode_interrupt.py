@@ -28,13 +28,13 @@ from tests.conftest import BUSY_MARGIN_S, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-CAPTURES = 24
+CAPTURES = 14
 Rows = dict[str, dict[str, int]]  # source -> table -> rows
 
 
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Path], Path, dict[str, int]]:
-    """24 captures of 45,000 frames (copies of one), the database, and the tables and rows
+    """14 captures of 45,000 frames (copies of one), the database, and the tables and rows
     one capture decodes to."""
     folder = tmp_path_factory.mktemp("fleet")
     dbc = folder / "fleet.dbc"

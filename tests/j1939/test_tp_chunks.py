@@ -154,7 +154,7 @@ def streams(draw: Any) -> tuple[list[Frame], list[int]]:
 
 
 @pytest.mark.slow
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(streams())
 def test_the_same_messages_as_tp_receiver_on_generated_streams(
     stream: tuple[list[Frame], list[int]],

@@ -233,7 +233,7 @@ def _asc(draw: st.DrawFn) -> bytes:
 
 @pytest.mark.slow
 @settings(
-    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=_asc(), block_bytes=st.sampled_from([1, 7, 64, 1 << 20]))
 @example(data=b"base dec\n1.0 1 123 Rx d 2 1 255\n", block_bytes=1 << 20)

@@ -206,7 +206,7 @@ def mutations(draw: st.DrawFn, clean: Clean) -> tuple[bytes, int, bool]:
 
 @pytest.mark.slow
 @settings(
-    max_examples=300,
+    max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

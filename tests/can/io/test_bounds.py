@@ -177,7 +177,7 @@ def _check(tmp_path: Path, suffix: str, text: bytes, packing: int, fast: bool) -
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @settings(
-    max_examples=400,
+    max_examples=200,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -159,7 +159,7 @@ def _log(draw: st.DrawFn) -> bytes:
 
 @pytest.mark.slow
 @settings(
-    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=_log(), block_bytes=st.sampled_from([1, 7, 64, 1 << 20]))
 @example(data=b"(1.0) can0 123#0011\r", block_bytes=1)
