@@ -4,15 +4,17 @@ text and parallel tool_use blocks, tool_result answers, refusals, errors."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hwbridge import Orchestrator, ProviderError, Runner
-from hwbridge.llm import AnthropicClient
+from hwbridge import Orchestrator, ProviderError, Runner, llm
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, json_answer, sse
+
+if TYPE_CHECKING:  # the SDK is imported by the first test that needs it, not at collection
+    from hwbridge.llm import AnthropicClient
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -21,7 +23,7 @@ FAIL = ("toolu_01T1x1fJ34qAmk2tNTrN7Up6", "fail", {"kind": "retryable"})
 
 
 def client(fake: FakeProvider, **options: Any) -> AnthropicClient:
-    return AnthropicClient(
+    return llm.AnthropicClient(
         "claude-opus-4-6", api_key="sk-ant-dummy", base_url=fake.base_url, max_retries=0, **options
     )
 
@@ -118,7 +120,7 @@ def _words(kind: str) -> str:
 
 def test_a_missing_key_is_one_clear_error() -> None:
     with pytest.raises(ProviderError, match="ANTHROPIC_API_KEY") as caught:
-        AnthropicClient("claude-opus-4-6")
+        llm.AnthropicClient("claude-opus-4-6")
     assert caught.value.kind == "auth"
 
 

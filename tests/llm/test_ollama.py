@@ -6,23 +6,25 @@ import asyncio
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from hwbridge import ProviderError, Runner
-from hwbridge.llm import OllamaClient, ollama_client
+from hwbridge import ProviderError, Runner, llm
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
 from tests.llm.fake import Answer, FakeProvider, json_answer, ndjson
+
+if TYPE_CHECKING:  # the SDK is imported by the first test that needs it, not at collection
+    from hwbridge.llm import OllamaClient
 
 pytestmark = pytest.mark.timeout(30)
 
 
 def client(fake: FakeProvider, **options: Any) -> OllamaClient:
-    return OllamaClient("llama3.1:8b", host=fake.base_url, **options)
+    return llm.OllamaClient("llama3.1:8b", host=fake.base_url, **options)
 
 
 def test_native_tool_calls_then_an_answer(fake_ollama: FakeProvider) -> None:
@@ -93,7 +95,7 @@ def test_no_server() -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    dead = OllamaClient("llama3.1:8b", host=f"http://127.0.0.1:{port}")
+    dead = llm.OllamaClient("llama3.1:8b", host=f"http://127.0.0.1:{port}")
     result = Runner(Thermostat(), dead).run("hi")
     assert result.stop_reason == "provider_error"
     assert result.detail is not None
@@ -161,7 +163,7 @@ def test_stream_false_reads_a_pretty_answer(fake_ollama: FakeProvider) -> None:
 def test_a_whole_answer_is_read_up_to_a_bound(
     fake_ollama: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(ollama_client, "_WHOLE_MAX", 4096)
+    monkeypatch.setattr("hwbridge.llm.ollama_client._WHOLE_MAX", 4096)
     big = P.ollama_completion("x" * 5000)
     fake_ollama.script(json_answer(big, indent=2), json_answer(big, indent=2))
     runner = Runner(Thermostat(), client(fake_ollama))
@@ -197,7 +199,9 @@ def test_ndjson_still_streams(loopback: HTTPServer) -> None:
     loopback.expect_request("/api/chat", method="POST").respond_with_handler(handler)
     host = loopback.url_for("").rstrip("/")
     result = Runner(
-        Thermostat(), OllamaClient("llama3.1:8b", host=host), on_text=lambda _: first_shown.set()
+        Thermostat(),
+        llm.OllamaClient("llama3.1:8b", host=host),
+        on_text=lambda _: first_shown.set(),
     ).run("t?")
     loopback.clear()
     assert result.answer == "Kitchen is warm."

@@ -6,15 +6,17 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hwbridge import Orchestrator, ProviderError, Runner
-from hwbridge.llm import OpenAIClient
+from hwbridge import Orchestrator, ProviderError, Runner, llm
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, json_answer, sse
+
+if TYPE_CHECKING:  # the SDK is imported by the first test that needs it, not at collection
+    from hwbridge.llm import OpenAIClient
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -23,7 +25,7 @@ SET = ("call_9xQ2mEw7Tz4", "set_temperature", {"room": "living_room", "celsius":
 
 
 def client(fake: FakeProvider, **options: Any) -> OpenAIClient:
-    return OpenAIClient("gpt-4o-mini", base_url=fake.base_url, max_retries=0, **options)
+    return llm.OpenAIClient("gpt-4o-mini", base_url=fake.base_url, max_retries=0, **options)
 
 
 def test_native_parallel_calls_then_a_streamed_answer(fake_openai: FakeProvider) -> None:
@@ -170,7 +172,7 @@ def test_a_server_that_is_not_there(fake_openai: FakeProvider) -> None:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    dead = OpenAIClient("local", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    dead = llm.OpenAIClient("local", base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
     result = Runner(Thermostat(), dead).run("hello")
     assert result.stop_reason == "provider_error"
     assert result.detail is not None
@@ -182,7 +184,7 @@ def test_a_server_that_is_not_there(fake_openai: FakeProvider) -> None:
 
 def test_a_missing_key_is_refused_before_any_request() -> None:
     with pytest.raises(ProviderError) as caught:
-        OpenAIClient("gpt-4o-mini")
+        llm.OpenAIClient("gpt-4o-mini")
     assert caught.value.kind == "auth" and "OPENAI_API_KEY" in str(caught.value)
 
 

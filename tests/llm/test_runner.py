@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,12 +25,15 @@ from hwbridge import (
     Orchestrator,
     Runner,
     SendPolicy,
+    llm,
 )
-from hwbridge.llm import OpenAIClient
 from tests.conftest import BUSY_MARGIN_S, wait_until
 from tests.core.drivers import Thermostat
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
+
+if TYPE_CHECKING:  # the SDK is imported by the first test that needs it, not at collection
+    from hwbridge.llm import OpenAIClient
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -38,7 +41,7 @@ DEMO = Path(__file__).resolve().parents[2] / "dbc" / "demo_vehicle.dbc"
 
 
 def client(fake: FakeProvider, **options: Any) -> OpenAIClient:
-    return OpenAIClient("gpt-4o-mini", base_url=fake.base_url, max_retries=0, **options)
+    return llm.OpenAIClient("gpt-4o-mini", base_url=fake.base_url, max_retries=0, **options)
 
 
 def call(n: int, name: str, arguments: dict[str, Any]) -> str:
