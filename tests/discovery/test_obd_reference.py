@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import cantools
 import numpy as np
 import pytest
 from benchmarks.drives import GNSS_DBC, generate, score
@@ -228,6 +229,72 @@ def test_the_command_records_a_live_bus_with_obd_as_the_reference(
     assert "OBD_7E8" in doc["reference_messages"] and doc["captures"] == [f"virtual:{vehicle}"]
     assert any(m["id"] == 0x110 for m in doc["messages"])
     assert "OBD-II PIDs (mode 01, read-only)" in captured.err
+
+
+QUICK_DRIVE = """
+name = "up to 90 and down to 30"
+[[phase]]
+seconds = 4
+speed_kmh = 90
+[[phase]]
+seconds = 30
+speed_kmh = 30
+"""
+KMH_PER = {None: 1.0, "km/h": 1.0, "kph": 1.0, "MPH": 1.609344, "mph": 1.609344}
+
+
+def _bits(start: int, length: int, byte_order: str) -> list[int]:
+    """The frame bits a field covers from its least significant up, DBC numbering (a
+    big-endian start is its most significant bit)."""
+    if byte_order == "little_endian":
+        return list(range(start, start + length))
+    bits, bit = [], start
+    for _ in range(length):
+        bits.append(bit)
+        bit = bit - 1 if bit % 8 else bit + 15
+    return bits[::-1]
+
+
+@needs_shared
+@pytest.mark.slow
+def test_a_users_own_database_in_the_simulator_is_named_and_scaled_from_obd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The unattended path on a vehicle the work was not built on: opendbc's Mazda 3 in the
+    simulator, `hwbridge discover --bus ... --reference obd` with nothing but the bus. Every
+    field confirmed as OBD-II SPEED lies inside one of the database's speed signals, at that
+    signal's scale for the bits found (STEER2's 0.00621371 MPH is 0.01 km/h a bit), and the
+    speed is found in at least two of the three messages that carry it (12 s of driving
+    leave a field's low bits looking like noise now and then)."""
+    from hwbridge.cli.main import main
+
+    dbc = DATA / "opendbc" / "mazda_3_2019.dbc"
+    (tmp_path / "quick.toml").write_text(QUICK_DRIVE)
+    name = f"mazda-{uuid.uuid4().hex[:8]}"
+    with VirtualVehicle([dbc], channel=name, scenario=tmp_path / "quick.toml"):
+        code = main(["discover", "--bus", f"virtual:{name}", "--duration", "12",
+                     "--reference", "obd", "--json"])  # fmt: skip
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    found = [
+        (m["id"], s)
+        for m in json.loads(captured.out)["messages"]
+        for s in m["signals"]
+        if (s["reference"] or {}).get("signal") == "SPEED"
+        and s["reference"]["verdict"] == "confirmed"
+    ]
+    database = cantools.database.load_file(dbc, strict=False)
+    assert isinstance(database, cantools.database.can.Database)
+    speeds = {0x1D: "SPEED", 0x60: "SPEED", 0x91: "Speed"}
+    for frame_id, field in found:
+        assert frame_id in speeds, (frame_id, field)
+        truth = database.get_message_by_frame_id(frame_id).get_signal_by_name(speeds[frame_id])
+        covered = _bits(truth.start, truth.length, truth.byte_order)
+        bits = _bits(field["start_bit"], field["length"], field["byte_order"])
+        assert set(bits) <= set(covered), (frame_id, field)
+        scale = truth.scale * KMH_PER[truth.unit] * 2 ** covered.index(bits[0])
+        assert abs(field["reference"]["fitted_scale"] / scale - 1) <= 0.03, (frame_id, field)
+    assert len({frame_id for frame_id, _ in found}) >= 2, found
 
 
 @pytest.mark.parametrize(
