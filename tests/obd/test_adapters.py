@@ -208,6 +208,28 @@ def test_garbage_on_the_serial_line(scripted: Any) -> None:
     assert elm.commands[:8] == ["ATZ", "ATE0", "ATL0", "ATS0", "ATH1", "ATAT1", "ATCAF1", "ATSP0"]
 
 
+def test_a_late_answer_to_another_pid_is_not_this_requests_answer(scripted: Any) -> None:
+    """An ECU's late answer to an earlier request (mode 02 PID 60's bitmap, a first frame
+    and its rest) printed before its answer to this one (PID 02, the code that stored the
+    freeze frame): the answer is the second. Taken as the answer, the first made a stored
+    freeze frame `not found`."""
+    elm: ScriptedElm = scripted(
+        {
+            "0100": b"7E8 06 41 00 98 18 00 13 00",
+            "020200": b"7E8 10 13 42 60 00 00 00 00\r7E8 21 01 80 00 00 00 00 01"
+            b"\r7E8 22 A0 00 04 00 00 00 55\r7E8 05 42 02 00 02 17 55 55"
+            b"\r7E9 05 42 02 00 00 00 55 55",
+            "010D": b"7E8 04 41 0C 1A F8 55 55 55\r7E8 03 41 0D 32 55 55 55 55",
+        }
+    )
+    with Elm327Adapter.open(elm.port, timeout_s=0.5) as adapter:
+        engine, transmission = adapter.request(b"\x02\x02\x00")
+        assert engine.data == b"\x42\x02\x00\x02\x17" and engine.ecu.name == "engine"
+        assert transmission.data == b"\x42\x02\x00\x00\x00"
+        [speed] = adapter.request(b"\x01\x0d")
+        assert speed.data == b"\x41\x0d\x32"
+
+
 def test_no_adapter_on_the_port(scripted: Any) -> None:
     silent = scripted({"ATZ": b"<silent>"})
     with pytest.raises(ToolError) as error:

@@ -341,7 +341,7 @@ class Elm327Adapter(ObdAdapter):
             command += "1"  # one ECU answers: the chip returns as soon as it has (v1.3+)
         budget = max(timeout_s, self.p2_star_s)
         clock = PendingClock(max(timeout_s, 1.0), self.p2_star_s, budget)
-        reader = ReplyReader(extended, service=payload[0])
+        reader = ReplyReader(extended, request=payload)
         self._cut = None
         # from here on the request is out: an error is no proof that it did not act
         prompted = self._ask(command, reader, clock)
@@ -405,7 +405,13 @@ class Elm327Adapter(ObdAdapter):
                     why = _STOPPED_EARLY
                 out.append(EcuReply(ecu, b"", error=why))
             elif ident in reply.foreign:
-                out.append(EcuReply(ecu, b"", error=another_service_note(reply.foreign[ident])))
+                out.append(
+                    EcuReply(
+                        ecu,
+                        b"",
+                        error=another_service_note(reply.foreign[ident], int(command[:2], 16)),
+                    )
+                )
         return out
 
     # -- state ----------------------------------------------------------------------------

@@ -5,9 +5,11 @@ Each line is a message the adapter prints (`NO DATA`, `CAN ERROR`, `SEARCHING...
 received frame: its CAN id (3 hex digits, or 8 with 29-bit ids), then the ISO-TP bytes, with
 or without spaces. Frames are reassembled per ECU (single, first and consecutive frames);
 lines that are neither are counted as garbage, never guessed at. A "response pending"
-(`7F xx 78`) is no answer: it is counted per ECU, and the final answer follows, or not. A
-negative response that names another service than the request's answers another request:
-it is kept apart (`Reply.foreign`), never taken for this request's answer.
+(`7F xx 78`) is no answer: it is counted per ECU, and the final answer follows, or not. An
+answer to another request (another service's, or, when the request is known, the same
+service's for other PIDs or DIDs, as an ECU's late answer to an earlier request is) is kept
+apart (`Reply.foreign`), never taken for this request's answer, and the ECU's own answer
+that follows still counts.
 
 `ReplyReader` reads a reply as it comes in, line by line, at a constant cost per line.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Final
 
-from hwbridge.obd.transport.pending import for_another_service, is_pending
+from hwbridge.obd.transport.pending import for_another_request, for_another_service, is_pending
 
 __all__ = ["ADAPTER_MESSAGES", "Reply", "ReplyReader", "parse_reply"]
 
@@ -83,9 +85,12 @@ class ReplyReader:
     that names another service answers some other request, and is kept apart (`foreign`).
     """
 
-    def __init__(self, extended: bool, service: int | None = None) -> None:
+    def __init__(
+        self, extended: bool, service: int | None = None, request: bytes | None = None
+    ) -> None:
         self.extended = extended
-        self.service = service
+        self.service = request[0] if request else service
+        self.request = request or None
         self.lines = 0
         self._reply = Reply()
         self._open: dict[int, _Open] = {}
@@ -152,7 +157,7 @@ class ReplyReader:
             return None
         ident = int(digits[:width], 16)
         data = bytes.fromhex(digits[width:])
-        return _feed(reply, self._open, ident, data, self.service)
+        return _feed(reply, self._open, ident, data, self.service, request=self.request)
 
 
 def parse_reply(text: str, extended: bool, service: int | None = None) -> Reply:
@@ -164,7 +169,13 @@ def parse_reply(text: str, extended: bool, service: int | None = None) -> Reply:
 
 
 def _feed(
-    reply: Reply, open_: dict[int, _Open], ident: int, data: bytes, service: int | None
+    reply: Reply,
+    open_: dict[int, _Open],
+    ident: int,
+    data: bytes,
+    service: int | None,
+    *,
+    request: bytes | None = None,
 ) -> int | None:
     """One frame; the id of its ECU if it completed a "response pending"."""
     pci = data[0] >> 4
@@ -174,7 +185,7 @@ def _feed(
             reply.garbage += 1
             return None
         open_.pop(ident, None)
-        return _done(reply, ident, data[1 : 1 + length], service)
+        return _done(reply, ident, data[1 : 1 + length], service, request)
     if pci == 1:
         if len(data) < 8:
             reply.garbage += 1
@@ -198,20 +209,26 @@ def _feed(
         pending.sequence = (pending.sequence + 1) & 0x0F
         if len(pending.data) >= pending.length:
             del open_[ident]
-            return _done(reply, ident, bytes(pending.data[: pending.length]), service)
+            return _done(reply, ident, bytes(pending.data[: pending.length]), service, request)
     else:
         reply.garbage += 1  # flow control or not ISO-TP
     return None
 
 
-def _done(reply: Reply, ident: int, payload: bytes, service: int | None) -> int | None:
+def _done(
+    reply: Reply, ident: int, payload: bytes, service: int | None, request: bytes | None = None
+) -> int | None:
     if ident not in reply.order:
         reply.order.append(ident)
     asked = payload[1] if service is None and len(payload) >= 2 else service
     if asked is not None and is_pending(payload, asked):
         reply.pending[ident] = reply.pending.get(ident, 0) + 1
         return ident  # the final answer follows, or not
-    if service is not None and for_another_service(payload, service):
+    if request is not None:
+        another = for_another_request(payload, request)
+    else:
+        another = service is not None and for_another_service(payload, service)
+    if another:
         reply.foreign[ident] = payload[:8]  # the last one: a refusal after its pendings
         return None  # another request's answer: not this one's
     reply.messages.setdefault(ident, payload)
