@@ -190,12 +190,11 @@ numbers = st.one_of(
 def test_any_value_is_encoded_within_range_or_refused(name: str, value: Any) -> None:
     defined = DIDS.find(name)
     assert defined is not None
+    refusal: ToolError | None = None
     try:
         data = defined.encode(value)
     except ToolError as exc:
         refusal = exc
-    else:
-        refusal = None
     if refusal is not None:
         assert refusal.code in ("INVALID_VALUE", "OUT_OF_RANGE") and refusal.message
         return
