@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from hwbridge.can.database.values import format_number
@@ -65,6 +67,17 @@ class OdxServicesWarning(UserWarning):
         if more > 0:
             listed += f"\n  ... and {more} more (all in .skipped)"
         super().__init__(f"{source}: {len(skipped)} service(s) not offered as tools:\n{listed}")
+
+
+def _outside_hwbridge() -> int:
+    """The stack level of the first caller outside hwbridge (a warning points at user code)."""
+    package = str(Path(__file__).resolve().parents[2])
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and (
+        frame.f_code.co_filename.startswith(package) or frame.f_code.co_filename == "<string>"
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _kind(thing: Any) -> str:
@@ -308,7 +321,7 @@ class OdxServices:
         if self.skipped:
             warnings.warn(
                 OdxServicesWarning(f"{self.description.path} ({self.variant})", self.skipped),
-                stacklevel=4,
+                stacklevel=_outside_hwbridge(),
             )
 
     def _build(self, service: Any) -> OdxService:
