@@ -315,3 +315,15 @@ def test_a_bad_description_fails_the_driver_and_closes_the_bus(
     for options, says in cases:
         with pytest.raises(ValueError, match=says):
             ObdDriver.from_can(bus=f"virtual:{bench.channel}", **options)
+
+
+def test_the_same_tools_over_an_elm327(bench: Bench, pdx: Path) -> None:
+    from tests.obd.conftest import patient_elm
+
+    with patient_elm(bench.channel) as elm, warnings.catch_warnings():
+        warnings.simplefilter("ignore", OdxServicesWarning)
+        with ObdDriver.from_elm327(elm.port_name, odx=pdx, dids=DIDS) as driver:
+            read = run(driver, "Read_IdleSpeedTarget").tool_call_result
+            assert read["values"] == {"IdleSpeedTarget": {"value": 800, "unit": "rpm"}}
+            named = run(driver, "uds_read_did", ecu="engine", did="IdleSpeedTarget")
+            assert named.tool_call_result["value"] == 800
