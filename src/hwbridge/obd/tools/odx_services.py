@@ -208,8 +208,8 @@ def _limits(dop: Any) -> tuple[float | None, float | None]:
 def _param(parameter: Any, texts: OdxTexts) -> _Param:
     kind = _kind(parameter)
     name = parameter.short_name
-    if not is_valid_tool_name(name):
-        raise _Untyped(f"parameter {name[:40]!r} is not a usable name")
+    if not is_valid_tool_name(name) or name in ("ecu", "dry_run"):
+        raise _Untyped(f"parameter {name[:40]!r} is not a usable name (or one hwbridge uses)")
     if kind != "ValueParameter":
         raise _Untyped(f"parameter {name} is a {kind}, which hwbridge cannot type")
     dop = parameter.dop
@@ -375,7 +375,6 @@ class OdxServices:
                     name=p.name, description=p.description, schema=p.schema, required=p.required
                 )
                 for p in svc.params
-                if p.name not in ("ecu", "dry_run")
             ]
             params.append(
                 ToolParameter(
