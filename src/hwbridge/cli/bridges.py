@@ -1,6 +1,7 @@
 """Several bridges at once, for the commands that put a whole setup in front of an LLM
 (`hwbridge chat`, `hwbridge mcp`): a CAN bus (--dbc/--bus; --discover adds the discovery
-tools), a serial device (--spec/--port), OBD-II diagnostics (--obd) and SAE J1939 (--j1939),
+tools), a serial device (--spec/--port), OBD-II diagnostics (--obd, with
+--dids and --odx describing its ECUs) and SAE J1939 (--j1939),
 under ONE SendPolicy.
 
 `--allow NAME` goes to the bridge that knows the name: a CAN message of the database, a
@@ -86,6 +87,25 @@ def add_bridge_options(parser: argparse.ArgumentParser) -> None:
         "ecu: str) -> bytes, as MODULE:FUNCTION or FILE.py:FUNCTION; it lets uds_unlock unlock "
         "an ECU (when the policy allows uds_0x27). hwbridge ships none, and never shows the "
         "function, a seed or a key to the model",
+    )
+    parser.add_argument(
+        "--dids",
+        metavar="FILE",
+        help="with --obd: DID definitions (TOML: name, DID, type, scale, unit, range, "
+        "writable) so that uds_read_did and uds_write_did take DIDs by name and typed values",
+    )
+    parser.add_argument(
+        "--odx",
+        metavar="FILE",
+        help="with --obd: an ECU's ODX description (.pdx or .odx-d; needs the odx extra): "
+        "one typed tool per diagnostic service of the variant, judged by the send policy "
+        "by its service id",
+    )
+    parser.add_argument(
+        "--odx-variant",
+        metavar="NAME",
+        help="with --odx: the variant (ECU or base variant) to make the tools of, when the "
+        "description has several",
     )
     parser.add_argument(
         "--j1939",
@@ -203,6 +223,11 @@ def allowances(args: argparse.Namespace, *, offline: bool = False) -> Allowances
     services = [_service(name, "--allow-service") for name in getattr(args, "allow_service", [])]
     if getattr(args, "security_key", None) and not obd:
         raise CliError("--security-key needs --obd BUS_OR_PORT: it unlocks diagnostic ECUs")
+    for option, what in (("dids", "--dids"), ("odx", "--odx")):
+        if getattr(args, option, None) and not obd:
+            raise CliError(f"{what} needs --obd BUS_OR_PORT: it describes diagnostic ECUs")
+    if getattr(args, "odx_variant", None) and not getattr(args, "odx", None):
+        raise CliError("--odx-variant needs --odx FILE: it names a variant of that description")
     if services and not diagnostics:
         raise CliError(
             "--allow-service needs --obd BUS_OR_PORT or --j1939 BUS: no diagnostics are served"
@@ -297,18 +322,31 @@ def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriv
 
     target: str = args.obd
     given = getattr(args, "security_key", None)
-    key = load_security_key(given) if given else None
+    options: dict[str, Any] = {
+        "security_key": load_security_key(given) if given else None,
+        "dids": getattr(args, "dids", None),
+        "odx": getattr(args, "odx", None),
+        "odx_variant": getattr(args, "odx_variant", None),
+    }
     try:
         if can is not None and target == args.bus:
-            return ObdDriver.from_can(can, policy, security_key=key)  # one connection for both
+            return ObdDriver.from_can(can, policy, **options)  # one connection for both
         if is_serial_port(target):
-            return ObdDriver.from_elm327(target, policy, security_key=key)
-        return ObdDriver.from_can(bus=target, policy=policy, security_key=key)
+            return ObdDriver.from_elm327(target, policy, **options)
+        return ObdDriver.from_can(bus=target, policy=policy, **options)
+    except ValueError as exc:
+        from hwbridge.obd.database.did_definitions import DidDefinitionError
+        from hwbridge.obd.database.odx import OdxError
+
+        if isinstance(exc, OdxError | DidDefinitionError):
+            option = "--odx" if isinstance(exc, OdxError) else "--dids"
+            raise CliError(f"{option}: {one_line(str(exc))}") from exc
+        raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
     except ToolError as exc:
         raise CliError(
             f"--obd {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME
         ) from exc
-    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
+    except (TypeError, ImportError, NotImplementedError) as exc:
         raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
     except OSError as exc:
         reason = one_line(exc.strerror or str(exc))

@@ -317,6 +317,11 @@ def _server_arguments(args: argparse.Namespace) -> list[str]:
     if args.security_key:
         load_security_key(args.security_key)  # a typo fails here, not in the client
         words += security_key_words(args.security_key)
+    for option, flag in (("dids", "--dids"), ("odx", "--odx")):
+        if getattr(args, option, None):
+            words += [flag, str(Path(getattr(args, option)).resolve())]
+    if getattr(args, "odx_variant", None):
+        words += ["--odx-variant", args.odx_variant]
     if args.exposure != "auto":
         words += ["--exposure", args.exposure]
     if args.model:

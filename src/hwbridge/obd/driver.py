@@ -28,6 +28,8 @@ from hwbridge.core.hybrid import HybridDriver
 from hwbridge.core.lifetime import Closing
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError
 from hwbridge.core.prompts import PromptStrategy, packs_dir
+from hwbridge.obd.database.did_definitions import DidDefinitions, load_did_definitions
+from hwbridge.obd.database.odx import OdxDescription, load_odx
 from hwbridge.obd.tools.security_access import SecurityKey
 from hwbridge.obd.tools.texts import obd_texts
 from hwbridge.obd.tools.tool_driver import CHANGING_TOOLS, ObdToolDriver
@@ -72,19 +74,32 @@ class ObdDriver(HybridDriver, Closing):
         prompt_overrides: dict[str, Any] | str | Path | None = None,
         security_key: SecurityKey | None = None,
         tester_present_s: float = 2.0,
+        dids: str | Path | DidDefinitions | None = None,
+        odx: str | Path | OdxDescription | None = None,
+        odx_variant: str | None = None,
     ) -> None:
         super().__init__(prompt_strategy, prompt_overrides=prompt_overrides)
         self.policy = policy or SendPolicy()
         self.adapter = adapter
-        if security_key is not None and not callable(security_key):
-            adapter.close()
-            raise TypeError("security_key is a function: key(seed: bytes, level: int, ecu: str)")
         try:
+            if security_key is not None and not callable(security_key):
+                raise TypeError(
+                    "security_key is a function: key(seed: bytes, level: int, ecu: str)"
+                )
+            if odx is None and odx_variant is not None:
+                raise ValueError("odx_variant names a variant of odx=FILE.pdx; give odx too")
+            self.dids = (
+                dids if isinstance(dids, DidDefinitions | None) else (load_did_definitions(dids))
+            )
+            description = odx if isinstance(odx, OdxDescription | None) else load_odx(odx)
             self.tool_driver = ObdToolDriver(
                 adapter,
                 self.policy,
                 security_key=security_key,
                 tester_present_s=tester_present_s,
+                dids=self.dids,
+                odx=description,
+                odx_variant=odx_variant,
             )
         except BaseException:
             adapter.close()
@@ -101,6 +116,9 @@ class ObdDriver(HybridDriver, Closing):
         prompt_strategy: str | Path | PromptStrategy = "json",
         security_key: SecurityKey | None = None,
         tester_present_s: float = 2.0,
+        dids: str | Path | DidDefinitions | None = None,
+        odx: str | Path | OdxDescription | None = None,
+        odx_variant: str | None = None,
     ) -> ObdDriver:
         """OBD-II over ISO 15765-4 on a CAN bus.
 
@@ -111,6 +129,10 @@ class ObdDriver(HybridDriver, Closing):
         `addressing` is auto (11-bit ids, else 29-bit), 11bit or 29bit.
         `security_key(seed, level, ecu) -> bytes` is your key function for `uds_unlock`;
         `tester_present_s` how often an open session is kept (under S3, 5 s).
+        `dids` a DID definitions file (TOML, `hwbridge.obd.database.did_definitions`): DIDs
+        by name and typed values for uds_read_did and uds_write_did. `odx` an ODX description
+        (`.pdx`, or one `.odx-d` file; needs the `odx` extra, odxtools): one typed tool per
+        diagnostic service of the variant `odx_variant` (needed when it has several).
         """
         from hwbridge.can.driver import CanDriver
 
@@ -135,6 +157,9 @@ class ObdDriver(HybridDriver, Closing):
             prompt_strategy=prompt_strategy,
             security_key=security_key,
             tester_present_s=tester_present_s,
+            dids=dids,
+            odx=odx,
+            odx_variant=odx_variant,
         )
 
     @classmethod
@@ -149,13 +174,16 @@ class ObdDriver(HybridDriver, Closing):
         prompt_strategy: str | Path | PromptStrategy = "json",
         security_key: SecurityKey | None = None,
         tester_present_s: float = 2.0,
+        dids: str | Path | DidDefinitions | None = None,
+        odx: str | Path | OdxDescription | None = None,
+        odx_variant: str | None = None,
     ) -> ObdDriver:
         """OBD-II through an ELM327 (or compatible) interface on a serial port.
 
         `port` is a device path (`/dev/ttyUSB0`, `COM3`, a pty), a pyserial URL
         (`socket://HOST:PORT` for Wi-Fi adapters, `rfc2217://...`) or an open pyserial port.
         `protocol` is the ELM327 protocol: 0 searches automatically, 6-9 are the CAN ones.
-        `security_key` and `tester_present_s` as for `from_can`.
+        `security_key`, `tester_present_s`, `dids`, `odx` and `odx_variant` as for `from_can`.
         """
         from hwbridge.obd.transport.elm327_adapter import Elm327Adapter
 
@@ -168,6 +196,9 @@ class ObdDriver(HybridDriver, Closing):
             prompt_strategy=prompt_strategy,
             security_key=security_key,
             tester_present_s=tester_present_s,
+            dids=dids,
+            odx=odx,
+            odx_variant=odx_variant,
         )
 
     # -- MCSToolDriver (delegated) ---------------------------------------------------------
@@ -177,7 +208,7 @@ class ObdDriver(HybridDriver, Closing):
         `security_key` when uds_unlock has no key function)."""
         hidden = {
             tool: service
-            for tool, service in {_CLEAR: _CLEAR, **CHANGING_TOOLS}.items()
+            for tool, service in {_CLEAR: _CLEAR, **self.tool_driver.changing_tools()}.items()
             if not self.policy.allows_service(service)
         }
         if "uds_unlock" not in hidden and not self.tool_driver.has_security_key:
@@ -231,8 +262,17 @@ class ObdDriver(HybridDriver, Closing):
         return Health(status=status, details=details, problems=problems)
 
     def raw_spec(self) -> dict[str, RawSpec]:
-        """The data files the tools decode with (trouble code descriptions, UDS names)."""
+        """The data files the tools decode with (trouble code descriptions, UDS names, the
+        DID definitions given)."""
         out = {}
+        if self.dids is not None and Path(self.dids.source).is_file():
+            data = Path(self.dids.source).read_bytes()
+            out["dids"] = RawSpec(
+                format="TOML",
+                source=self.dids.source,
+                text=data.decode("utf-8-sig", "replace"),
+                sha256=hashlib.sha256(data).hexdigest(),
+            )
         for name in _DATA_FILES:
             path = packs_dir() / name
             data = path.read_bytes()
@@ -250,7 +290,7 @@ class ObdDriver(HybridDriver, Closing):
         guidance = obd_texts().guidance
         allowed = self.policy.describe()["allow_services"]
         if not allowed:
-            return guidance.read_only.strip()
+            return guidance.read_only.strip() + self._odx_guidance()
         text = guidance.can_clear.format(allowed=", ".join(allowed)).strip()
         hidden = self._hidden()
         offered = [tool for tool in CHANGING_TOOLS if tool not in hidden]
@@ -258,7 +298,13 @@ class ObdDriver(HybridDriver, Closing):
             text += "\n" + guidance.changes.format(tools=", ".join(offered)).strip()
         if hidden.get("uds_unlock") == "security_key":
             text += "\n" + guidance.no_security_key.strip()
-        return text
+        return text + self._odx_guidance()
+
+    def _odx_guidance(self) -> str:
+        odx = self.tool_driver.odx
+        if odx is None:
+            return ""
+        return "\n" + obd_texts().odx.guidance.format(variant=odx.variant).strip()
 
     # -- lifetime --------------------------------------------------------------------------
 

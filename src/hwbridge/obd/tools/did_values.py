@@ -1,8 +1,9 @@
 """What a model writes for a DID, a routine or a range of DIDs, parsed into bytes or refused.
 
-`DidValueEncoder` is the seam for typed writes: today `HexDidValues` takes the value as hex
-bytes (`"02BC"`); DID definitions (a TOML table, or ODX) plug in an encoder that turns a
-number or a label into the bytes, refusing a value out of range before anything is sent.
+`DidValueEncoder` is the seam for typed writes: `HexDidValues` takes the value as hex bytes
+(`"02BC"`); `DefinedDidValues` takes a defined DID's value as a number in its unit or a label
+(DID definitions, `hwbridge.obd.database.did_definitions`), refusing a value out of range
+before anything is sent, and any other DID's as hex bytes.
 """
 
 from __future__ import annotations
@@ -11,11 +12,13 @@ import re
 from typing import Any, Final, Protocol
 
 from hwbridge.core.models import ToolError
+from hwbridge.obd.database.did_definitions import DefinedDid, DidDefinitions
 from hwbridge.obd.database.uds import find_did
 
 __all__ = [
     "MAX_SCAN_DIDS",
     "MAX_WRITE_BYTES",
+    "DefinedDidValues",
     "DidValueEncoder",
     "HexDidValues",
     "parse_data_identifier",
@@ -50,8 +53,12 @@ def parse_hex_bytes(text: Any, what: str, *, limit: int, empty: bool = False) ->
     return data
 
 
-def parse_data_identifier(text: Any) -> int:
-    """A DID from hex (`0101`, `0xF190`) or a name the UDS table knows (`VIN`)."""
+def parse_data_identifier(text: Any, dids: DidDefinitions | None = None) -> int:
+    """A DID from hex (`0101`, `0xF190`), a name `dids` defines (`IdleSpeedTarget`) or a
+    name the UDS table knows (`VIN`)."""
+    defined = dids.find(text) if dids is not None else None
+    if defined is not None:
+        return defined.did
     did = find_did(text) if isinstance(text, str | int) else None
     if did is None:
         raise ToolError(
@@ -103,3 +110,24 @@ class HexDidValues:
 
     def encode(self, did: int, value: Any) -> bytes:
         return parse_hex_bytes(value, "value", limit=MAX_WRITE_BYTES)
+
+
+class DefinedDidValues:
+    """A defined DID's value in its own terms (a number in its unit, a label, text), any
+    other DID's as hex bytes; a DID defined as not writable is refused."""
+
+    def __init__(self, dids: DidDefinitions) -> None:
+        self.dids = dids
+        self._hex = HexDidValues()
+
+    def encode(self, did: int, value: Any) -> bytes:
+        defined: DefinedDid | None = self.dids.by_did.get(did)
+        if defined is None:
+            return self._hex.encode(did, value)
+        if not defined.spec.writable:
+            raise ToolError(
+                "NOT_WRITABLE",
+                f"{defined.name} ({did:04X}) is not writable by its definition "
+                f"({self.dids.source}); nothing was sent.",
+            )
+        return defined.encode(value)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from hwbridge.core.tool_texts import StrictTexts, ToolTexts, load_tool_texts
 
-__all__ = ["OBD_TOOLS", "ObdTexts", "obd_texts"]
+__all__ = ["OBD_TOOLS", "DidTexts", "ObdTexts", "OdxTexts", "obd_texts"]
 
 OBD_TOOLS = (
     "obd_supported_pids", "obd_read", "obd_monitor_status", "obd_read_dtcs",
@@ -25,8 +25,26 @@ class Guidance(StrictTexts):
     no_security_key: str
 
 
+class DidTexts(StrictTexts):
+    read: str
+    write: str
+    value: str
+
+
+class OdxTexts(StrictTexts):
+    read: str
+    change: str
+    unit: str
+    range: str
+    dry_run: str
+    ecu: str
+    guidance: str
+
+
 class ObdTexts(ToolTexts):
     guidance: Guidance
+    dids: DidTexts
+    odx: OdxTexts
 
 
 @cache

@@ -14,12 +14,15 @@ from typing import Any
 from hwbridge.__about__ import __version__
 from hwbridge.core.contract import MCSToolDriver
 from hwbridge.core.models import DriverBinding, DriverMeta, Tool, ToolError, ToolParameter
+from hwbridge.obd.database.did_definitions import DidDefinitions
 from hwbridge.obd.database.dtcs import DTC_PATTERN
+from hwbridge.obd.database.odx import OdxDescription
 from hwbridge.obd.tools.did_scan import DidScanner
 from hwbridge.obd.tools.did_values import DidValueEncoder, parse_did_range
 from hwbridge.obd.tools.ecus import resolve_ecu
 from hwbridge.obd.tools.gated import GatedRequests
 from hwbridge.obd.tools.obd_service import ObdService
+from hwbridge.obd.tools.odx_services import OdxServices
 from hwbridge.obd.tools.security_access import SecurityAccessFlow, SecurityKey
 from hwbridge.obd.tools.session_keeper import SessionKeeper
 from hwbridge.obd.tools.texts import ObdTexts, obd_texts
@@ -73,30 +76,50 @@ class ObdToolDriver(MCSToolDriver):
         security_key: SecurityKey | None = None,
         tester_present_s: float = 2.0,
         did_values: DidValueEncoder | None = None,
+        dids: DidDefinitions | None = None,
+        odx: OdxDescription | None = None,
+        odx_variant: str | None = None,
     ) -> None:
         self.adapter = adapter
         self.policy = policy
         self.texts = texts or obd_texts()
+        self.dids = dids
         self.obd = ObdService(adapter, policy)
-        self.uds = UdsService(adapter, policy)
+        self.uds = UdsService(adapter, policy, dids=dids)
         self.keeper = SessionKeeper(adapter, period_s=tester_present_s)
         gate = GatedRequests(adapter, policy)
-        self.control = UdsControl(gate, self.keeper, did_values)
+        self.control = UdsControl(gate, self.keeper, did_values, dids)
         self.security = SecurityAccessFlow(gate, self.keeper, security_key)
         self.scanner = DidScanner(adapter, policy)
-        self._tools = tuple(self._build())
+        own = tuple(self._build())
+        self.odx: OdxServices | None = None
+        if odx is not None:
+            taken = frozenset(t.name for t in own)
+            self.odx = OdxServices(odx, gate, self.keeper, self.texts.odx, odx_variant, taken)
+            own += tuple(self.odx.tools())
+        self._tools = own
 
     @property
     def has_security_key(self) -> bool:
         return self.security.key_function is not None
 
     def _tool(self, name: str, *params: ToolParameter) -> Tool:
+        description = self.texts.tool(name)
+        if self.dids is not None and name in ("uds_read_did", "uds_write_did"):
+            defined = self.dids.describe()
+            texts = self.texts.dids
+            added = texts.read if name == "uds_read_did" else texts.write
+            description += " " + added.format(dids=defined)
         return Tool(
             name=name,
-            description=self.texts.tool(name),
+            description=description,
             parameters=list(params),
             read_only=name in _READ_ONLY,
         )
+
+    def changing_tools(self) -> dict[str, str]:
+        """Every tool that changes an ECU, with the policy name of the service it sends."""
+        return {**CHANGING_TOOLS, **(self.odx.changing() if self.odx is not None else {})}
 
     def _build(self) -> list[Tool]:
         p = self.texts.parameter
@@ -107,7 +130,13 @@ class ObdToolDriver(MCSToolDriver):
         request = {"type": "string", "minLength": 2, "maxLength": 3 * 4095}
         session = {"type": "string", "minLength": 1, "maxLength": 16}
         level = {"type": "integer", "minimum": 1, "maximum": 125}
-        value = {"type": "string", "minLength": 1, "maxLength": 3 * 4093}
+        value: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 3 * 4093}
+        value_param = p("uds_write_did", "value", value, True)
+        if self.dids is not None:
+            value = {"anyOf": [value, {"type": "number"}]}
+            value_param = ToolParameter(
+                name="value", description=self.texts.dids.value, schema=value, required=True
+            )
         routine = {"type": "string", "minLength": 1, "maxLength": 6}
         action = {"type": "string", "enum": list(ROUTINE_ACTIONS)}
         data = {"type": "string", "maxLength": 3 * 4091}
@@ -155,7 +184,7 @@ class ObdToolDriver(MCSToolDriver):
                 "uds_write_did",
                 p("uds_write_did", "ecu", _ECU, True),
                 p("uds_write_did", "did", did, True),
-                p("uds_write_did", "value", value, True),
+                value_param,
             ),
             self._tool(
                 "uds_routine",
@@ -217,6 +246,8 @@ class ObdToolDriver(MCSToolDriver):
             return self.control.routine(ecu, a["routine"], a["action"], a.get("data"))
         if tool_name == "uds_reset":
             return self.control.reset(self._ecu(a["ecu"]), a["kind"])
+        if self.odx is not None and tool_name in self.odx.services:
+            return self.odx.call(tool_name, a, self._ecu)
         raise ToolError("UNKNOWN_TOOL", f"{tool_name} is not a tool of this driver.")
 
     def sessions(self) -> dict[str, dict[str, Any]]:

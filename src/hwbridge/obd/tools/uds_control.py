@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from hwbridge.core.models import ToolError
+from hwbridge.obd.database.did_definitions import DidDefinitions
 from hwbridge.obd.tools.did_values import (
+    DefinedDidValues,
     DidValueEncoder,
     HexDidValues,
     parse_data_identifier,
@@ -43,10 +45,14 @@ class UdsControl:
         gate: GatedRequests,
         keeper: SessionKeeper,
         values: DidValueEncoder | None = None,
+        dids: DidDefinitions | None = None,
     ) -> None:
         self.gate = gate
         self.keeper = keeper
-        self.values: DidValueEncoder = values or HexDidValues()
+        self.dids = dids
+        self.values: DidValueEncoder = values or (
+            DefinedDidValues(dids) if dids is not None else HexDidValues()
+        )
 
     def _answer(self, sent: Sent, what: str) -> bytes | dict[str, Any]:
         """The positive answer's bytes; a result when none came; NEGATIVE_RESPONSE (with the
@@ -89,7 +95,7 @@ class UdsControl:
         return sent.outcome(session=session_name(session), state=self.keeper.state(ecu))
 
     def write_did(self, ecu: Ecu, did_text: Any, value: Any) -> dict[str, Any]:
-        did = parse_data_identifier(did_text)
+        did = parse_data_identifier(did_text, self.dids)
         record = self.values.encode(did, value)
         self.keeper.confirm(ecu, self.gate.timeout_s)
         request = bytes([0x2E, did >> 8, did & 0xFF]) + record
@@ -99,10 +105,19 @@ class UdsControl:
         data = self._answer(sent, f"the write of DID {did:04X}")
         if isinstance(data, dict):
             return data
+        defined = self.dids.by_did.get(did) if self.dids is not None else None
+        if defined is None:
+            return sent.outcome(
+                written=True,
+                did=f"{did:04X}",
+                value=record.hex(" ").upper(),
+                state=self.keeper.state(ecu),
+            )
+        typed = defined.decode(record)
         return sent.outcome(
             written=True,
-            did=f"{did:04X}",
-            value=record.hex(" ").upper(),
+            **{k: typed[k] for k in ("did", "name", "value", "unit", "label") if k in typed},
+            raw=record.hex(" ").upper(),
             state=self.keeper.state(ecu),
         )
 

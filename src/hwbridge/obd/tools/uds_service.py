@@ -26,6 +26,7 @@ from udsoncan.Response import Response
 from udsoncan.typing import ClientConfig
 
 from hwbridge.core.models import ToolError
+from hwbridge.obd.database.did_definitions import DidDefinitions
 from hwbridge.obd.database.dtcs import decode_dtc, describe_dtc
 from hwbridge.obd.database.uds import (
     decode_did,
@@ -148,10 +149,17 @@ def _status(byte: int) -> dict[str, Any]:
 class UdsService:
     """UDS reads (and policy-gated raw requests) to one ECU at a time."""
 
-    def __init__(self, adapter: ObdAdapter, policy: SendPolicy, timeout_s: float = 2.0) -> None:
+    def __init__(
+        self,
+        adapter: ObdAdapter,
+        policy: SendPolicy,
+        timeout_s: float = 2.0,
+        dids: DidDefinitions | None = None,
+    ) -> None:
         self.adapter = adapter
         self.policy = policy
         self.timeout_s = timeout_s
+        self.dids = dids
 
     def _client(self, ecu: Ecu) -> Client:
         settings: dict[str, Any] = dict(udsoncan.configs.default_client_config)
@@ -190,7 +198,8 @@ class UdsService:
             ) from None
 
     def read_did(self, ecu: Ecu, did_text: str) -> dict[str, Any]:
-        did = find_did(did_text)
+        defined = self.dids.find(did_text) if self.dids is not None else None
+        did = defined.did if defined is not None else find_did(did_text)
         if did is None:
             raise ToolError(
                 "INVALID_VALUE",
@@ -199,8 +208,10 @@ class UdsService:
             )
         what = f"ReadDataByIdentifier {did:04X}"
         response = self._call(ecu, what, lambda c: c.read_data_by_identifier([did]))
-        data = response.service_data.values.get(did, b"")
-        return {"ecu": ecu.name, **decode_did(did, bytes(data)[:512])}
+        data = bytes(response.service_data.values.get(did, b""))
+        if defined is not None:
+            return {"ecu": ecu.name, **defined.decode(data)}
+        return {"ecu": ecu.name, **decode_did(did, data[:512])}
 
     def read_dtcs(self, ecu: Ecu, status_mask: int) -> dict[str, Any]:
         what = f"ReadDTCInformation 0x02 (mask 0x{status_mask:02X})"
