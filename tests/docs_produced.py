@@ -552,7 +552,7 @@ PRODUCERS: dict[str, Producer] = {
         _record,
         volatile=(
             r"[\d,]+ frames",
-            r"[\d.]+ kB",
+            r"[\d.]+ (?:kB|bytes)",
             r"[━╺╸]+",
             r"\d:\d\d:\d\d",
             r"(?<=127\.0\.0\.1:)\d+",
