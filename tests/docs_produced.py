@@ -283,9 +283,11 @@ def _run_hwbridge(argv: list[str]) -> str:
 
 
 def _record() -> Produced:
-    """`hwbridge record --bus socketcand://... --out drive.blf --duration 2` on a terminal
-    (rich draws for one when FORCE_COLOR says so), the demo vehicle behind the simulator's
-    socketcand server: what stays on the screen, the last progress line and the summary."""
+    """`hwbridge record --bus socketcand://127.0.0.1:29536/vcan0 --out drive.blf --duration 2`
+    on a terminal (rich draws for one when FORCE_COLOR says so), the demo vehicle behind the
+    simulator's socketcand server: what stays on the screen, the last progress line and the
+    summary. The server takes any free port; the page's command names 29536, and so does the
+    text made here (`--write` then leaves the page's port alone)."""
     channel = f"docs-{uuid.uuid4().hex[:10]}"
     err = io.StringIO()
     with (
@@ -301,6 +303,7 @@ def _record() -> Produced:
     if code != 0:
         raise RuntimeError(f"hwbridge record ended with {code}:\n{err.getvalue()}")
     plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", err.getvalue())
+    plain = plain.replace(f"127.0.0.1:{server.port}/", "127.0.0.1:29536/")
     progress, summary = plain.rsplit("\n", 2)[-3:-1]
     return Produced(f"{progress.rsplit(chr(13), 1)[-1].rstrip()}\n{summary}\n", {})
 
