@@ -15,6 +15,7 @@ from __future__ import annotations
 import _thread
 import argparse
 import contextlib
+import functools
 import io
 import json
 import os
@@ -50,15 +51,19 @@ from hwbridge.captures.commit import DECODED
 from hwbridge.cli.main import main as hwbridge_main
 from hwbridge.cli.monitor import MonitorScreen
 from hwbridge.core.models import ToolCall
+from hwbridge.discovery.analysis.known import opendbc_available
 from hwbridge.discovery.report.html import render_html
 from hwbridge.mcp.consent import question_text
 from tests.captures.conftest import FLEET_DBC, drive, write_capture
 from tests.discovery.bare_car import bare_car
+from tests.discovery.test_floats import _floats_frames
+from tests.discovery.test_multiplex import _mux_frames
 from tests.docs_pages import ROOT, block_under, blocks, environment, pages, text
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 from tests.mcp.farm import TOKEN as FARM_TOKEN
 from tests.mcp.farm import start_benches
+from tests.shared_data import DATA, SHARED_REASON
 
 STATIC = ROOT / "docs" / "_static"
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
@@ -66,6 +71,19 @@ GNSS = ROOT / "dbc" / "gnss_module.dbc"
 MONITOR_WIDTH = 118
 MONITOR_HEIGHT = 24  # a terminal of 24 lines: the rows that fit, and how many more below
 CHAT_WIDTH = 110
+
+
+class Unavailable(Exception):
+    """What a producer needs is not here (../shared's real data, an optional package): its
+    test is skipped with this reason, and `--write` leaves its block as it is."""
+
+
+def _shared(*parts: str) -> Path:
+    """A file of ../shared/data; Unavailable without it."""
+    path = DATA.joinpath(*parts)
+    if not path.is_file():
+        raise Unavailable(f"{SHARED_REASON} ({'/'.join(parts)} is not there)")
+    return path
 
 
 @dataclass(frozen=True)
@@ -277,6 +295,144 @@ def _run_hwbridge(argv: list[str]) -> str:
     if code != 0:
         raise RuntimeError(f"hwbridge {' '.join(argv)} ended with {code}:\n{out.getvalue()}")
     return out.getvalue()
+
+
+# -- the database that fits: a drive of opendbc's VW MQB database ------------------------------
+
+
+@functools.cache
+def _mqb_drive() -> bytes:
+    """`drive.blf`: 20 simulated seconds of the simulator bringing opendbc's `vw_mqb.dbc` to
+    life beside the GNSS module, as `hwbridge sim --dbc vw_mqb.dbc --gnss-can` sends them
+    (the same frames on every run); kept for the other producer of this process."""
+    mqb = _shared("opendbc", "vw_mqb.dbc")
+    if not opendbc_available():
+        raise Unavailable("the opendbc package (the opendbc extra) is not installed")
+    channel = f"docs-{uuid.uuid4().hex[:10]}"
+    clock = SimulatedClock()
+    with tempfile.TemporaryDirectory() as folder:
+        capture = Path(folder) / "drive.blf"
+        with (
+            can.Bus(interface="virtual", channel=channel) as tap,
+            can.BLFWriter(str(capture)) as writer,
+            VirtualVehicle([mqb, GNSS], channel=channel, clock=clock, obd=False),
+        ):
+            for _ in range(200):
+                clock.advance(0.1)
+                for msg in iter(lambda: tap.recv(0), None):
+                    msg.channel = None
+                    writer.on_message_received(msg)
+        return capture.read_bytes()
+
+
+def _discover_mqb(*options: str) -> str:
+    """`hwbridge discover drive.blf --match-known OPTIONS` on the drive above."""
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        Path("drive.blf").write_bytes(_mqb_drive())
+        return _run_hwbridge(["discover", "drive.blf", "--match-known", *options])
+
+
+def _match_known() -> Produced:
+    """`hwbridge discover drive.blf --match-known`: the ranking and what was decoded with."""
+    lines = [line.rstrip() for line in _discover_mqb().splitlines()]
+    start = lines.index("known databases, best first:")
+    end = next(i for i, line in enumerate(lines) if line.startswith("decoded with the reference"))
+    return Produced("\n".join(lines[start : end + 1]) + "\n", {})
+
+
+def _match_known_json() -> Produced:
+    """`hwbridge discover drive.blf --match-known --json`: the best match of `matches`, and
+    `decoded_with`."""
+    report = json.loads(_discover_mqb("--json"))
+    first = _wrapped(json.dumps(report["matches"][0]), '"matches": [', 13)
+    lines = [
+        *first[:-1],
+        first[-1] + ", ...],",
+        f'"decoded_with": {json.dumps(report["decoded_with"])}',
+    ]
+    return Produced("\n".join(lines) + "\n", {})
+
+
+def _wrapped(text: str, first: str, indent: int, width: int = 92) -> list[str]:
+    """`first` + `text` in lines of at most `width`, broken after the commas of its JSON (no
+    string of it holds one), the next lines indented by `indent`."""
+    lines, line = [], first
+    for index, piece in enumerate(text.split(", ")):
+        if index and len(line) + len(piece) + 3 > width:
+            lines.append(line + ",")
+            line = " " * indent + piece
+        else:
+            line += (", " if index else "") + piece
+    return [*lines, line]
+
+
+# -- multiplexed and float signals ------------------------------------------------------------
+
+
+@functools.cache
+def _paged_and_floats() -> tuple[str, str]:
+    """`hwbridge discover paged.blf --json --out draft.dbc`: the report and the draft of 30 s
+    of 0x321, whose bits 0-1 select three layouts (tests/discovery/test_multiplex.py: a
+    temperature and a pressure; a level and a mode; a voltage; a counter and a heater flag in
+    every frame), every 10 ms, beside 0x123, two float32 signals (tests/discovery/
+    test_floats.py: a speed with stops, little endian, in bytes 0-3; an acceleration, big
+    endian, in bytes 4-7), every 20 ms."""
+    paged, floats = _mux_frames(), _floats_frames()
+    with tempfile.TemporaryDirectory() as folder, contextlib.chdir(folder):
+        with can.Logger("paged.blf") as log:
+            for i, data in enumerate(paged):
+                log.on_message_received(
+                    can.Message(timestamp=i * 0.01, arbitration_id=0x321, data=bytes(data),
+                                is_extended_id=False)
+                )  # fmt: skip
+                if i % 2 == 0:
+                    log.on_message_received(
+                        can.Message(timestamp=i * 0.01 + 0.001, arbitration_id=0x123,
+                                    data=bytes(floats[i // 2]), is_extended_id=False)
+                    )  # fmt: skip
+        report = _run_hwbridge(["discover", "paged.blf", "--json", "--out", "draft.dbc"])
+        return report, Path("draft.dbc").read_text()
+
+
+def _draft_message(frame_id: int) -> list[str]:
+    """The draft's `BO_` of `frame_id` and its `SG_` lines, constant fields left out."""
+    lines = _paged_and_floats()[1].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"BO_ {frame_id} "))
+    end = lines.index("", start)
+    return [line for line in lines[start:end] if not line.startswith(" SG_ CONST_")]
+
+
+def _multiplexed_json() -> Produced:
+    """The multiplexer of 0x321 in the report (its keys but its statistics), and the first
+    three fields of a page (their name, bits and page)."""
+    message = next(m for m in json.loads(_paged_and_floats()[0])["messages"] if m["id"] == 0x321)
+    signals = message["signals"]
+    mux = next(s for s in signals if s["is_multiplexer"])
+    keys = list(mux)
+    head = ", ".join(
+        f"{json.dumps(k)}: {json.dumps(mux[k])}" for k in keys[: keys.index("kind") + 1]
+    )
+    tail = ", ".join(f"{json.dumps(k)}: {json.dumps(mux[k])}" for k in keys[-3:])
+    lines = _wrapped("{" + head + ", ..., " + tail + "},", "", 1, width=100)
+    for s in [s for s in signals if s["multiplexer_ids"] is not None][:3]:
+        lines.append(
+            f'{{"name": {json.dumps(s["name"])}, "start_bit": {s["start_bit"]}, "length": '
+            f'{s["length"]}, ..., "multiplexer_ids": {json.dumps(s["multiplexer_ids"])}}},'
+        )
+    return Produced("\n".join(lines) + "\n", {})
+
+
+def _multiplexed_draft() -> Produced:
+    """0x321 in the draft DBC (`SG_` lines of constant fields left out)."""
+    return Produced("\n".join(_draft_message(0x321)) + "\n", {})
+
+
+def _float_draft() -> Produced:
+    """0x123 in the draft DBC, and its `SIG_VALTYPE_` lines."""
+    valtypes = [
+        line for line in _paged_and_floats()[1].splitlines() if line.startswith("SIG_VALTYPE_ 291 ")
+    ]
+    return Produced("\n".join([*_draft_message(0x123), "", *valtypes]) + "\n", {})
 
 
 # -- hwbridge record ----------------------------------------------------------------------------
@@ -566,6 +722,11 @@ PRODUCERS: dict[str, Producer] = {
     "evidence": Producer(_evidence_page),
     "discover": Producer(_discover_table),
     "discover-json": Producer(_discover_json),
+    "match-known": Producer(_match_known),
+    "match-known-json": Producer(_match_known_json),
+    "multiplexed-json": Producer(_multiplexed_json),
+    "multiplexed-draft": Producer(_multiplexed_draft),
+    "float-draft": Producer(_float_draft),
     "chat": Producer(
         _chat_session,
         volatile=(r'(?m)(?<=✓ read_signals \{"values": ).*$',),
@@ -617,7 +778,11 @@ def main(argv: list[str] | None = None) -> int:
     stale = 0
     for name in args.names or list(PRODUCERS):
         producer = PRODUCERS[name]
-        made = producer.make()
+        try:
+            made = producer.make()
+        except Unavailable as why:
+            print(f"{name}: not made here: {why}")
+            continue
         for file, content in made.files.items():
             path = STATIC / file
             if not path.exists() or path.read_text() != content:
