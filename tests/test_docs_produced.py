@@ -25,9 +25,9 @@ def test_every_mark_names_a_producer_and_every_producer_is_shown() -> None:
     assert set(PRODUCERS) - set(places) <= shown_in_pages
 
 
-# processes; real-time cars (an ELM327, 2 s recorded); opendbc's databases loaded by cantools
-# to match a drive (2 s of CPU)
-SLOW = {"farm", "obd-session", "record", "match-known", "match-known-json"}
+# processes; real-time cars (an ELM327, 2 s recorded, 20 s of a live discovery); opendbc's
+# databases loaded by cantools to match a drive (2 s of CPU)
+SLOW = {"farm", "obd-session", "record", "live-discovery", "match-known", "match-known-json"}
 RUN_ELSEWHERE = {"demo": "tests/test_readme.py::test_demo_runs_to_the_end"}  # once: 11 s
 
 
