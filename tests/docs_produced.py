@@ -16,6 +16,7 @@ import _thread
 import argparse
 import contextlib
 import functools
+import importlib.util
 import io
 import json
 import os
@@ -51,6 +52,7 @@ from hwbridge.captures.commit import DECODED
 from hwbridge.cli.main import main as hwbridge_main
 from hwbridge.cli.monitor import MonitorScreen
 from hwbridge.core.models import ToolCall
+from hwbridge.core.trust import wheel_digest
 from hwbridge.discovery.analysis.known import opendbc_available
 from hwbridge.discovery.report.html import render_html
 from hwbridge.mcp.consent import question_text
@@ -58,12 +60,21 @@ from tests.captures.conftest import FLEET_DBC, drive, write_capture
 from tests.discovery.bare_car import bare_car
 from tests.discovery.test_floats import _floats_frames
 from tests.discovery.test_multiplex import _mux_frames
-from tests.docs_pages import ROOT, block_under, blocks, environment, pages, text
+from tests.docs_pages import (
+    ROOT,
+    block_under,
+    blocks,
+    environment,
+    pages,
+    repository_folder,
+    text,
+)
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 from tests.mcp.farm import TOKEN as FARM_TOKEN
 from tests.mcp.farm import start_benches
 from tests.shared_data import DATA, SHARED_REASON
+from tests.trust.tiny import build_wheel, pip_install
 
 STATIC = ROOT / "docs" / "_static"
 DEMO = ROOT / "dbc" / "demo_vehicle.dbc"
@@ -222,6 +233,39 @@ def _obd_session() -> Produced:
     return Produced(f"{over_can}ELM327\n  ...the same lines\n", {})
 
 
+# -- the simulator on a database of its user's ---------------------------------------------------
+
+
+def _simulator_on_prius() -> Produced:
+    """`python -m firmware_sim --dbc toyota_prius_2010_pt.dbc --scenario park_accelerate_door`
+    in a terminal in ../shared/data/opendbc: what it prints until it serves, then stopped
+    as Ctrl-C stops it (on stderr first, then stdout: the order a terminal shows them)."""
+    folder = _shared("opendbc", "toyota_prius_2010_pt.dbc").parent
+    argv = ["--dbc", "toyota_prius_2010_pt.dbc", "--scenario", "park_accelerate_door"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "firmware_sim", *argv],
+        cwd=folder,
+        env=environment(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(60, process.kill)  # a simulator that never serves
+    watchdog.start()
+    try:
+        assert process.stdout is not None
+        served = process.stdout.readline()
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        watchdog.cancel()
+        process.kill()
+    if process.returncode != 0 or not served.startswith("socketcand: "):
+        raise RuntimeError(f"python -m firmware_sim ended with {process.returncode}:\n{err}")
+    return Produced(f"$ python -m firmware_sim {' '.join(argv)}\n{err}{served}{out}", {})
+
+
 # -- the evidence page -------------------------------------------------------------------------
 
 
@@ -288,11 +332,11 @@ def _discover_json() -> Produced:
     return Produced("\n".join(lines) + "\n", {})
 
 
-def _run_hwbridge(argv: list[str]) -> str:
+def _run_hwbridge(argv: list[str], expect: int = 0) -> str:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = hwbridge_main(argv)
-    if code != 0:
+    if code != expect:
         raise RuntimeError(f"hwbridge {' '.join(argv)} ended with {code}:\n{out.getvalue()}")
     return out.getvalue()
 
@@ -586,6 +630,64 @@ def _interrupted_decode() -> Produced:
     return Produced(err.getvalue(), {})
 
 
+# -- the real truck log, decoded -----------------------------------------------------------------
+
+
+def _truck_decode() -> Produced:
+    """`hwbridge decode ../shared/data/css/truck_j1939_gps.MF4 --out truck_dataset --dbc
+    ../shared/data/css/canmod-gps.dbc --dbc ../shared/data/css/CSS-Electronics-SAE-J1939-
+    DEMO.dbc` from a checkout with ../shared beside it, off a terminal (no progress bars).
+    The summary names the dataset by its absolute path: the checkout's is left out of it, as
+    the page's `--out` is relative."""
+    css = ("../shared/data/css/truck_j1939_gps.MF4", "../shared/data/css/canmod-gps.dbc",
+           "../shared/data/css/CSS-Electronics-SAE-J1939-DEMO.dbc")  # fmt: skip
+    for path in css:
+        _shared(*Path(path).parts[3:])
+    if importlib.util.find_spec("asammdf") is None:
+        raise Unavailable("asammdf (the captures extra) is not installed: MF4 cannot be read")
+    with tempfile.TemporaryDirectory() as name:
+        checkout = repository_folder(Path(name))
+        with contextlib.chdir(checkout), _environment(COLUMNS="120"):
+            out = _run_hwbridge(
+                ["decode", css[0], "--out", "truck_dataset", "--dbc", css[1], "--dbc", css[2]]
+            )
+    out = out.replace(f"{checkout}/", "")
+    return Produced("\n".join(line.rstrip() for line in out.splitlines()) + "\n", {})
+
+
+# -- a tampered driver ---------------------------------------------------------------------------
+
+
+def _tampered_driver() -> Produced:
+    """`hwbridge drivers --sha256 tiny=DIGEST` once pip has installed the tiny thermostat
+    driver of tests/trust (a wheel of its own, its digest pinned) and one of its files was
+    changed: exit 1. The first driver's meta is shown, the other built-in ones' cut."""
+    with tempfile.TemporaryDirectory() as name:
+        wheel = build_wheel(Path(name))
+        site = Path(name) / "site"
+        pip_install(wheel, site)
+        (site / "tinydriver" / "units.py").write_text("CELSIUS = 'degF'\n")
+        argv = ["drivers", "--sha256", f"tiny={wheel_digest(wheel)}"]
+        sys.path.insert(0, str(site))  # as if installed into this interpreter
+        try:
+            out = _run_hwbridge(argv, expect=1)
+        finally:
+            sys.path.remove(str(site))
+            sys.path_importer_cache.pop(str(site), None)
+    blocks: list[list[str]] = []
+    first, *rest = out.rstrip("\n").splitlines()
+    for line in rest:
+        if line.startswith(" ") and blocks:
+            blocks[-1].append(line)
+        else:
+            blocks.append([line])
+    shown = [first]
+    for index, block in enumerate(blocks):
+        whole = index == 0 or " tampered " in block[0]
+        shown += block if whole or len(block) == 1 else [block[0], "  ..."]
+    return Produced("\n".join([f"$ hwbridge {' '.join(argv)}", *shown]) + "\n", {})
+
+
 # -- a chat session ----------------------------------------------------------------------------
 
 
@@ -733,6 +835,7 @@ PRODUCERS: dict[str, Producer] = {
         volatile=(r"(?<=a prompt of )\d+", r"(?<='value': )[\d.]+", r"(?<='age_ms': )\d+"),
     ),
     "obd-session": Producer(_obd_session, volatile=(r"(?<=coolant )\d+", r"(?<=rpm )[\d.]+")),
+    "simulator-prius": Producer(_simulator_on_prius, volatile=(r"(?<=127\.0\.0\.1:)\d+",)),
     "live-discovery": Producer(
         _live_discovery,
         volatile=(
@@ -746,6 +849,7 @@ PRODUCERS: dict[str, Producer] = {
     "events-csv": Producer(_events_csv),
     "events": Producer(_events_ranking),
     "obd-reference": Producer(_obd_reference),
+    "truck-decode": Producer(_truck_decode, volatile=(r"(?<= in )[\d.]+(?= s\n)",)),
     "decode-interrupted": Producer(
         _interrupted_decode, volatile=(r"(?<=captures are in )\S+(?=, each whole)",)
     ),
@@ -774,6 +878,7 @@ PRODUCERS: dict[str, Producer] = {
         volatile=(r'(?m)(?<=✓ read_signals \{"values": ).*$',),
     ),
     "consent": Producer(_consent_question),
+    "tampered-driver": Producer(_tampered_driver),
     "farm": Producer(
         _farm_session,
         volatile=(

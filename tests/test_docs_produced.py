@@ -67,14 +67,7 @@ def test_the_pictures_are_on_their_pages() -> None:
 
 # Blocks that show a program's output and are neither produced nor a `prints` block: each with
 # why. Keyed by page and the block's first line, so that moving a block keeps its reason.
-NOT_PRODUCED = {
-    ("docs/simulator.md", "$ python -m firmware_sim --dbc toyota_prius_2010_pt.dbc --scenario"):
-        "another engineer's page while the simulator's scenarios settle (issue 37)",
-    ("docs/captures.md", "decoded 1 of 1 capture(s) into truck_dataset"):
-        "decodes the real truck log of ../shared/data/css, which not every checkout has",
-    ("docs/trust.md", "$ hwbridge drivers --sha256 tiny="):
-        "needs a tampered third-party wheel installed into the interpreter that runs it",
-}  # fmt: skip
+NOT_PRODUCED: dict[tuple[str, str], str] = {}
 _OUTPUT_START = ("hwbridge ", "hwbridge:", "$ ")
 
 
