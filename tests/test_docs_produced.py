@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.docs_pages import blocks, pages, text
+from tests.docs_pages import Block, blocks, pages, text
 from tests.docs_produced import PRODUCERS, STATIC, Unavailable, marked, shown_block
 
 pytestmark = pytest.mark.live  # the chat session runs the simulated vehicle in real time
@@ -68,24 +68,30 @@ def test_the_pictures_are_on_their_pages() -> None:
 # Blocks that show a program's output and are neither produced nor a `prints` block: each with
 # why. Keyed by page and the block's first line, so that moving a block keeps its reason.
 NOT_PRODUCED: dict[tuple[str, str], str] = {}
-_OUTPUT_START = ("hwbridge ", "hwbridge:", "$ ")
+# Plain blocks that no program printed (drawn or written by hand), keyed the same way: every
+# other plain block of a page is produced, or a `prints` block, or listed above.
+HAND_WRITTEN = {
+    ("docs/layout.md", "cli "): "the layers drawn by hand; .ci/check_layers.py checks the code",
+    ("docs/layout.md", "src/hwbridge/"): "the packages' map, written by hand",
+}
 
 
-def _paragraph_before(page: str, line: int) -> str:
-    """The paragraph that introduces the block whose fence is at `line` (its mark skipped)."""
-    above = text(page).splitlines()[: line - 1]
-    while above and (not above[-1].strip() or above[-1].strip().startswith("<!--")):
-        above.pop()
-    paragraph: list[str] = []
-    while above and above[-1].strip():
-        paragraph.insert(0, above.pop().strip())
-    return " ".join(paragraph)
+def _listed(page: str, block: Block, listed: dict[tuple[str, str], str]) -> bool:
+    first = block.code.lstrip().split("\n", 1)[0]
+    return any(page == p and first.startswith(start) for p, start in listed)
+
+
+def _directive(page: str, block: Block) -> bool:
+    """A MyST directive (```{toctree}, ```{eval-rst}): Sphinx's input, not a block shown."""
+    return text(page).splitlines()[block.line - 1].lstrip().startswith("```{")
 
 
 def test_every_output_shown_is_produced_or_printed_by_an_example() -> None:
-    """A new transcript (a block that starts as a command's output or a prompt does, or the
-    output an example `prints`) must be made by its program: marked `produced`, or the exact
-    `prints` block of tests/test_docs_examples.py, or listed above with why not."""
+    """Every plain block a page shows (a transcript, a table a command printed, a part of a
+    report or of a draft) must be made by its program: marked `produced`, or the exact
+    `prints` block of tests/test_docs_examples.py, or listed above with why not. A block
+    that starts as neither a command nor its output did slip past an older rule that looked
+    for `$ ` and `hwbridge` (a discovery table, a draft DBC's lines)."""
     unproduced = []
     for page in pages():
         found = blocks(page)
@@ -94,18 +100,16 @@ def test_every_output_shown_is_produced_or_printed_by_an_example() -> None:
                 continue
             if index and found[index - 1].printed == block.code:
                 continue  # a `prints` block: run and compared by tests/test_docs_examples.py
-            first = block.code.lstrip().split("\n", 1)[0]
-            if any(page == p and first.startswith(start) for p, start in NOT_PRODUCED):
+            if _directive(page, block) or _listed(page, block, NOT_PRODUCED | HAND_WRITTEN):
                 continue
-            if first.startswith(_OUTPUT_START) or _paragraph_before(page, block.line).startswith(
-                "prints"
-            ):
-                unproduced.append(f"{block.name}: {first[:60]}")
-    assert not unproduced, "mark these `<!-- produced: NAME -->` (tests/docs_produced.py):\n" + (
-        "\n".join(unproduced)
+            first = block.code.lstrip().split("\n", 1)[0]
+            unproduced.append(f"{block.name}: {first[:60]}")
+    assert not unproduced, (
+        "mark these `<!-- produced: NAME -->` (tests/docs_produced.py), or list them above with"
+        " why not:\n" + "\n".join(unproduced)
     )
 
 
 def test_every_reason_not_to_produce_names_a_block_still_shown() -> None:
-    for page, start in NOT_PRODUCED:
+    for page, start in NOT_PRODUCED | HAND_WRITTEN:
         assert any(b.code.lstrip().startswith(start) for b in blocks(page)), (page, start)
