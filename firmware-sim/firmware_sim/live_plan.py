@@ -19,9 +19,11 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
+from cantools.database.can import Message as CantoolsMessage
+
 import can
 from firmware_sim.checksums import Checksum, checksum_for
-from firmware_sim.e2e import BitSlot, write_raw
+from firmware_sim.e2e import BitSlot, positions, write_raw
 from firmware_sim.model import VehicleState
 from firmware_sim.motion import Motion, motion_for, steady_until
 from firmware_sim.raw_codec import RawEncoder, RawValue
@@ -34,7 +36,7 @@ from firmware_sim.signal_kinds import (
 )
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
 
-__all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals"]
+__all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals", "packable"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,42 @@ def message_signals(message: Any) -> list[str]:
 
     walk(message._codecs)
     return names
+
+
+def packable(message: Any) -> Any:
+    """`message` as cantools can pack it. cantools compiles one format per message, and two
+    signals of a plain message that share bits break it: every signal then goes in at other
+    bits than the database's, some not at all (opendbc's vw_mqb `PLA_01`, whose brake torque
+    and deceleration share bits 36-48, had its counter and checksum refused and its steering
+    angle at bits 3-15). Such a message is packed as a copy that keeps the first of the
+    signals that overlap, counters and checksums before the others: what the others would
+    carry is in the bits of the one kept. A multiplexed message is its own: its pages share
+    bits by design."""
+    if message._codecs["multiplexers"]:
+        return message
+    bits = {s.name: frozenset(positions(s)) for s in message.signals}
+    if sum(map(len, bits.values())) == len(frozenset().union(*bits.values())):
+        return message  # no two share a bit (the common case: nothing classified)
+    counts = [classify(s).kind in (Kind.COUNTER, Kind.CHECKSUM) for s in message.signals]
+    ordered = [s for s, c in zip(message.signals, counts, strict=True) if c] + [
+        s for s, c in zip(message.signals, counts, strict=True) if not c
+    ]
+    taken: set[int] = set()
+    kept: set[str] = set()
+    for signal in ordered:
+        if not bits[signal.name] & taken:
+            taken |= bits[signal.name]
+            kept.add(signal.name)
+    return CantoolsMessage(
+        frame_id=message.frame_id,
+        name=message.name,
+        length=message.length,
+        signals=[s for s in message.signals if s.name in kept],
+        is_extended_frame=message.is_extended_frame,
+        is_fd=message.is_fd,
+        cycle_time=message.cycle_time,
+        strict=False,
+    )
 
 
 def encodable_signals(message: Any) -> list[str]:
@@ -230,7 +268,9 @@ class LivePlan:
         self.name: str = message.name
         self.period_s = float(period_s)
         self.by_name: dict[str, Any] = {s.name: s for s in message.signals}
-        stuck = set(message_signals(message)) - set(encodable_signals(message))
+        # what cantools packs: the message, or a copy without the signals that overlap others
+        self._packed = packed = packable(message)
+        stuck = set(message_signals(message)) - set(encodable_signals(packed))
         self.kinds: dict[str, SignalKind] = {
             s.name: SignalKind(Kind.CONSTANT, constant_raw=0) if s.name in stuck else classify(s)
             for s in message.signals
@@ -239,7 +279,7 @@ class LivePlan:
         self._refresh_s = max(self.period_s, REFRESH_S)
         self._fits = {s.name: _Fit(s) for s in message.signals}
         self._slow_s = max(self.period_s, SLOW_REFRESH_S)
-        self._mux_name: str | None = next(iter(message._codecs["multiplexers"]), None)
+        self._mux_name: str | None = next(iter(packed._codecs["multiplexers"]), None)
         self._fixed = {s.name: _fixed_value(s, self.kinds[s.name]) for s in message.signals}
         motions = {s.name: motion_for(s, self.kinds[s.name], rng) for s in message.signals}
         self._page_ids = self._pages()
@@ -256,7 +296,7 @@ class LivePlan:
         self._extended = bool(message.is_extended_frame)
         self._is_fd = bool(message.is_fd) or int(message.length) > 8
         self._buffer = bytearray(int(message.length))
-        self._raw_encoder = RawEncoder(message) if RawEncoder.handles(message) else None
+        self._raw_encoder = RawEncoder(packed) if RawEncoder.handles(packed) else None
 
     # -- structure --------------------------------------------------------------------------
 
@@ -266,7 +306,7 @@ class LivePlan:
         top = self._mux_name
         if top is None:
             return (None,)
-        return tuple(sorted(self.message._codecs["multiplexers"][top]))
+        return tuple(sorted(self._packed._codecs["multiplexers"][top]))
 
     def _carried(self, page: int | None) -> dict[str, int | None]:
         """The signals a frame of `page` carries, as cantools encodes it: name -> the value
@@ -288,7 +328,7 @@ class LivePlan:
                 if choice in branches:
                     walk(branches[choice], top_level=False)
 
-        walk(self.message._codecs, top_level=True)
+        walk(self._packed._codecs, top_level=True)
         return carried
 
     def _page(
@@ -467,7 +507,7 @@ class LivePlan:
                     if value is not None:
                         values[name] = value
         try:
-            return bytes(self.message.encode(values, padding=False, strict=False))
+            return bytes(self._packed.encode(values, padding=False, strict=False))
         except Exception as exc:  # a value cantools refuses: send the fixed values
             if not self._warned:
                 log.warning("%s: sent with its initial values (%s)", self.name, exc)
@@ -478,7 +518,7 @@ class LivePlan:
                 fallback[name] = value
         for attempt in (fallback, dict.fromkeys(fallback, 0)):
             try:
-                return bytes(self.message.encode(attempt, padding=False, strict=False))
+                return bytes(self._packed.encode(attempt, padding=False, strict=False))
             except Exception:  # the next attempt is plainer
                 continue
         return bytes(int(self.message.length))

@@ -72,3 +72,28 @@ def test_a_truncated_gzip_capture_is_a_note_with_the_frames_before_it(
     assert [m["id"] for m in report["messages"]]  # the frames before the cut, analysed
     notes = [n for n in report["notes"] if n["message"] == "cut.log.gz"]
     assert len(notes) == 1 and "the frames before it were used" in notes[0]["text"]
+
+
+def test_a_note_on_the_whole_capture_names_no_place() -> None:
+    """The report marks a note about the whole capture (a database matched, frames left out)
+    with the message `*`: the table printed it as `note: *: ...`."""
+    import io
+
+    from hwbridge.cli.console import make_console
+    from hwbridge.cli.discover import show_report
+    from hwbridge.discovery.report.models import DiscoveryReport, Note
+
+    report = DiscoveryReport(
+        messages=[],
+        notes=[
+            Note(message="*", text="the best match, vw_mlb, was not decoded with"),
+            Note(message="drive.blf", text="the file ends in the middle of a frame"),
+        ],
+    )
+    out = io.StringIO()
+    show_report(make_console(out), report)
+    notes = [line for line in out.getvalue().splitlines() if line.startswith("note: ")]
+    assert notes == [
+        "note: the best match, vw_mlb, was not decoded with",
+        "note: drive.blf: the file ends in the middle of a frame",
+    ]

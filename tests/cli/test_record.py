@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import can
-from hwbridge.cli.record import Recorder, _open_writer
+from hwbridge.cli.record import Recorder, _open_writer, _size_text
 from tests.cli.conftest import Run
 from tests.cli.sim_bus import Frame, SimBus, contiguous_in, frame_of, hwbridge, read_back, sim_bus
 from tests.conftest import wait_until
@@ -82,6 +82,33 @@ def test_frames_that_arrive_after_the_duration_are_not_written(tmp_path: Path) -
     recorder.close()
     assert recorder.frames == 1 and ended.is_set()
     assert len(read_back(path)) == 1
+
+
+def test_the_progress_says_what_the_file_holds_and_what_is_buffered(tmp_path: Path) -> None:
+    """A BLF writer keeps a block of frames uncompressed until it is full (128 KiB) and
+    writes it compressed: its estimate of the size, which the progress line showed as the
+    file's, read 26 kB for a recording that closed as 4.3 kB."""
+    frames = [
+        can.Message(timestamp=i * 0.004, arbitration_id=0x100 + i % 10,
+                    data=bytes([i % 256, i % 7, 0, 0, 0x12, 0x34, 0, i % 3]), is_extended_id=False)
+        for i in range(540)
+    ]  # fmt: skip
+    blf = Recorder(_open_writer(tmp_path / "drive.blf", ".blf"))
+    log = Recorder(_open_writer(tmp_path / "drive.log", ".log"))
+    for msg in frames:
+        blf.on_message(msg)
+        log.on_message(msg)
+    written, buffered = blf.sizes()
+    assert written == 144  # the file's header: no block is full yet
+    assert buffered > 20_000 and blf.size() == written + buffered  # what --max-size counts
+    assert _size_text(written, buffered) == f"144 bytes written, {buffered / 1000:.1f} kB buffered"
+    blf.close()
+    assert (tmp_path / "drive.blf").stat().st_size < (written + buffered) / 3  # compressed
+    assert blf.sizes() == (0, 0)
+    written, buffered = log.sizes()  # a text file holds every frame as it comes
+    assert buffered == 0 and _size_text(written, 0) == f"{written / 1000:.1f} kB written"
+    log.close()
+    assert (tmp_path / "drive.log").stat().st_size == written
 
 
 @pytest.mark.parametrize(

@@ -146,6 +146,54 @@ def test_the_model_quantities_move_in_any_database(user_dbc: tuple[Any, Path]) -
     assert len({d["TRACK_DIST"] for d in radar if d["MUX"] == 0}) > 3
 
 
+# Two signals on the same bits, as opendbc's vw_mqb PLA_01 has them (a brake torque and a
+# deceleration on bits 36-48): cantools' one packing format for the message breaks.
+OVERLAPPING_DBC = """VERSION ""
+
+NS_ :
+
+BS_:
+
+BU_: ECU
+
+BO_ 304 PLA_01: 8 ECU
+ SG_ CHECKSUM : 0|8@1+ (1,0) [0|255] "" ECU
+ SG_ COUNTER : 8|4@1+ (1,0) [0|15] "" ECU
+ SG_ PLA_LW_Soll : 16|13@1+ (0.1,0) [0|819.1] "deg" ECU
+ SG_ PLA_Bremsmoment : 36|13@1+ (4,0) [0|32760] "Nm" ECU
+ SG_ PLA_Bremsverzoegerung : 36|7@1+ (0.1,0) [0|12] "m/s2" ECU
+ SG_ PLA_Anhalten : 51|1@1+ (1,0) [0|1] "" ECU
+"""
+
+
+def test_signals_that_overlap_are_sent_where_the_database_puts_them(tmp_path: Path) -> None:
+    """cantools packed such a message at other bits than the database's, refusing its counter
+    and checksum: vw_mqb's PLA_01 went out with both at zero (so discovery's --match-known
+    found its counter not counting) and its steering angle at bits 3-15. The first of the
+    signals that overlap is sent (counters and checksums first); the others read its bits."""
+    path = tmp_path / "overlap.dbc"
+    path.write_text(OVERLAPPING_DBC)
+    clock = SimulatedClock()
+    channel = f"overlap-{time.monotonic_ns()}"
+    with (
+        can.Bus(interface="virtual", channel=channel) as peer,
+        VirtualVehicle(str(path), channel=channel, clock=clock, obd=False),
+    ):
+        clock.advance(12.0)
+        payloads = [bytes(m.data) for m in iter(lambda: peer.recv(0), None)]
+    assert len(payloads) == pytest.approx(120, abs=2)  # the default 100 ms
+    counters = [d[1] & 0x0F for d in payloads]
+    assert all(b == (a + 1) % 16 for a, b in itertools.pairwise(counters))
+    for d in payloads:
+        assert d[0] == d[1] ^ d[2] ^ d[3] ^ d[4] ^ d[5] ^ d[6] ^ d[7]  # XOR of every byte
+        bits = int.from_bytes(d, "little")
+        used = sum(((1 << n) - 1) << start for start, n in [(0, 12), (16, 13), (36, 13), (51, 1)])
+        assert bits & ~used == 0, d.hex()  # nothing outside the database's signals
+    torque = {(int.from_bytes(d, "little") >> 36) & 0x1FFF for d in payloads}
+    angle = {(int.from_bytes(d, "little") >> 16) & 0x1FFF for d in payloads}
+    assert len(torque) > 3 and len(angle) > 1  # the kept signals move, at their own bits
+
+
 def test_the_demo_vehicle_keeps_its_exact_frames() -> None:
     """Its database was written for the demo model: nothing it sends changes."""
     demo = Path(__file__).resolve().parents[2] / "dbc" / "demo_vehicle.dbc"

@@ -116,7 +116,7 @@ PINNED: dict[str, tuple[int, str]] = {
         1581,
         "e109804fab66657bb8f42a5579fba323a2be2e697b1ceae6e6bde5e4f352c4f2",
     ),
-    "vw_mqb.dbc": (5763, "86458e676e5d708ebb1f66b7b4093d039b2e6cc47337677c43e379fe5b64c04b"),
+    "vw_mqb.dbc": (5763, "2e294ea871070349403183e2e9150c3cf765e3f552bc1a66eb7859e1f7ce4a29"),
     "FORD_CADS_64.dbc": (4061, "c5db1a330b3f8b1c7ed1214ae459750cb943374f44e03d600e396e80b7b1b10a"),
 }
 

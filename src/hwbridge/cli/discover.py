@@ -285,8 +285,9 @@ def show_report(console: Console, report: DiscoveryReport, *, wrote: str | None 
     for note in report.notes:
         if note in wider:
             continue
-        where = note.signal or note.message
-        console.print(Text(f"note: {where}: {note.text}", style="yellow"), soft_wrap=True)
+        where = note.signal or note.message  # "*": the whole capture, said without a place
+        text = note.text if where == "*" else f"{where}: {note.text}"
+        console.print(Text(f"note: {text}", style="yellow"), soft_wrap=True)
     if wrote:
         console.print(f"draft DBC written to {wrote}", soft_wrap=True)
 

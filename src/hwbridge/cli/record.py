@@ -4,9 +4,10 @@
     hwbridge record --bus socketcan:can0 --out drive.mf4 --duration 60 --max-size 100
 
 The writer is the one `can.Logger` picks for the file's extension. A progress line on
-stderr (frames, rate, size) is redrawn twice a second on a terminal. The recording ends
-after --duration, when the file reaches --max-size, or on Ctrl-C or SIGTERM; every way
-closes the writer, so the file is complete and readable. It only listens: nothing is sent.
+stderr (frames, rate, what the file holds and what the writer buffers for it) is redrawn
+twice a second on a terminal. The recording ends after --duration, when the file reaches
+--max-size, or on Ctrl-C or SIGTERM; every way closes the writer, so the file is complete
+and readable. It only listens: nothing is sent.
 """
 
 from __future__ import annotations
@@ -187,14 +188,26 @@ class Recorder:
         return f"{count}+" if count >= MAX_IDS_COUNTED else str(count)
 
     def size(self) -> int:
-        """The file's size in bytes, including what the writer still buffers (estimated)."""
+        """The file's size in bytes, including what the writer still buffers (python-can's
+        estimate, which `--max-size` is checked against)."""
+        return sum(self.sizes())
+
+    def sizes(self) -> tuple[int, int]:
+        """What the file holds now, and what the writer holds beside it to write later, in
+        bytes: BLF buffers a block of frames uncompressed and writes it compressed once it
+        is full or at close (a block is 128 KiB: a few seconds of a busy bus), MF4 saves the
+        whole recording at close. Only python-can's estimate of the whole (`file_size()`)
+        is known until then, so the second is that estimate less what is written."""
         with self._lock:
             if self._closed:
-                return 0
+                return 0, 0
             try:
-                return int(self._writer.file_size())
+                estimate = int(self._writer.file_size())
+                file = getattr(self._writer, "file", None)
+                written = int(file.tell()) if file is not None else estimate
             except Exception:
-                return 0
+                return 0, 0
+            return written, max(0, estimate - written)
 
     def close(self) -> None:
         """Flush and close the file (idempotent)."""
@@ -246,6 +259,16 @@ def _stop_on_signals(
         stop.set()
 
     return on_stop_signals(on_signal)
+
+
+def _size_text(written: int, buffered: int) -> str:
+    """The progress line's size: what the file holds, and what the writer holds for it
+    (`2.1 kB written, 26.0 kB buffered`): a BLF's buffered frames are compressed when they
+    are written, so its file comes out smaller than the two together."""
+    from rich.filesize import decimal
+
+    text = f"{decimal(written)} written"
+    return f"{text}, {decimal(buffered)} buffered" if buffered else text
 
 
 def _progress() -> Progress:
@@ -313,12 +336,7 @@ def _record(
     max_bytes = recorder.max_bytes
     why = ["stopped"]
     progress = _progress()
-    if duration is not None:
-        total: float | None = duration
-    elif max_bytes is not None:
-        total = float(max_bytes)
-    else:
-        total = None
+    total = duration if duration is not None else None if max_bytes is None else float(max_bytes)
     bus_name = str(getattr(adapter, "description", args.bus))
     start = recorder.started if recorder.started is not None else time.monotonic()
     last_t, last_frames, rate = start, 0, 0.0
@@ -331,7 +349,8 @@ def _record(
                 break
             now = time.monotonic()
             elapsed = now - start
-            frames, size = recorder.frames, recorder.size()
+            frames, (written, buffered) = recorder.frames, recorder.sizes()
+            size = written + buffered  # what --max-size is checked against
             if now - last_t >= 0.2:
                 rate = (frames - last_frames) / (now - last_t)
                 last_t, last_frames = now, frames
@@ -343,7 +362,7 @@ def _record(
             progress.update(
                 task,
                 description=f"recording {path.name}: {frames:,} frames, {rate:,.0f} frames/s, "
-                f"{decimal(size)}{state}",
+                f"{_size_text(written, buffered)}{state}",
                 completed=elapsed if duration is not None else size if max_bytes else None,
             )
             progress.refresh()
