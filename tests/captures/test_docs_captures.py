@@ -25,7 +25,8 @@ def test_cli_example_runs_and_prints_the_summary(tmp_path: Path) -> None:
     out = subprocess.run(
         [str(hwbridge), *words[1:]], capture_output=True, text=True, check=True, cwd=REPO
     ).stdout
-    shown = section("docs/captures.md", HEADING).split("then\n\n```\n", 1)[1].split("```")[0]
+    after = section("docs/captures.md", HEADING).split("then\n\n", 1)[1]
+    shown = after.split("```\n", 1)[1].split("```")[0]  # past a `produced` mark, if any
     for line in shown.splitlines()[1:]:
         if line.strip() != "...":
             assert " ".join(line.split()) in " ".join(out.split())
