@@ -421,6 +421,15 @@ class OdxServices:
             raise ToolError(
                 "INVALID_VALUE", f"{name}: the encoded request has {len(payload)} bytes."
             )
+        if payload[: len(svc.prefix)] != svc.prefix:
+            # a parameter laid over the constants: another service than the one offered
+            # (SecurityAccess, an OBD-II mode) would go out
+            raise ToolError(
+                "INVALID_VALUE",
+                f"{name}: the ODX description encodes a request starting "
+                f"{payload[: len(svc.prefix)].hex(' ').upper()}, not its constant "
+                f"{svc.prefix.hex(' ').upper()}; nothing was sent.",
+            )
         service = policy_service(payload)
         if arguments.get("dry_run") is True:
             allowed = service is None or self.gate.policy.allows_service(service)
