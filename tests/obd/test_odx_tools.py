@@ -5,6 +5,7 @@ typing and encoding of the tools checked without a bus first."""
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -330,14 +331,19 @@ def test_the_same_tools_over_an_elm327(bench: Bench, pdx: Path) -> None:
 
 
 def engine_pdx_with(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *extra: tuple[str, str, str, str, str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *extra: tuple[str, str, str, str, str],
+    dops: tuple[str, ...] = (),
 ) -> Path:
     """The engine's PDX with `extra` services (name, description, semantic, request params,
-    response params) added to its base variant, as a hostile or careless maker would write."""
+    response params) and data object properties `dops` added to its base variant, as a
+    hostile or careless maker would write."""
     import firmware_sim.odx as engine
 
     services = engine._services
     monkeypatch.setattr(engine, "_services", lambda: [*services(), *extra])
+    monkeypatch.setattr(engine, "_DOPS", (*engine._DOPS, *dops))
     return write_engine_pdx(tmp_path)
 
 
@@ -373,3 +379,40 @@ def test_a_parameter_that_overwrites_the_service_id_sends_nothing(
         assert answer.call_failed and "INVALID_VALUE" in (answer.call_detail or ""), answer
         assert "67 01" not in json.dumps(answer.tool_call_result)
     assert [r.hex() for r in bench.requests()[before:] if r != b"\x22\xf1\x86"] == []
+
+
+def test_a_parameter_wider_than_any_request_is_not_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BIT-LENGTH 4,000,000,000 in an 8 KB file: typing it built a 500 MB integer, and every
+    call had odxtools build a 500 MB request (166 s) before its length was refused. A request
+    carries at most 4095 bytes: a wider parameter (or a type 0 bits wide) is not a tool."""
+    from firmware_sim.odx import _const, _value
+
+    def wide(name: str, bits: int) -> str:
+        return (
+            f'<DATA-OBJECT-PROP ID="ECM.DOP.{name}"><SHORT-NAME>{name}</SHORT-NAME>'
+            "<COMPU-METHOD><CATEGORY>IDENTICAL</CATEGORY></COMPU-METHOD>"
+            '<DIAG-CODED-TYPE BASE-DATA-TYPE="A_UINT32" xsi:type="STANDARD-LENGTH-TYPE">'
+            f'<BIT-LENGTH>{bits}</BIT-LENGTH></DIAG-CODED-TYPE><PHYSICAL-TYPE BASE-DATA-TYPE="'
+            'A_UINT32"/></DATA-OBJECT-PROP>'
+        )
+
+    did = _const("SID_RQ", 0, 0x2E) + _const("DID", 1, 0x0102, 16)
+    answer = _const("SID_PR", 0, 0x6E)
+    pdx = engine_pdx_with(
+        tmp_path,
+        monkeypatch,
+        ("Write_Huge", "Write.", "DATA", did + _value("v", 3, "Huge"), answer),
+        ("Write_None", "Write.", "DATA", did + _value("v", 3, "Nothing"), answer),
+        ("Write_HugeConst", "Write.", "DATA", did + _const("c", 3, 1, 4_000_000_000), answer),
+        dops=(wide("Huge", 4_000_000_000), wide("Nothing", 0)),
+    )
+    started = time.monotonic()
+    tools = offline(load_odx(pdx))
+    assert tools.odx is not None
+    for name in ("Write_Huge", "Write_None", "Write_HugeConst"):
+        assert "bits" in tools.odx.skipped[name], tools.odx.skipped
+        assert outcome(tools, name, {"v": 1, "dry_run": True}).code == "UNKNOWN_TOOL"
+    assert time.monotonic() - started < 5
+    assert tools.adapter.sent == []  # type: ignore[attr-defined]
