@@ -416,3 +416,38 @@ def test_a_parameter_wider_than_any_request_is_not_offered(
         assert outcome(tools, name, {"v": 1, "dry_run": True}).code == "UNKNOWN_TOOL"
     assert time.monotonic() - started < 5
     assert tools.adapter.sent == []  # type: ignore[attr-defined]
+
+
+class AnsweringAdapter(CountingAdapter):
+    """Answers each request by its service id from `answers` (no entry: no answer)."""
+
+    def __init__(self, answers: dict[int, bytes]) -> None:
+        super().__init__()
+        self.answers = answers
+
+    def request(
+        self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
+    ) -> list[EcuReply]:
+        self.sent.append(payload)
+        answer = self.answers.get(payload[0])
+        return [] if answer is None else [EcuReply(ENGINE, answer)]
+
+
+def test_an_unanswered_reset_does_not_leave_the_session_reported_held(
+    engine_odx: OdxDescription,
+) -> None:
+    """The ECU may have reset (and dropped its session and security) without answering:
+    the ODX tool must say so, as uds_reset does, not report the session still held."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OdxServicesWarning)
+        tools = ObdToolDriver(AnsweringAdapter({}), allowing(), odx=engine_odx)
+    try:
+        tools.keeper.entered(ENGINE, 0x03)
+        tools.keeper.unlocked(ENGINE, 1)
+        result = tools.execute_tool("ECUReset", {"resetType": "hard"})
+        assert result["sent"] is True and result["answered"] is False
+        assert result["state"]["session"] == "default" and result["state"]["security"] == "locked"
+        assert "reset" in result["state"]["note"]
+        assert not tools.keeper.holds(ENGINE)
+    finally:
+        tools.close()

@@ -467,6 +467,8 @@ class OdxServices:
     def _answer(self, svc: OdxService, sent: Sent, changing: bool) -> dict[str, Any]:
         ecu = sent.ecu
         if (unanswered := sent.no_answer(svc.tool)) is not None:
+            if svc.prefix[0] == 0x11:  # as uds_reset: the ECU may have reset without a word
+                self.keeper.lost(ecu, f"a reset was asked for ({svc.tool}), and may have happened")
             return unanswered | ({"state": self.keeper.state(ecu)} if changing else {})
         if (refusal := sent.refusal()) is not None:
             self.keeper.answered(ecu, refusal.code)
