@@ -451,3 +451,23 @@ def test_an_unanswered_reset_does_not_leave_the_session_reported_held(
         assert not tools.keeper.holds(ENGINE)
     finally:
         tools.close()
+
+
+def test_a_service_id_with_no_positive_answer_id_is_reported_not_raised(
+    engine_odx: OdxDescription,
+) -> None:
+    """Service ids 0xC0-0xFF have no positive answer id (sid + 0x40 is past a byte): an answer
+    to one went out and came back, and must be reported, not end in a ValueError."""
+    from hwbridge.obd.tools.gated import Sent
+
+    policy = SendPolicy(allow_services=["uds_0xC0", "uds_0xFF"], max_commands_per_second=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OdxServicesWarning)
+        adapter = AnsweringAdapter({0xC0: b"\x00\x01", 0xFF: b"\x7f\xff\x11"})
+        tools = ObdToolDriver(adapter, policy, odx=engine_odx)
+    answered = tools.execute_tool("uds_request", {"ecu": "engine", "request": "C0 01"})
+    assert answered["sent"] is True and answered["positive"] is False
+    refused = tools.execute_tool("uds_request", {"ecu": "engine", "request": "FF"})
+    assert refused["sent"] is True and refused["positive"] is False
+    sent = Sent(ENGINE, b"\xc0\x01", replies=[EcuReply(ENGINE, b"\x00\x01")])
+    assert sent.positive() is None and sent.refusal() is None
