@@ -154,6 +154,10 @@ def test_refusals_say_what_is_wrong_before_anything_is_sent() -> None:
         ('[did.A]\ndid = 1\ntype = "uint8"\nwritable = "yes"\n', "did.A.writable"),
         ("[did]\n", "did: Dictionary should have at least 1 item"),
         ("did = [", "vehicle.toml: not valid TOML"),
+        ('[did.F190]\ndid = 0xF15A\ntype = "uint8"\n',
+         "vehicle.toml:1: did.F190: the name reads as the DID F190"),
+        ('[did.A]\ndid = 1\ntype = "uint8"\n[did.beef]\ndid = 2\ntype = "uint8"\n',
+         "vehicle.toml:4: did.beef: the name reads as the DID BEEF"),
     ],
 )  # fmt: skip
 def test_a_bad_file_names_the_file_the_line_and_the_entry(text: str, says: str) -> None:

@@ -432,6 +432,11 @@ def parse_did_definitions(text: str, source: str = "<dids>") -> DidDefinitions:
     seen: dict[int, str] = {}
     names: dict[str, str] = {}
     for name, spec in model.did.items():
+        if re.fullmatch(r"[0-9a-fA-F]{4}", name):  # "F190" would mean another DID by name
+            raise DidDefinitionError(
+                f"{_where(source, text, ('did', name))}: the name reads as the DID "
+                f"{int(name, 16):04X}; name it so that it does not (F190 is DID F190)"
+            )
         if spec.did in seen:
             raise DidDefinitionError(
                 f"{_where(source, text, ('did', name))}: DID {spec.did:04X} is defined twice "
