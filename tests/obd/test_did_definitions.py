@@ -154,6 +154,10 @@ def test_refusals_say_what_is_wrong_before_anything_is_sent() -> None:
         ('[did.A]\ndid = 1\ntype = "uint8"\nwritable = "yes"\n', "did.A.writable"),
         ("[did]\n", "did: Dictionary should have at least 1 item"),
         ("did = [", "vehicle.toml: not valid TOML"),
+        ('[did.F190]\ndid = 0xF15A\ntype = "uint8"\n',
+         "vehicle.toml:1: did.F190: the name reads as the DID F190"),
+        ('[did.A]\ndid = 1\ntype = "uint8"\n[did.beef]\ndid = 2\ntype = "uint8"\n',
+         "vehicle.toml:4: did.beef: the name reads as the DID BEEF"),
     ],
 )  # fmt: skip
 def test_a_bad_file_names_the_file_the_line_and_the_entry(text: str, says: str) -> None:
@@ -213,3 +217,29 @@ def test_any_bytes_decode_to_json(data: bytes) -> None:
         decoded = defined.decode(data)
         json.dumps(decoded, allow_nan=False)  # JSON-safe, whatever the ECU sent
         assert decoded["raw"] == data.hex(" ").upper()
+
+
+def test_a_hostile_file_fails_fast_with_the_files_name(tmp_path: Path) -> None:
+    """Within the 1 MB bound: thousands of bad entries (the line of each was looked up in the
+    whole text, 20 s for 300 KB), nesting past Python's recursion limit (a RecursionError
+    that named nothing), an endless file (/dev/zero was read whole, without end)."""
+    import time
+
+    many = "".join(
+        f'[did.N{i}]\ndid = 1\ntype = "x"\nscale = "a"\noffset = "b"\nunit = 1\nwritable = 2\n'
+        for i in range(4096)
+    )
+    started = time.monotonic()
+    with pytest.raises(DidDefinitionError, match=r"^vehicle.toml:1: did.N0.type: .* more$"):
+        parse_did_definitions(many, "vehicle.toml")
+    assert time.monotonic() - started < 5
+    with pytest.raises(DidDefinitionError, match=r"^vehicle\.toml: nests arrays"):
+        parse_did_definitions("a = " + "[" * 5000 + "]" * 5000, "vehicle.toml")
+    key = "1" * 5000
+    with pytest.raises(DidDefinitionError) as error:
+        parse_did_definitions(f'[did.A]\ndid = 1\ntype = "uint8"\nchoices = {{ "{key}" = "x" }}\n')
+    assert len(str(error.value)) < 300
+    endless = Path("/dev/zero")
+    if endless.exists():
+        with pytest.raises(DidDefinitionError, match="at most 1,000,000"):
+            load_did_definitions(endless)

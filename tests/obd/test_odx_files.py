@@ -215,3 +215,29 @@ def test_an_error_pickles_with_its_parts() -> None:
         "x.odx-d",
         "a.pdx (x.odx-d): is broken",
     )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.filterwarnings("ignore")
+def test_inheritance_that_odxtools_walks_without_end_is_cut_by_the_clock(tmp_path: Path) -> None:
+    """A 40 KB description whose base variants each name their parent twice: odxtools walks
+    every path up the inheritance, 2**n of them for n layers (n = 14 took 4 s, each one more
+    doubles it). The element bound does not see it; the load's time bound must."""
+    files = engine_odx_files()
+    layers = "".join(
+        f'<BASE-VARIANT ID="X.BV{i}"><SHORT-NAME>X{i}</SHORT-NAME><PARENT-REFS>'
+        + f'<PARENT-REF ID-REF="{f"X.BV{i - 1}" if i else "ECM.BV"}" xsi:type="BASE-VARIANT-REF"/>'
+        * 2
+        + "</PARENT-REFS></BASE-VARIANT>"
+        for i in range(40)
+    )
+    files["HWB_ECM.odx-d"] = files["HWB_ECM.odx-d"].replace(
+        "</BASE-VARIANTS>", layers + "</BASE-VARIANTS>"
+    )
+    pdx = zipped(tmp_path / "diamonds.pdx", files)
+    assert pdx.stat().st_size < 50_000
+    started = time.monotonic()
+    with pytest.raises(OdxError, match=r"took more than 1 s"):
+        load_odx(pdx, limit_s=1.0)
+    assert time.monotonic() - started < 1.0 + FAST_S
+    assert load_odx(write_engine_pdx(tmp_path), limit_s=30).variant(None)  # still loads

@@ -5,6 +5,7 @@ typing and encoding of the tools checked without a bus first."""
 from __future__ import annotations
 
 import json
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -327,3 +328,146 @@ def test_the_same_tools_over_an_elm327(bench: Bench, pdx: Path) -> None:
             assert read["values"] == {"IdleSpeedTarget": {"value": 800, "unit": "rpm"}}
             named = run(driver, "uds_read_did", ecu="engine", did="IdleSpeedTarget")
             assert named.tool_call_result["value"] == 800
+
+
+def engine_pdx_with(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *extra: tuple[str, str, str, str, str],
+    dops: tuple[str, ...] = (),
+) -> Path:
+    """The engine's PDX with `extra` services (name, description, semantic, request params,
+    response params) and data object properties `dops` added to its base variant, as a
+    hostile or careless maker would write."""
+    import firmware_sim.odx as engine
+
+    services = engine._services
+    monkeypatch.setattr(engine, "_services", lambda: [*services(), *extra])
+    monkeypatch.setattr(engine, "_DOPS", (*engine._DOPS, *dops))
+    return write_engine_pdx(tmp_path)
+
+
+@pytest.mark.filterwarnings("ignore:Overlapping objects")
+def test_a_parameter_that_overwrites_the_service_id_sends_nothing(
+    bench: Bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A request whose value parameter lies over its constant service id (22, a read) would
+    encode another service: SecurityAccess, whose seed would come back to the model, or an
+    OBD-II mode. What goes out must start with the constants the tool was judged by."""
+    from firmware_sim.odx import _const, _value
+
+    sneaky = (
+        _const("SID_RQ", 0, 0x22) + _value("sid", 0, "Byte", "39") + _const("level", 1, 1),
+        _const("SID_PR", 0, 0x67) + _const("level", 1, 1) + _value("seed", 2, "Ascii"),
+    )
+    obd = (_const("SID_RQ", 0, 0x22) + _value("mode", 0, "Byte", "4"), _const("SID_PR", 0, 0x44))
+    pdx = engine_pdx_with(
+        tmp_path, monkeypatch, ("Read_Sneaky", "Read.", "DATA", *sneaky),
+        ("Read_Mode", "Read.", "DATA", *obd),
+    )  # fmt: skip
+    driver = odx_driver(bench, pdx, allowing(), security_key=demo_key)
+    assert run(driver, "DiagnosticSessionControl", session="extended").tool_call_result
+    before = len(bench.requests())
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("Read_Sneaky", {}),
+        ("Read_Sneaky", {"sid": 0x27}),
+        ("Read_Sneaky", {"dry_run": True}),
+        ("Read_Mode", {}),
+    ]
+    for tool, arguments in calls:
+        answer = run(driver, tool, **arguments)
+        assert answer.call_failed and "INVALID_VALUE" in (answer.call_detail or ""), answer
+        assert "67 01" not in json.dumps(answer.tool_call_result)
+    assert [r.hex() for r in bench.requests()[before:] if r != b"\x22\xf1\x86"] == []
+
+
+def test_a_parameter_wider_than_any_request_is_not_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """BIT-LENGTH 4,000,000,000 in an 8 KB file: typing it built a 500 MB integer, and every
+    call had odxtools build a 500 MB request (166 s) before its length was refused. A request
+    carries at most 4095 bytes: a wider parameter (or a type 0 bits wide) is not a tool."""
+    from firmware_sim.odx import _const, _value
+
+    def wide(name: str, bits: int) -> str:
+        return (
+            f'<DATA-OBJECT-PROP ID="ECM.DOP.{name}"><SHORT-NAME>{name}</SHORT-NAME>'
+            "<COMPU-METHOD><CATEGORY>IDENTICAL</CATEGORY></COMPU-METHOD>"
+            '<DIAG-CODED-TYPE BASE-DATA-TYPE="A_UINT32" xsi:type="STANDARD-LENGTH-TYPE">'
+            f'<BIT-LENGTH>{bits}</BIT-LENGTH></DIAG-CODED-TYPE><PHYSICAL-TYPE BASE-DATA-TYPE="'
+            'A_UINT32"/></DATA-OBJECT-PROP>'
+        )
+
+    did = _const("SID_RQ", 0, 0x2E) + _const("DID", 1, 0x0102, 16)
+    answer = _const("SID_PR", 0, 0x6E)
+    pdx = engine_pdx_with(
+        tmp_path,
+        monkeypatch,
+        ("Write_Huge", "Write.", "DATA", did + _value("v", 3, "Huge"), answer),
+        ("Write_None", "Write.", "DATA", did + _value("v", 3, "Nothing"), answer),
+        ("Write_HugeConst", "Write.", "DATA", did + _const("c", 3, 1, 4_000_000_000), answer),
+        dops=(wide("Huge", 4_000_000_000), wide("Nothing", 0)),
+    )
+    started = time.monotonic()
+    tools = offline(load_odx(pdx))
+    assert tools.odx is not None
+    for name in ("Write_Huge", "Write_None", "Write_HugeConst"):
+        assert "bits" in tools.odx.skipped[name], tools.odx.skipped
+        assert outcome(tools, name, {"v": 1, "dry_run": True}).code == "UNKNOWN_TOOL"
+    assert time.monotonic() - started < 5
+    assert tools.adapter.sent == []  # type: ignore[attr-defined]
+
+
+class AnsweringAdapter(CountingAdapter):
+    """Answers each request by its service id from `answers` (no entry: no answer)."""
+
+    def __init__(self, answers: dict[int, bytes]) -> None:
+        super().__init__()
+        self.answers = answers
+
+    def request(
+        self, payload: bytes, *, ecu: Ecu | None = None, timeout_s: float | None = None
+    ) -> list[EcuReply]:
+        self.sent.append(payload)
+        answer = self.answers.get(payload[0])
+        return [] if answer is None else [EcuReply(ENGINE, answer)]
+
+
+def test_an_unanswered_reset_does_not_leave_the_session_reported_held(
+    engine_odx: OdxDescription,
+) -> None:
+    """The ECU may have reset (and dropped its session and security) without answering:
+    the ODX tool must say so, as uds_reset does, not report the session still held."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OdxServicesWarning)
+        tools = ObdToolDriver(AnsweringAdapter({}), allowing(), odx=engine_odx)
+    try:
+        tools.keeper.entered(ENGINE, 0x03)
+        tools.keeper.unlocked(ENGINE, 1)
+        result = tools.execute_tool("ECUReset", {"resetType": "hard"})
+        assert result["sent"] is True and result["answered"] is False
+        assert result["state"]["session"] == "default" and result["state"]["security"] == "locked"
+        assert "reset" in result["state"]["note"]
+        assert not tools.keeper.holds(ENGINE)
+    finally:
+        tools.close()
+
+
+def test_a_service_id_with_no_positive_answer_id_is_reported_not_raised(
+    engine_odx: OdxDescription,
+) -> None:
+    """Service ids 0xC0-0xFF have no positive answer id (sid + 0x40 is past a byte): an answer
+    to one went out and came back, and must be reported, not end in a ValueError."""
+    from hwbridge.obd.tools.gated import Sent
+
+    policy = SendPolicy(allow_services=["uds_0xC0", "uds_0xFF"], max_commands_per_second=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OdxServicesWarning)
+        adapter = AnsweringAdapter({0xC0: b"\x00\x01", 0xFF: b"\x7f\xff\x11"})
+        tools = ObdToolDriver(adapter, policy, odx=engine_odx)
+    answered = tools.execute_tool("uds_request", {"ecu": "engine", "request": "C0 01"})
+    assert answered["sent"] is True and answered["positive"] is False
+    refused = tools.execute_tool("uds_request", {"ecu": "engine", "request": "FF"})
+    assert refused["sent"] is True and refused["positive"] is False
+    sent = Sent(ENGINE, b"\xc0\x01", replies=[EcuReply(ENGINE, b"\x00\x01")])
+    assert sent.positive() is None and sent.refusal() is None

@@ -150,7 +150,7 @@ class DidDefinition(BaseModel):
                 try:
                     raw = int(key, 0)
                 except ValueError:
-                    raise ValueError(f"choices key {key!r} is not an integer") from None
+                    raise ValueError(f"choices key {key[:40]!r} is not an integer") from None
                 if not low <= raw <= high:
                     raise ValueError(f"choices key {key} does not fit a {self.type}")
             if len({v.lower() for v in self.choices.values()}) != len(self.choices):
@@ -418,16 +418,25 @@ def parse_did_definitions(text: str, source: str = "<dids>") -> DidDefinitions:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise DidDefinitionError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise DidDefinitionError(f"{source}: nests arrays or tables too deeply") from None
     try:
         model = DidDefinitionsFile.model_validate(raw)
     except ValidationError as exc:
-        problems = [f"{_where(source, text, e['loc'])}: {e['msg']}" for e in exc.errors()]
-        more = len(problems) - _MAX_LISTED
-        listed = "; ".join(problems[:_MAX_LISTED]) + (f"; and {more} more" if more > 0 else "")
+        errors = exc.errors()
+        # the line of each listed one only: each is looked for in the whole text
+        problems = [f"{_where(source, text, e['loc'])}: {e['msg']}" for e in errors[:_MAX_LISTED]]
+        more = len(errors) - _MAX_LISTED
+        listed = "; ".join(problems) + (f"; and {more} more" if more > 0 else "")
         raise DidDefinitionError(listed) from None
     seen: dict[int, str] = {}
     names: dict[str, str] = {}
     for name, spec in model.did.items():
+        if re.fullmatch(r"[0-9a-fA-F]{4}", name):  # "F190" would mean another DID by name
+            raise DidDefinitionError(
+                f"{_where(source, text, ('did', name))}: the name reads as the DID "
+                f"{int(name, 16):04X}; name it so that it does not (F190 is DID F190)"
+            )
         if spec.did in seen:
             raise DidDefinitionError(
                 f"{_where(source, text, ('did', name))}: DID {spec.did:04X} is defined twice "
@@ -447,12 +456,14 @@ def load_did_definitions(path: str | Path) -> DidDefinitions:
     """Read and check a DID definitions file (at most 1 MB of UTF-8 TOML)."""
     file = Path(path)
     try:
-        data = file.read_bytes()
+        with file.open("rb") as stream:  # read no more than the bound: a device may not end
+            data = stream.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         raise DidDefinitionError(f"{file}: cannot be read: {exc.strerror or exc}") from None
     if len(data) > MAX_FILE_BYTES:
         raise DidDefinitionError(
-            f"{file}: {len(data):,} bytes; a DID definitions file is at most {MAX_FILE_BYTES:,}"
+            f"{file}: more than {MAX_FILE_BYTES:,} bytes; a DID definitions file is at most "
+            f"{MAX_FILE_BYTES:,}"
         )
     try:
         text = data.decode("utf-8-sig")

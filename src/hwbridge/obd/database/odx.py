@@ -6,7 +6,9 @@ file is held to what a diagnostic description can mean, as a DBC is
 `MAX_ODX_BYTES` of XML once inflated (counted from the zip's directory before anything is
 inflated, so a zip bomb is refused at once, and counted again while inflating, so a member
 that lies about its size gains nothing), `MAX_ELEMENTS` XML elements at most `MAX_DEPTH`
-deep, and `MAX_LOAD_S` seconds of parsing. The XML is parsed by expat with no document type
+deep, and `MAX_LOAD_S` seconds of parsing and building, odxtools' work included (it walks a
+layer's inheritance once per path, 2**n paths for n layers that each name their parent twice:
+no bound on the XML bounds that). The XML is parsed by expat with no document type
 declaration allowed (ODX needs none): no entity can be declared, so none can expand (billion
 laughs) or fetch a file. Members that are not ODX (job code, flash data) are not read.
 
@@ -15,12 +17,14 @@ Every refusal is an `OdxError` naming the file, the member and the problem.
 
 from __future__ import annotations
 
+import ctypes
+import threading
 import time
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any, Final, TypeVar
 from xml.etree.ElementTree import Element, TreeBuilder
 from xml.parsers import expat
 
@@ -50,7 +54,7 @@ an element (measured on the 2-core machine: 820,000 elements, 20,000 services, 1
 MAX_DEPTH: Final = 256
 """How deep XML elements may nest (ODX nests a few tens deep)."""
 MAX_LOAD_S: Final = 60.0
-"""How long reading and parsing the XML may take."""
+"""How long reading and parsing the XML, then odxtools' building of its objects, may take."""
 _PIECE: Final = 1024 * 1024
 _CHECK_EVERY: Final = 4096  # elements between two looks at the clock
 
@@ -79,6 +83,41 @@ class _Budget:
 
 class _Refused(Exception):
     """Raised inside expat's handlers to stop the parse; becomes an OdxError."""
+
+
+class _OutOfTime(BaseException):
+    """Set in the loading thread when odxtools runs past the deadline: a BaseException, so
+    odxtools' own `except Exception` cannot swallow it."""
+
+
+_T = TypeVar("_T")
+
+
+def _delivered() -> None:
+    """A Python call: a pending asynchronous exception is raised at the latest here."""
+
+
+def _before(deadline: float, work: Callable[[], _T]) -> _T:
+    """`work()` in this thread, stopped by `_OutOfTime` once `time.monotonic()` passes
+    `deadline`. odxtools is pure Python: an exception set for this thread from a timer lands
+    between two of its bytecodes, however it loops or recurses."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise _OutOfTime
+    thread = ctypes.c_ulong(threading.get_ident())
+
+    def expire() -> None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(thread, ctypes.py_object(_OutOfTime))
+
+    timer = threading.Timer(left, expire)
+    timer.daemon = True
+    timer.start()
+    try:
+        return work()
+    finally:
+        timer.cancel()
+        timer.join()  # no exception can be set after this; one set just before is raised
+        _delivered()  # here, inside this call's try, not later in the caller
 
 
 def _no_dtd(*_: Any) -> None:
@@ -264,19 +303,31 @@ def load_odx(path: str | Path, *, limit_s: float = MAX_LOAD_S) -> OdxDescription
         raise OdxError(file, f"cannot be inflated: {exc}") from None
     except OSError as exc:
         raise OdxError(file, f"cannot be read: {exc.strerror or exc}") from None
-    return OdxDescription(file, _internalize(file, roots, Database))
+    return OdxDescription(file, _internalize(file, roots, Database, budget.deadline, limit_s))
 
 
-def _internalize(file: Path, roots: list[tuple[str, Element]], database: Any) -> Any:
-    """odxtools' Database of the parsed documents; its failures become OdxError."""
+def _internalize(
+    file: Path, roots: list[tuple[str, Element]], database: Any, deadline: float, limit_s: float
+) -> Any:
+    """odxtools' Database of the parsed documents, built before `deadline` (the end of the
+    load's `limit_s`); its failures become OdxError."""
     db = database()
     member: str | None = None
-    try:
+
+    def build() -> None:
+        nonlocal member
         for name, root in roots:
             member = name
             db.add_odx_xml_tree(root)
         member = None
         db.refresh()
+
+    try:
+        _before(deadline, build)
+    except _OutOfTime:
+        raise OdxError(
+            file, f"took more than {limit_s:g} s to read (odxtools' part)", member
+        ) from None
     except RecursionError:
         raise OdxError(file, "nests references too deeply for odxtools", member) from None
     except Exception as exc:  # odxtools raises many types for a bad document

@@ -69,7 +69,9 @@ class Sent:
         reply = self.reply
         if reply is None or not reply.complete:
             return None
-        return reply.data if reply.data[:1] == bytes([self.request[0] + 0x40]) else None
+        # compared as numbers: 0xC0-0xFF have no positive answer id (sid + 0x40 > 0xFF)
+        positive = len(reply.data) > 0 and reply.data[0] == self.request[0] + 0x40
+        return reply.data if positive else None
 
     def no_answer(self, what: str) -> dict[str, Any] | None:
         """The result for a request that went out without a usable answer, else None."""

@@ -42,6 +42,7 @@ __all__ = ["MAX_ODX_TOOLS", "OdxService", "OdxServices", "OdxServicesWarning"]
 MAX_ODX_TOOLS: Final = 256
 """Services offered as tools at most (each costs prompt space)."""
 _MAX_TEXT: Final = 4095
+_MAX_REQUEST_BITS: Final = 8 * 4095  # a UDS request carries at most 4095 bytes
 _MAX_DESCRIPTION: Final = 240
 _MAX_RESULT_TEXT: Final = 512
 _MAX_RESULT_ITEMS: Final = 256
@@ -94,6 +95,20 @@ def _clean(text: Any, limit: int = _MAX_DESCRIPTION) -> str:
 
 class _Untyped(Exception):
     """A parameter this module cannot type: the service is skipped with the reason."""
+
+
+def _check_width(parameter: Any) -> None:
+    """_Untyped for a request parameter whose coded type is 0 bits wide, or wider than any
+    request: odxtools would build it whole (a 4,000,000,000-bit type is a 500 MB request)."""
+    coded = getattr(parameter, "diag_coded_type", None)
+    if coded is None:
+        coded = getattr(getattr(parameter, "dop", None), "diag_coded_type", None)
+    bits = getattr(coded, "bit_length", None)
+    if isinstance(bits, int) and not 0 < bits <= _MAX_REQUEST_BITS:
+        raise _Untyped(
+            f"parameter {str(parameter.short_name)[:40]} is {bits:,} bits wide; a request "
+            f"carries 1 to {_MAX_REQUEST_BITS:,}"
+        )
 
 
 @dataclass(frozen=True)
@@ -190,7 +205,7 @@ def _limits(dop: Any) -> tuple[float | None, float | None]:
     bits = getattr(coded, "bit_length", None)
     category = dop.compu_method.category.value
     base = coded.base_data_type.value
-    if not isinstance(bits, int) or category not in ("IDENTICAL", "LINEAR"):
+    if not isinstance(bits, int) or not 0 < bits <= 64 or category not in ("IDENTICAL", "LINEAR"):
         return None, None
     if base == "A_UINT32":
         ends: tuple[int, int] = (0, (1 << bits) - 1)
@@ -331,6 +346,8 @@ class OdxServices:
         request = service.request
         if request is None:
             raise _Untyped("it has no request")
+        for parameter in request.parameters:
+            _check_width(parameter)
         prefix = bytes(request.coded_const_prefix())
         if not prefix:
             raise _Untyped("its request does not start with a constant service id")
@@ -421,6 +438,15 @@ class OdxServices:
             raise ToolError(
                 "INVALID_VALUE", f"{name}: the encoded request has {len(payload)} bytes."
             )
+        if payload[: len(svc.prefix)] != svc.prefix:
+            # a parameter laid over the constants: another service than the one offered
+            # (SecurityAccess, an OBD-II mode) would go out
+            raise ToolError(
+                "INVALID_VALUE",
+                f"{name}: the ODX description encodes a request starting "
+                f"{payload[: len(svc.prefix)].hex(' ').upper()}, not its constant "
+                f"{svc.prefix.hex(' ').upper()}; nothing was sent.",
+            )
         service = policy_service(payload)
         if arguments.get("dry_run") is True:
             allowed = service is None or self.gate.policy.allows_service(service)
@@ -441,6 +467,8 @@ class OdxServices:
     def _answer(self, svc: OdxService, sent: Sent, changing: bool) -> dict[str, Any]:
         ecu = sent.ecu
         if (unanswered := sent.no_answer(svc.tool)) is not None:
+            if svc.prefix[0] == 0x11:  # as uds_reset: the ECU may have reset without a word
+                self.keeper.lost(ecu, f"a reset was asked for ({svc.tool}), and may have happened")
             return unanswered | ({"state": self.keeper.state(ecu)} if changing else {})
         if (refusal := sent.refusal()) is not None:
             self.keeper.answered(ecu, refusal.code)

@@ -295,6 +295,7 @@ class UdsService:
             code = int(parsed.code)
             result.update(positive=False, nrc=f"0x{code:02X}", nrc_name=nrc_name(code))
         else:
-            result.update(positive=reply.data[:1] == bytes([payload[0] + 0x40]))
+            positive = len(reply.data) > 0 and reply.data[0] == payload[0] + 0x40  # none: 0xC0+
+            result.update(positive=positive)
             result["data"] = reply.data[:512].hex(" ").upper()
         return result
