@@ -453,6 +453,18 @@ def test_an_unanswered_reset_does_not_leave_the_session_reported_held(
         tools.close()
 
 
+def test_an_unanswered_reset_is_said_in_plain_words() -> None:
+    """uds_reset's note names its request once ("the hard reset request", not "the the")."""
+    tools = ObdToolDriver(AnsweringAdapter({}), allowing())
+    try:
+        result = tools.execute_tool("uds_reset", {"ecu": "engine", "kind": "hard"})
+        assert result["sent"] is True and result["answered"] is False
+        assert "the hard reset request went out" in result["note"], result["note"]
+        assert "the the" not in json.dumps(result)
+    finally:
+        tools.close()
+
+
 def test_a_service_id_with_no_positive_answer_id_is_reported_not_raised(
     engine_odx: OdxDescription,
 ) -> None:

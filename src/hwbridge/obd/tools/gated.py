@@ -74,10 +74,12 @@ class Sent:
         return reply.data if positive else None
 
     def no_answer(self, what: str) -> dict[str, Any] | None:
-        """The result for a request that went out without a usable answer, else None."""
+        """The result for a request that went out without a usable answer, else None;
+        `what` names the request (`requestSeed`, or `the hard reset`)."""
         reply = self.reply
         if reply is not None and reply.complete:
             return None
+        what = what.removeprefix("the ")  # each note says "the ... request" itself
         if reply is not None and reply.request_cut:
             note = f"only part of the {what} request went out (the ECU stopped it part way)"
         elif reply is not None:
