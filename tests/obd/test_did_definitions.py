@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from hwbridge.core.models import ToolError
 from hwbridge.obd.database.did_definitions import (
+    DESCRIBED_CHARS,
+    MAX_CHOICES,
     DidDefinitionError,
     did_definitions_schema,
     load_did_definitions,
@@ -243,3 +245,22 @@ def test_a_hostile_file_fails_fast_with_the_files_name(tmp_path: Path) -> None:
     if endless.exists():
         with pytest.raises(DidDefinitionError, match="at most 1,000,000"):
             load_did_definitions(endless)
+
+
+def test_a_file_cannot_fill_the_prompt() -> None:
+    """Within the 1 MB bound a file could put a megabyte into the tools' descriptions, sent
+    to the model at every turn: they show the first DIDs up to a budget and count the rest,
+    a DID shows its first labels, and more labels than a byte holds is refused."""
+    labels = "".join(f'{k} = "label number {k:03}"\n' for k in range(256))
+    many = "".join(
+        f'[did.Defined_{i}]\ndid = {0x1000 + i}\ntype = "uint8"\n[did.Defined_{i}.choices]\n{labels}'
+        for i in range(150)
+    )
+    definitions = parse_did_definitions(many, "vehicle.toml")
+    described = definitions.describe()
+    assert len(described) <= DESCRIBED_CHARS + 40
+    assert described.endswith("more defined DIDs") and "(256 labels)" in described
+    assert definitions.find("Defined_149") is not None  # past the description, still by name
+    too_many = "".join(f'{k} = "l{k}"\n' for k in range(MAX_CHOICES + 1))
+    with pytest.raises(DidDefinitionError, match="choices"):
+        parse_did_definitions(f'[did.A]\ndid = 1\ntype = "uint16"\n[did.A.choices]\n{too_many}')

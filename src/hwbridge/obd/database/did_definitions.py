@@ -50,6 +50,8 @@ from hwbridge.can.database.values import format_number
 from hwbridge.core.models import ToolError
 
 __all__ = [
+    "DESCRIBED_CHARS",
+    "MAX_CHOICES",
     "MAX_DEFINITIONS",
     "DidDefinition",
     "DidDefinitionError",
@@ -66,6 +68,13 @@ DidType = Literal[
 ]  # fmt: skip
 MAX_DEFINITIONS: Final = 4096
 MAX_FILE_BYTES: Final = 1_000_000
+MAX_CHOICES: Final = 256
+"""Labels one DID may have (a value table of a byte at most)."""
+DESCRIBED_LABELS: Final = 8
+"""Labels of a DID the tools' descriptions show; the others are still taken by name."""
+DESCRIBED_CHARS: Final = 4000
+"""How much of the tools' descriptions the definitions take; the DIDs past it are counted,
+and still read and written by name (what the file says costs prompt space at every turn)."""
 _MAX_RECORD: Final = 4093  # what one WriteDataByIdentifier can carry
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 _UNIT = r"^[ -~]{0,16}$"  # printable ASCII: a unit goes into tool descriptions
@@ -103,7 +112,9 @@ class DidDefinition(BaseModel):
     )
     writable: StrictBool = False
     choices: dict[str, Annotated[str, Field(pattern=r"^[ -~]{1,64}$")]] = Field(
-        default_factory=dict, description='raw value -> label, { 0 = "off", 1 = "on" }'
+        default_factory=dict,
+        max_length=MAX_CHOICES,
+        description='raw value -> label, { 0 = "off", 1 = "on" }',
     )
     length: int | None = Field(
         None, ge=1, le=_MAX_RECORD, description="bytes of an ascii or bytes value"
@@ -232,7 +243,10 @@ class DefinedDid:
         if spec.type in ("ascii", "bytes"):
             parts.append(", text" if spec.type == "ascii" else ", hex bytes")
         elif spec.choices:
-            parts.append(", one of " + "/".join(spec.labels().values()))
+            labels = list(spec.labels().values())
+            shown = "/".join(labels[:DESCRIBED_LABELS])
+            more = len(labels) - DESCRIBED_LABELS
+            parts.append(f", one of {shown}" + (f"/... ({len(labels)} labels)" if more > 0 else ""))
         else:
             low, high = spec.physical_range()
             unit = f" {spec.unit}" if spec.unit else ""
@@ -391,8 +405,18 @@ class DidDefinitions:
         return None
 
     def describe(self) -> str:
-        """Every definition on one line each, for the tools' descriptions."""
-        return "; ".join(d.describe() for d in self.by_did.values())
+        """The definitions for the tools' descriptions, up to DESCRIBED_CHARS: the DIDs
+        past it are counted (they are still read and written by name)."""
+        shown: list[str] = []
+        size = 0
+        for defined in self.by_did.values():
+            line = defined.describe()
+            if size + len(line) + 2 > DESCRIBED_CHARS:
+                break
+            shown.append(line)
+            size += len(line) + 2
+        more = len(self.by_did) - len(shown)
+        return "; ".join(shown) + (f"; and {more} more defined DIDs" if more else "")
 
 
 def _line_of(text: str, name: str) -> int | None:
