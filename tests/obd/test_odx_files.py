@@ -186,6 +186,25 @@ def test_huge_files_and_odd_archives_are_refused(tmp_path: Path) -> None:
     refused(tmp_path / "missing.pdx", "cannot be read")
 
 
+def test_a_directory_too_long_to_read_is_refused_from_its_end_record(tmp_path: Path) -> None:
+    """zipfile reads a zip's whole directory before its members can be counted (1.2 million
+    entries in a 60 MB file: 5.4 s and 736 MB): the count the end record declares is read
+    first, from the file's tail, ZIP64's too."""
+    import struct
+
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 60_000, 60_000, 46 * 60_000, 0, 0)
+    declared = tmp_path / "declared.pdx"
+    declared.write_bytes(bytes(1000) + end)
+    refused(declared, "60,000 members; a PDX has at most 4,096")
+    end64 = struct.pack("<4sQ2H2L4Q", b"PK\x06\x06", 44, 45, 45, 0, 0, 1_200_000, 1_200_000,
+                        46 * 1_200_000, 1000)  # fmt: skip
+    locator = struct.pack("<4sLQL", b"PK\x06\x07", 0, 1000, 1)
+    end = struct.pack("<4s4H2LH", b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    zip64 = tmp_path / "zip64.pdx"
+    zip64.write_bytes(bytes(1000) + end64 + locator + end)
+    refused(zip64, "1,200,000 members; a PDX has at most 4,096")
+
+
 def test_members_that_are_not_odx_are_never_read(
     tmp_path: Path, engine: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
