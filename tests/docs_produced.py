@@ -32,6 +32,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -270,9 +271,9 @@ def _simulator_on_prius() -> Produced:
 
 
 @contextlib.contextmanager
-def _simulated_drive(seconds: int = 20) -> Iterator[Path]:
-    """`drive.blf`: `seconds` simulated seconds of the demo vehicle pulling away beside its
-    GNSS module, as `hwbridge sim --gnss-can` sends them (the same frames on every run)."""
+def _recorded(databases: list[Path], seconds: int, **vehicle: Any) -> Iterator[Path]:
+    """`drive.blf`: `seconds` simulated seconds of the simulator sending `databases`, the
+    vehicle built with `vehicle` (the same frames on every run)."""
     channel = f"docs-{uuid.uuid4().hex[:10]}"
     clock = SimulatedClock()
     with tempfile.TemporaryDirectory() as folder:
@@ -280,9 +281,7 @@ def _simulated_drive(seconds: int = 20) -> Iterator[Path]:
         with (
             can.Bus(interface="virtual", channel=channel) as tap,
             can.BLFWriter(str(capture)) as writer,
-            VirtualVehicle(
-                [DEMO, GNSS], channel=channel, model=VehicleModel(seed=1), clock=clock, obd=False
-            ),
+            VirtualVehicle(databases, channel=channel, clock=clock, obd=False, **vehicle),
         ):
             for _ in range(seconds * 10):
                 clock.advance(0.1)
@@ -290,6 +289,12 @@ def _simulated_drive(seconds: int = 20) -> Iterator[Path]:
                     msg.channel = None  # BLF's channel 1, not the digits of a random name
                     writer.on_message_received(msg)
         yield capture
+
+
+def _simulated_drive(seconds: int = 20) -> contextlib.AbstractContextManager[Path]:
+    """`drive.blf`: `seconds` simulated seconds of the demo vehicle pulling away beside its
+    GNSS module, as `hwbridge sim --gnss-can` sends them."""
+    return _recorded([DEMO, GNSS], seconds, model=VehicleModel(seed=1))
 
 
 def _evidence_page() -> Produced:
@@ -352,20 +357,7 @@ def _mqb_drive() -> bytes:
     mqb = _shared("opendbc", "vw_mqb.dbc")
     if not opendbc_available():
         raise Unavailable("the opendbc package (the opendbc extra) is not installed")
-    channel = f"docs-{uuid.uuid4().hex[:10]}"
-    clock = SimulatedClock()
-    with tempfile.TemporaryDirectory() as folder:
-        capture = Path(folder) / "drive.blf"
-        with (
-            can.Bus(interface="virtual", channel=channel) as tap,
-            can.BLFWriter(str(capture)) as writer,
-            VirtualVehicle([mqb, GNSS], channel=channel, clock=clock, obd=False),
-        ):
-            for _ in range(200):
-                clock.advance(0.1)
-                for msg in iter(lambda: tap.recv(0), None):
-                    msg.channel = None
-                    writer.on_message_received(msg)
+    with _recorded([mqb, GNSS], 20) as capture:
         return capture.read_bytes()
 
 
