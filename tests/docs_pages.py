@@ -146,14 +146,17 @@ def repository_folder(folder: Path) -> Path:
     return repo
 
 
-def environment() -> dict[str, str]:
-    """The examples see this checkout's package and simulator, not an installed copy."""
+def environment(cwd: Path | None = None) -> dict[str, str]:
+    """The examples see this checkout's package and simulator, not an installed copy; run in
+    `cwd`, PWD says so, as a shell's would (a library that reads PWD, pycapnp under opendbc,
+    otherwise warns that it does not match the working folder)."""
     path = os.pathsep.join([str(ROOT / "src"), str(ROOT / "firmware-sim")])
     old = os.environ.get("PYTHONPATH")
     return {
         **os.environ,
         "PYTHONPATH": f"{path}{os.pathsep}{old}" if old else path,
         "COLUMNS": "200",
+        **({"PWD": str(cwd)} if cwd is not None else {}),
     }
 
 
@@ -193,7 +196,7 @@ class _Runner:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.docs_runner"],
             cwd=ROOT,
-            env=environment(),
+            env=environment(ROOT),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -243,7 +246,7 @@ def run_command(line: str, cwd: Path, timeout: float = 90) -> str:
         text=True,
         cwd=cwd,
         timeout=timeout,
-        env=environment(),
+        env=environment(cwd),
         stdin=subprocess.DEVNULL,
     )
     assert out.returncode == 0, f"{line}: exit {out.returncode}\n{out.stderr[-3000:]}"

@@ -246,7 +246,7 @@ def _simulator_on_prius() -> Produced:
     process = subprocess.Popen(
         [sys.executable, "-m", "firmware_sim", *argv],
         cwd=folder,
-        env=environment(),
+        env=environment(folder),
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -44,6 +44,7 @@ PRELOADED = (
 def _child(code: str, cwd: str, out: int, err: int) -> None:
     """In the forked child: run `code` as `python -c` would, then end the process."""
     os.chdir(cwd)
+    os.environ["PWD"] = cwd  # as a shell that changed folder says
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(out, 1)

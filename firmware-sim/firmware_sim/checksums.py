@@ -1,10 +1,15 @@
 """Checksums real cars put in their frames, for databases whose make is known.
 
-Written from the algorithms as opendbc documents them (the same ones as the project's
-`benchmarks/car_checksums.py`, copied: the simulator imports nothing outside itself). Each
-takes the frame id, the payload (with the checksum field zeroed) and the checksum's start
-bit, and returns the checksum's raw value. A database whose make is not known, or whose
-checksum field does not have the shape the scheme expects, gets an XOR of every byte.
+Where the opendbc package is installed (the `opendbc` extra) and names the database's
+checksums (`opendbc.can.dbc.get_checksum_state`: VW MQB and MLB with their per-message data
+ids, Subaru, Hyundai CAN FD, FCA, PSA, comma body and the makes below), its own function
+computes them, for the signals it takes for checksums: the frames then pass opendbc's own
+`CANParser`, as frames from the car do. Otherwise they are written here from the algorithms
+as opendbc documents them (the same ones as the project's `benchmarks/car_checksums.py`,
+copied: the simulator imports nothing of hwbridge). Each takes the frame id, the payload
+(with the checksum field zeroed) and the checksum's start bit, and returns the checksum's raw
+value. A database whose make is not known, or whose checksum field does not have the shape
+the scheme expects, gets an XOR of every byte.
 """
 
 from __future__ import annotations
@@ -88,17 +93,84 @@ _MAKES: Final = (
 )
 
 
+_OPENDBC: Final = "opendbc:"
+
+
 def scheme_of(database_name: str | None) -> str | None:
-    """The checksum scheme of a database from its name (opendbc names files by make)."""
+    """The checksum scheme of a database from its name (opendbc names files by make):
+    `opendbc:NAME` when the opendbc package computes its checksums, else the make's."""
+    if database_name and _opendbc_state(database_name) is not None:
+        return _OPENDBC + database_name
+    return _make_of(database_name)
+
+
+def _make_of(database_name: str | None) -> str | None:
     for pattern, scheme in _MAKES:
         if database_name and pattern.search(database_name):
             return scheme
     return None
 
 
+_OPENDBC_MAKES: Final = re.compile(
+    r"^(honda|acura|toyota|lexus|hyundai|vw|subaru|chrysler|fca|comma|tesla|psa)_", re.I
+)
+"""Names opendbc may know checksums of: only for these is opendbc imported (it loads pycapnp,
+which has a word to say on stderr in a process started with another folder's PWD)."""
+
+
+def _opendbc_state(database_name: str) -> Any | None:
+    """opendbc's checksum state for a database it names, when the package is installed."""
+    if not _OPENDBC_MAKES.match(database_name):
+        return None
+    try:
+        from opendbc.can.dbc import get_checksum_state  # the opendbc extra (Python < 3.13)
+    except ImportError:
+        return None
+    state = get_checksum_state(database_name)
+    return state if state is not None and state.calc_checksum is not None else None
+
+
+def _opendbc_checksum(database_name: str, signal: Any) -> Checksum | None:
+    """opendbc's own checksum of `signal`, if opendbc takes it for the checksum (its name,
+    as opendbc's parser and packer decide); None otherwise."""
+    from opendbc.can.dbc import Signal, set_signal_type
+
+    state = _opendbc_state(database_name)
+    if state is None:
+        return None
+    start, size = int(signal.start), int(signal.length)
+    little = signal.byte_order == "little_endian"
+    if little:
+        lsb, msb = start, start + size - 1
+    else:  # DBC big-endian numbering: the start is the most significant bit
+        order = [j + i * 8 for i in range(64) for j in range(7, -1, -1)]
+        at = order.index(start) if start in order else -1
+        if at < 0 or at + size - 1 >= len(order):
+            return None
+        lsb, msb = order[at + size - 1], start
+    theirs = Signal(str(signal.name), start, msb, lsb, size, bool(signal.is_signed),
+                    float(signal.scale), float(signal.offset), little)  # fmt: skip
+    set_signal_type(theirs, state, database_name, 0)
+    calc = theirs.calc_checksum
+    if calc is None:
+        return None
+
+    def checksum(frame_id: int, d: bytes | bytearray, start: int) -> int:
+        return int(calc(frame_id, theirs, bytearray(d)))
+
+    return checksum
+
+
 def checksum_for(scheme: str | None, signal: Any, size: int) -> Checksum:
-    """The checksum function for `signal` in a `size`-byte frame: the make's scheme when the
-    field has its shape, else XOR of every byte."""
+    """The checksum function for `signal` in a `size`-byte frame: opendbc's when it computes
+    this database's, else the make's scheme when the field has its shape, else XOR of every
+    byte."""
+    if scheme is not None and scheme.startswith(_OPENDBC):
+        name = scheme.removeprefix(_OPENDBC)
+        theirs = _opendbc_checksum(name, signal)
+        if theirs is not None:
+            return theirs
+        scheme = _make_of(name)
     known = _SCHEMES.get(scheme or "")
     if known is not None:
         function, width, last_byte = known
