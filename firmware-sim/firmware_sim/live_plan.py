@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 import can
-from firmware_sim.checksums import Checksum, checksum_for
+from firmware_sim.checksums import Checksum, checksum_for, folds, xor_bytes
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
 from firmware_sim.motion import Motion, motion_for, steady_until
@@ -34,7 +34,7 @@ from firmware_sim.signal_kinds import (
 )
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
 
-__all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals"]
+__all__ = ["REFRESH_S", "LivePlan", "Moment", "encodable_signals", "message_signals"]
 
 log = logging.getLogger(__name__)
 
@@ -177,30 +177,122 @@ class _Fit:
 
 
 _Fitting = Callable[[SignalValue], SignalValue | None]
-_Moving = tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool]
+# name, motion, fit, whether a float
+_Plain = tuple[str, Motion, _Fitting, bool]
+# name, motion, fit, until when its value stays as it is then, whether a float
+_Steady = tuple[str, Motion, _Fitting, Callable[[float], float], bool]
+
+
+class _Group:
+    """Signals brought up to date together (a page's model quantities, every `REFRESH_S`, or
+    those that move by their kind, every `SLOW_REFRESH_S`): those that move all the time, and
+    those that say until when they stay as they are (`steady_until`)."""
+
+    __slots__ = ("plain", "steady")
+
+    def __init__(self) -> None:
+        self.plain: list[_Plain] = []
+        self.steady: list[_Steady] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.plain or self.steady)
 
 
 class _Page:
     """What one multiplexer value of a message (or a plain message) carries."""
 
-    __slots__ = ("checksum", "counters", "e2e", "fixed", "moving", "slow")
+    __slots__ = ("checksum", "counters", "e2e", "fast", "fixed", "slow", "stamp")
 
     def __init__(self) -> None:
-        # name, motion, fit, until when its value is steady (None: not known), float or not
-        self.moving: list[_Moving] = []  # from the model: every REFRESH_S
-        self.slow: list[_Moving] = []  # by their kind: every SLOW_REFRESH_S
+        self.fast = _Group()  # from the model: every REFRESH_S
+        self.slow = _Group()  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
         self.checksum: tuple[BitSlot, Checksum, int, int, int] | None = None
         self.e2e = False  # whether every frame writes a counter or a checksum
+        # writes them into a payload, for a frame's sequence number (None: no e2e)
+        self.stamp: Callable[[bytearray, int], None] | None = None
+
+
+def _stamper(page: _Page, frame_id: int, size: int) -> Callable[[bytearray, int], None] | None:
+    """What `_any_stamp` writes into a payload of `size` bytes for the frame of a sequence
+    number, as one function with every position worked out (it runs for every frame of a
+    message with a counter or a checksum): for one counter within a byte and a checksum that
+    is a whole byte, or either alone (the shape of nearly every such message); None for any
+    other shape."""
+    counter: tuple[int, int, int, int, int, int] | None = None
+    if len(page.counters) > 1:
+        return None
+    for slot, first, count in page.counters:
+        if slot.run is None or slot.run[0] >= size:
+            return None
+        byte, shift, mask, kept = slot.run
+        counter = (byte, shift, mask, kept, first, count)
+    checksum = page.checksum
+    if checksum is not None and (checksum[0].byte is None or checksum[0].byte >= size):
+        return None
+    if checksum is None:
+        if counter is None:
+            return None
+        c_byte, c_shift, c_mask, c_kept, c_first, c_count = counter
+
+        def count_only(data: bytearray, sequence: int) -> None:
+            data[c_byte] = (
+                data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
+            )
+
+        return count_only
+    slot, function, start, first, count = checksum
+    byte, end = checksum[0].byte or 0, first + count  # a whole byte: checked above
+    # every payload is `size` bytes (cantools encodes a message's length, as RawEncoder does)
+    shifts = folds(size) if function is xor_bytes else None
+    c_byte, c_shift, c_mask, c_kept, c_first, c_count = counter or (0, 0, 0, 0xFF, 0, 1)
+    has_counter = counter is not None
+
+    def stamp(data: bytearray, sequence: int) -> None:
+        if has_counter:
+            data[c_byte] = (
+                data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
+            )
+        data[byte] = 0
+        if shifts is not None:  # xor_bytes, written out
+            raw = int.from_bytes(data, "little")
+            for shift in shifts:
+                raw ^= raw >> shift
+            raw &= 0xFF
+        else:
+            raw = function(frame_id, data, start)
+        if not first <= raw < end:  # a range narrower than the bits: fold in
+            raw = first + raw % count
+        data[byte] = raw & 0xFF
+
+    return stamp
+
+
+def _any_stamp(page: _Page, frame_id: int) -> Callable[[bytearray, int], None]:
+    """Writes a page's counters and checksum, whatever their shape."""
+    counters, checksum = tuple(page.counters), page.checksum
+
+    def stamp(data: bytearray, sequence: int) -> None:
+        for slot, first, count in counters:
+            slot.write(data, first + sequence % count)
+        if checksum is not None:
+            slot, function, start, first, count = checksum
+            slot.write(data, 0)
+            raw = function(frame_id, data, start)
+            if not first <= raw < first + count:  # a range narrower than the bits: fold in
+                raw = first + raw % count
+            slot.write(data, raw)
+
+    return stamp
 
 
 class _Values:
     """A page's values as last taken, their raws (None: `Message.encode` encodes them),
     the payload they make, and when they are next due."""
 
-    __slots__ = ("body", "fast_due", "raws", "slow_due", "steady", "values")
+    __slots__ = ("body", "due", "fast_due", "raws", "slow_due", "steady", "steady_due", "values")
 
     def __init__(self, values: dict[str, SignalValue], fast_due: float, slow_due: float) -> None:
         self.values = values
@@ -208,7 +300,34 @@ class _Values:
         self.body = bytearray()
         self.fast_due = fast_due
         self.slow_due = slow_due
+        self.due = min(fast_due, slow_due)  # the sooner of the two
         self.steady: dict[str, float] = {}  # signal -> until when its value stays
+        # the soonest of `steady` in the fast and in the slow group: none of that group's
+        # steady signals is asked again before it
+        self.steady_due = [_NEVER, _NEVER]
+
+
+class Moment:
+    """The moment a frame is made at: the model's time, and its state then, taken only
+    when a plan's values are due (`take`: a function that snapshots the model, or the
+    state itself)."""
+
+    __slots__ = ("_state", "_take", "time_s")
+
+    def __init__(self, time_s: float, take: Callable[[], VehicleState] | VehicleState) -> None:
+        self.time_s = time_s
+        if isinstance(take, VehicleState):
+            self._state: VehicleState | None = take
+            self._take: Callable[[], VehicleState] | None = None
+        else:
+            self._state, self._take = None, take
+
+    def state(self) -> VehicleState:
+        state = self._state
+        if state is None:
+            assert self._take is not None
+            state = self._state = self._take()
+        return state
 
 
 class LivePlan:
@@ -242,6 +361,8 @@ class LivePlan:
         self._mux_name: str | None = next(iter(message._codecs["multiplexers"]), None)
         self._fixed = {s.name: _fixed_value(s, self.kinds[s.name]) for s in message.signals}
         motions = {s.name: motion_for(s, self.kinds[s.name], rng) for s in message.signals}
+        self._raw_encoder = RawEncoder(message) if RawEncoder.handles(message) else None
+        self._frame_id = int(message.frame_id)
         self._page_ids = self._pages()
         self._pages_carried = {page: self._carried(page) for page in self._page_ids}
         self._pages_by_id = {
@@ -249,14 +370,21 @@ class LivePlan:
         }
         self._page_index = 0
         self._cache: dict[int | None, _Values] = {}
+        # a plain message's one page (most messages): its values, and the page if every
+        # frame writes a counter or a checksum
+        self._only: _Values | None = None
+        self._only_page = self._pages_by_id[self._page_ids[0]]
+        self._one_stamp = self._only_page.stamp
+        self.payload_at: Callable[[Moment, Mapping[str, int | float] | None], bytearray] = (
+            self._one_page if len(self._page_ids) == 1 else self._next_page
+        )
+        """`payload` at a `Moment`: the state is taken only if a value is due."""
         self._held: Mapping[str, SignalValue] = MappingProxyType({})
         self._sent = 0
         self._warned = False
-        self._frame_id = int(message.frame_id)
         self._extended = bool(message.is_extended_frame)
         self._is_fd = bool(message.is_fd) or int(message.length) > 8
         self._buffer = bytearray(int(message.length))
-        self._raw_encoder = RawEncoder(message) if RawEncoder.handles(message) else None
 
     # -- structure --------------------------------------------------------------------------
 
@@ -313,15 +441,18 @@ class LivePlan:
                 out.checksum = (BitSlot(signal), function, int(signal.start), first, count)
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
-                group = out.moving if kind is Kind.QUANTITY else out.slow
+                group = out.fast if kind is Kind.QUANTITY else out.slow
                 until = steady_until(motion)
                 fit = self._fits[name]
-                # the fits of a steady motion's few values are kept; others rarely come again
-                fitting = fit if until is not None else fit.fit
-                group.append((name, motion, fitting, until, fit.is_float))
+                if until is None:
+                    group.plain.append((name, motion, fit.fit, fit.is_float))
+                else:  # the fits of a steady motion's few values are kept
+                    group.steady.append((name, motion, fit, until, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         out.e2e = bool(out.counters) or out.checksum is not None
+        if out.e2e:
+            out.stamp = _stamper(out, self._frame_id, size) or _any_stamp(out, self._frame_id)
         return out
 
     # -- control ----------------------------------------------------------------------------
@@ -331,6 +462,7 @@ class LivePlan:
         call; values outside a signal's range are brought into it."""
         self._held = MappingProxyType({k: v for k, v in values.items() if k in self.by_name})
         self._cache = {}
+        self._only = None
 
     @property
     def held(self) -> Mapping[str, SignalValue]:
@@ -355,24 +487,46 @@ class LivePlan:
     ) -> bytearray:
         """The next frame's payload, in a buffer the plan keeps: valid until its next call
         (python-can's virtual bus copies a frame as it sends it); not to be changed."""
+        return self.payload_at(Moment(state.time_s, state), out_of_range)
+
+    def _one_page(
+        self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
+    ) -> bytearray:
+        """`payload_at` of a plain message between its refreshes (most frames): the page's
+        payload as it is, or a copy with the frame's own counter and checksum."""
+        cached = self._only
+        if cached is None or out_of_range:
+            return self._next_page(moment, out_of_range)
+        if moment.time_s >= cached.due:
+            self._refresh(cached, self._only_page, moment.state())
+        stamp = self._one_stamp
+        if stamp is None:
+            return cached.body
+        data = self._buffer
+        data[:] = cached.body
+        sequence = self._sent
+        self._sent = sequence + 1
+        stamp(data, sequence)
+        return data
+
+    def _next_page(
+        self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
+    ) -> bytearray:
+        """`payload_at` in every case: the next page, its values brought up to date when
+        due, the faults' raw values, counter and checksum."""
         pages = self._page_ids
-        page = pages[self._page_index]
-        self._page_index = (self._page_index + 1) % len(pages)
+        index = self._page_index
+        page = pages[index]
+        index += 1
+        self._page_index = index if index < len(pages) else 0
         content = self._pages_by_id[page]
         cached = self._cache.get(page)
-        now = state.time_s
         if cached is None:
-            cached = self._cache[page] = self._first(content, state)
-        elif now >= cached.fast_due or now >= cached.slow_due:
-            changed = False
-            if now >= cached.fast_due:
-                changed = self._update(cached, content.moving, state)
-                cached.fast_due = now + self._refresh_s
-            if now >= cached.slow_due:
-                changed = self._update(cached, content.slow, state) or changed
-                cached.slow_due = now + self._slow_s
-            if changed or self._held:
-                cached.body = bytearray(self._body(cached, content))
+            cached = self._cache[page] = self._first(content, moment.state())
+            if len(pages) == 1:
+                self._only = cached
+        elif moment.time_s >= cached.due:
+            self._refresh(cached, content, moment.state())
         if not (out_of_range or content.e2e):
             return cached.body  # nothing of this frame's own: the page's payload as it is
         data = self._buffer
@@ -382,28 +536,46 @@ class LivePlan:
                 signal = self.by_name.get(name)
                 if signal is not None and name in self._pages_carried[page]:
                     write_raw(data, signal, int(raw))
+        return self._stamp(content, data)
+
+    def _stamp(self, content: _Page, data: bytearray) -> bytearray:
+        """Write this frame's counters and checksum into `data` (the page's payload)."""
         sequence = self._sent
         self._sent = sequence + 1
-        for slot, first, count in content.counters:
-            slot.write(data, first + sequence % count)
-        if content.checksum is not None:
-            slot, function, start, first, count = content.checksum
-            slot.write(data, 0)
-            raw = function(self._frame_id, data, start)
-            if not first <= raw < first + count:  # a range narrower than the bits: fold in
-                raw = first + raw % count
-            slot.write(data, raw)
+        assert content.stamp is not None
+        content.stamp(data, sequence)
         return data
+
+    def _refresh(self, cached: _Values, content: _Page, state: VehicleState) -> None:
+        """Bring the values of a page that are due up to `state`, and its payload with them."""
+        now = state.time_s
+        changed = False
+        held = bool(self._held)
+        if now >= cached.fast_due:
+            if held:
+                changed = self._update(cached, content.fast, state)
+            else:
+                changed = self._bring(cached, content.fast, 0, state)
+            cached.fast_due = now + self._refresh_s
+        if now >= cached.slow_due:
+            if held:
+                changed = self._update(cached, content.slow, state) or changed
+            else:
+                changed = self._bring(cached, content.slow, 1, state) or changed
+            cached.slow_due = now + self._slow_s
+        cached.due = min(cached.fast_due, cached.slow_due)
+        if changed or held:
+            cached.body = bytearray(self._body(cached, content))
 
     def _first(self, content: _Page, state: VehicleState) -> _Values:
         """A page's values and payload the first time it is sent (or after a hold)."""
         now = state.time_s
-        fast_due = now + self._refresh_s if content.moving else math.inf
+        fast_due = now + self._refresh_s if content.fast else math.inf
         # a page with nothing slow to refresh (its values held or fixed) is never refreshed:
         # the payload would come out the same
         slow_due = now + self._slow_s if content.slow else math.inf
         cached = _Values(dict(content.fixed), fast_due, slow_due)
-        self._update(cached, content.moving, state)
+        self._update(cached, content.fast, state)
         self._update(cached, content.slow, state)
         if self._raw_encoder is not None:
             try:
@@ -413,27 +585,15 @@ class LivePlan:
         cached.body = bytearray(self._body(cached, content))
         return cached
 
-    def _update(
-        self,
-        cached: _Values,
-        group: list[_Moving],
-        state: VehicleState,
-    ) -> bool:
-        """Bring the values of `group` up to `state` (held values win); whether any changed.
-        A motion whose value is known to stay until later is not asked again before then."""
-        held = self._held
-        fixed = self._fixed
-        values, raws, steady = cached.values, cached.raws, cached.steady
-        now = state.time_s
+    def _bring(self, cached: _Values, group: _Group, which: int, state: VehicleState) -> bool:
+        """What `_update` does when no value is held (nearly always; written for speed): the
+        signals that move all the time are asked, those that say until when they stay only
+        once the soonest of them is due; whether any value changed."""
+        fixed, encoder = self._fixed, self._raw_encoder
+        values, raws = cached.values, cached.raws
         changed = False
-        for name, motion, fit, until, is_float in group:
-            wanted = held.get(name) if held else None
-            if wanted is None:
-                if until is not None:
-                    if now < steady.get(name, _NEVER):
-                        continue
-                    steady[name] = until(now)
-                wanted = motion(state)
+        for name, motion, fit, is_float in group.plain:
+            wanted = motion(state)
             value = fit(wanted) if wanted is not None else None
             if value is None:
                 value = fixed[name]
@@ -441,12 +601,77 @@ class LivePlan:
                 continue  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
             values[name] = value
             changed = True
-            if raws is not None and self._raw_encoder is not None:
+            if raws is not None and encoder is not None:
                 try:
-                    raws[name] = self._raw_encoder.raw(name, value)
+                    raws[name] = encoder.raw(name, value)
                 except Exception:  # Message.encode says what is wrong
                     cached.raws = raws = None
+        now = state.time_s
+        if not group.steady or now < cached.steady_due[which]:
+            return changed
+        steady = cached.steady
+        soonest = math.inf
+        for name, motion, fit, until, is_float in group.steady:
+            at = steady.get(name, _NEVER)
+            if now < at:
+                soonest = at if at < soonest else soonest
+                continue
+            at = steady[name] = until(now)
+            soonest = at if at < soonest else soonest
+            wanted = motion(state)
+            value = fit(wanted) if wanted is not None else None
+            if value is None:
+                value = fixed[name]
+            if value == values.get(name) and not is_float:
+                continue
+            values[name] = value
+            changed = True
+            if raws is not None and encoder is not None:
+                try:
+                    raws[name] = encoder.raw(name, value)
+                except Exception:  # Message.encode says what is wrong
+                    cached.raws = raws = None
+        cached.steady_due[which] = soonest
         return changed
+
+    def _update(self, cached: _Values, group: _Group, state: VehicleState) -> bool:
+        """Bring the values of `group` up to `state` (held values win); whether any changed.
+        A motion whose value is known to stay until later is not asked again before then."""
+        changed = False
+        for name, motion, fit, is_float in group.plain:
+            changed = self._take(cached, (name, motion, fit, None, is_float), state) or changed
+        for signal in group.steady:
+            changed = self._take(cached, signal, state) or changed
+        return changed
+
+    def _take(
+        self,
+        cached: _Values,
+        signal: tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool],
+        state: VehicleState,
+    ) -> bool:
+        """Bring one signal's value up to `state` (`_update`); whether it changed."""
+        name, motion, fit, until, is_float = signal
+        held = self._held
+        wanted = held.get(name) if held else None
+        if wanted is None:
+            if until is not None:
+                if state.time_s < cached.steady.get(name, _NEVER):
+                    return False
+                cached.steady[name] = until(state.time_s)
+            wanted = motion(state)
+        value = fit(wanted) if wanted is not None else None
+        if value is None:
+            value = self._fixed[name]
+        if value == cached.values.get(name) and not is_float:
+            return False  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
+        cached.values[name] = value
+        if cached.raws is not None and self._raw_encoder is not None:
+            try:
+                cached.raws[name] = self._raw_encoder.raw(name, value)
+            except Exception:  # Message.encode says what is wrong
+                cached.raws = None
+        return True
 
     def _body(self, cached: _Values, content: _Page) -> bytes:
         """The payload of a page's values, counter and checksum not yet written."""

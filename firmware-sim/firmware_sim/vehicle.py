@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -24,7 +25,7 @@ import can
 from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import Clock, RealClock, SimulatedClock
 from firmware_sim.faults import FAULTS
-from firmware_sim.live_plan import LivePlan
+from firmware_sim.live_plan import LivePlan, Moment
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
@@ -45,6 +46,10 @@ if TYPE_CHECKING:
 __all__ = ["FAULTS", "VirtualVehicle"]
 
 log = logging.getLogger(__name__)
+
+# a slot's message name, a live plan's payload and frame (None: the plan makes the frame), plan
+_Payload = Callable[[Moment, Mapping[str, int | float] | None], bytearray]
+_Slot = tuple[str, _Payload | None, can.Message, MessagePlan | LivePlan]
 
 _ERROR_PERIOD_S = 0.05
 _TICK_S = 0.05  # the model advances at least this often, whatever the database sends
@@ -205,11 +210,17 @@ class VirtualVehicle:
         # the schedule's slots: every message, the model tick and the error frames
         self._periods = [p.period_s for p in self._plans] + [_TICK_S, _ERROR_PERIOD_S]
         self._schedule: Schedule | None = None
-        # a frame per live plan, sent again and again with the plan's payload: python-can's
-        # virtual bus sends a copy, and a new frame for each would cost as much as its copy
-        self._live: list[tuple[LivePlan, can.Message] | None] = [
-            (plan, _frame_of(plan)) if isinstance(plan, LivePlan) else None for plan in self._plans
-        ]
+        # what the sender needs of each slot: the message's name, a live plan's payload and
+        # the frame it is sent in, again and again (python-can's virtual bus sends a copy,
+        # and a new frame for each would cost as much as its copy), the plan; None for the
+        # model's tick and the error frames
+        self._slots: list[_Slot | None] = [
+            (plan.name, plan.payload_at, _frame_of(plan), plan)
+            if isinstance(plan, LivePlan)
+            else (plan.name, None, can.Message(), plan)  # the plan makes its frames
+            for plan in self._plans
+        ] + [None, None]
+        self._error_slot = len(self._plans) + 1
         self._started = False
 
     def _build_plans(
@@ -402,6 +413,10 @@ class VirtualVehicle:
         with self._lock:
             if self._stepped_at is not None:
                 self._step_to(self.clock.monotonic())
+            return self._model.snapshot()
+
+    def _snapshot(self) -> VehicleState:
+        with self._lock:
             return self._model.snapshot()
 
     def _step_to(self, now: float) -> None:
@@ -613,37 +628,36 @@ class VirtualVehicle:
         bus, schedule = self._bus, self._schedule
         if bus is None or schedule is None:
             return
-        plans, lives = self._plans, self._live
-        tick, error_slot = len(plans), len(plans) + 1
         with self._lock:
             self._step_to(now)
-            state = self._model.snapshot()
+            # the state is snapshot only if a frame needs it (a plan's values are due)
+            moment = Moment(self._model.time_s, self._snapshot)
         stamp = self.clock.time()
-        sent = self._sent
+        sent, slots, send = self._sent, self._slots, bus.send
+        # faults as they are now (swapped whole by the controls, never changed in place)
+        silenced, faults = self._silenced, self._out_of_range
         for index in schedule.due(now):  # the one loop every frame goes through: kept lean
-            if index >= tick:
-                if index == error_slot and self._error_frames:
+            slot = slots[index]
+            if slot is None:  # the model's tick, or the error frames' turn
+                if index == self._error_slot and self._error_frames:
                     self._send_error(bus, stamp)
                 continue
-            plan = plans[index]
-            if plan.name in self._silenced:
+            name, payload, frame, plan = slot
+            if silenced and name in silenced:
                 continue
-            faults = self._out_of_range
-            out_of_range = faults.get(plan.name) if faults else None
-            live = lives[index]
+            out_of_range = faults.get(name) if faults else None
             try:
-                if live is None:
-                    frame = plan.frame(state, out_of_range)
+                if payload is None:
+                    frame = plan.frame(moment.state(), out_of_range)
                 else:  # a live plan's payload, in its own frame
-                    live_plan, frame = live
-                    frame.data = live_plan.payload(state, out_of_range)
+                    frame.data = payload(moment, out_of_range)
                 frame.timestamp = stamp
-                bus.send(frame)
+                send(frame)
             except can.CanError as exc:
-                log.warning("%s not sent: %s", plan.name, exc)
+                log.warning("%s not sent: %s", name, exc)
                 continue
             except Exception:  # keep the other messages going
-                log.exception("%s not sent", plan.name)
+                log.exception("%s not sent", name)
                 continue
             sent[index] += 1
 

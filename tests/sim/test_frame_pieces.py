@@ -1,6 +1,8 @@
 """The pieces that make the simulator cheap per frame do exactly what the plain way does: the
 schedule sends slots in the order of a heap of (due, slot), the raw encoder makes the payload
-`Message.encode` makes, a counter or checksum written in place lands on the signal's bits."""
+`Message.encode` makes, a counter or checksum written in place lands on the signal's bits, the
+XOR checksum folded as one number is the XOR of the bytes, and the counter and checksum a
+page writes with its positions worked out are those its slots write one by one."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from firmware_sim.checksums import chrysler, honda, tesla, toyota, xor_bytes
 from firmware_sim.e2e import BitSlot, read_raw, write_raw
+from firmware_sim.live_plan import _any_stamp, _Page, _stamper
 from firmware_sim.raw_codec import RawEncoder
 from firmware_sim.schedule import Schedule
 
@@ -124,3 +128,66 @@ def test_a_slot_writes_the_bits_write_raw_writes(
     slot.write(written, raw)
     assert written == expected
     assert slot.read(written) == read_raw(bytes(expected), signal)
+
+
+@settings(max_examples=300, deadline=None)
+@given(payload=st.binary(max_size=70))
+def test_the_folded_xor_is_the_xor_of_every_byte(payload: bytes) -> None:
+    expected = 0
+    for byte in payload:
+        expected ^= byte
+    assert xor_bytes(0x123, payload, 0) == expected
+    assert xor_bytes(0x123, bytearray(payload), 0) == expected
+
+
+def _field(start: int, length: int, big_endian: bool) -> Any:
+    from cantools.database.can import Signal
+
+    order = "big_endian" if big_endian else "little_endian"
+    return Signal("S", start=start, length=length, byte_order=order)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    size=st.sampled_from([8, 8, 8, 4, 12, 64]),
+    counters=st.lists(
+        st.tuples(st.integers(0, 63), st.integers(1, 8), st.booleans(), st.integers(0, 3)),
+        max_size=2,
+    ),
+    checksum=st.none()
+    | st.tuples(
+        st.integers(0, 63),
+        st.sampled_from([8, 8, 4]),
+        st.booleans(),
+        st.sampled_from([xor_bytes, toyota, tesla, chrysler, honda]),
+        st.integers(0, 3),
+    ),
+    payload=st.binary(min_size=64, max_size=64),
+    sequences=st.lists(st.integers(0, 10**6), min_size=1, max_size=5),
+)
+def test_a_page_stamps_what_its_slots_write_one_by_one(
+    size: int,
+    counters: list[tuple[int, int, bool, int]],
+    checksum: tuple[int, int, bool, Any, int] | None,
+    payload: bytes,
+    sequences: list[int],
+) -> None:
+    page = _Page()
+    for start, length, big_endian, first in counters:
+        count = max(1, (1 << length) - first)
+        page.counters.append((BitSlot(_field(start, length, big_endian)), first, count))
+    if checksum is not None:
+        start, length, big_endian, function, first = checksum
+        count = max(1, (1 << length) - first * 7)
+        slot = BitSlot(_field(start, length, big_endian))
+        page.checksum = (slot, function, start, first, count)
+    if not page.counters and page.checksum is None:
+        return
+    fast, plain = _stamper(page, 0x2A5, size), _any_stamp(page, 0x2A5)
+    if fast is None:
+        return  # a shape only `_any_stamp` writes
+    for sequence in sequences:
+        expected, written = bytearray(payload[:size]), bytearray(payload[:size])
+        plain(expected, sequence)
+        fast(written, sequence)
+        assert written == expected
