@@ -23,7 +23,7 @@ import can
 from firmware_sim.checksums import Checksum, checksum_for, folds, xor_bytes
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
-from firmware_sim.motion import Motion, motion_for, steady_until
+from firmware_sim.motion import Motion, SteadyAt, motion_for, steady_at
 from firmware_sim.raw_codec import RawEncoder, RawValue
 from firmware_sim.signal_kinds import (
     Kind,
@@ -177,16 +177,20 @@ class _Fit:
 
 
 _Fitting = Callable[[SignalValue], SignalValue | None]
-# name, motion, fit, whether a float
-_Plain = tuple[str, Motion, _Fitting, bool]
-# name, motion, fit, until when its value stays as it is then, whether a float
-_Steady = tuple[str, Motion, _Fitting, Callable[[float], float], bool]
+_ToRaw = Callable[[float], RawValue]
+# name, motion, fit, whether a float, the raw of a number (its cantools conversion's; None:
+# the message is not encoded from raws)
+_Plain = tuple[str, Motion, _Fitting, bool, _ToRaw | None]
+# name, its value and until when it stays (`steady_at`), the fits and raws of its values so
+# far (`_known`), the fit, whether a float
+_Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
+_FAILED: Final = object()  # a raw cantools refuses
 
 
 class _Group:
     """Signals brought up to date together (a page's model quantities, every `REFRESH_S`, or
     those that move by their kind, every `SLOW_REFRESH_S`): those that move all the time, and
-    those that say until when they stay as they are (`steady_until`)."""
+    those that say until when they stay as they are (`steady_at`)."""
 
     __slots__ = ("plain", "steady")
 
@@ -423,6 +427,7 @@ class LivePlan:
         self, page: int | None, motions: dict[str, Motion | None], scheme: str | None
     ) -> _Page:
         out = _Page()
+        encoder = self._raw_encoder
         size = int(self.message.length)
         carried = self._carried(page)
         for name, mux_value in carried.items():
@@ -442,12 +447,13 @@ class LivePlan:
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
                 group = out.fast if kind is Kind.QUANTITY else out.slow
-                until = steady_until(motion)
+                at = steady_at(motion)
                 fit = self._fits[name]
-                if until is None:
-                    group.plain.append((name, motion, fit.fit, fit.is_float))
-                else:  # the fits of a steady motion's few values are kept
-                    group.steady.append((name, motion, fit, until, fit.is_float))
+                if at is None:
+                    to_raw = encoder.numeric(name) if encoder is not None else None
+                    group.plain.append((name, motion, fit.fit, fit.is_float, to_raw))
+                else:  # the fits (and raws) of a steady motion's few values are kept
+                    group.steady.append((name, at, {}, fit, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         out.e2e = bool(out.counters) or out.checksum is not None
@@ -592,7 +598,7 @@ class LivePlan:
         fixed, encoder = self._fixed, self._raw_encoder
         values, raws = cached.values, cached.raws
         changed = False
-        for name, motion, fit, is_float in group.plain:
+        for name, motion, fit, is_float, to_raw in group.plain:
             wanted = motion(state)
             value = fit(wanted) if wanted is not None else None
             if value is None:
@@ -603,7 +609,10 @@ class LivePlan:
             changed = True
             if raws is not None and encoder is not None:
                 try:
-                    raws[name] = encoder.raw(name, value)
+                    if to_raw is not None and not isinstance(value, str):
+                        raws[name] = to_raw(value)
+                    else:
+                        raws[name] = encoder.raw(name, value)
                 except Exception:  # Message.encode says what is wrong
                     cached.raws = raws = None
         now = state.time_s
@@ -611,55 +620,81 @@ class LivePlan:
             return changed
         steady = cached.steady
         soonest = math.inf
-        for name, motion, fit, until, is_float in group.steady:
-            at = steady.get(name, _NEVER)
-            if now < at:
-                soonest = at if at < soonest else soonest
+        for name, at, known, fit, is_float in group.steady:
+            until = steady.get(name, _NEVER)
+            if now < until:
+                soonest = until if until < soonest else soonest
                 continue
-            at = steady[name] = until(now)
-            soonest = at if at < soonest else soonest
-            wanted = motion(state)
-            value = fit(wanted) if wanted is not None else None
-            if value is None:
-                value = fixed[name]
+            wanted, until = at(now)
+            steady[name] = until
+            soonest = until if until < soonest else soonest
+            found = known.get(wanted) if not is_float else None
+            if found is None:
+                found = self._known(name, wanted, fit, known if not is_float else None)
+            value, raw = found
             if value == values.get(name) and not is_float:
                 continue
             values[name] = value
             changed = True
-            if raws is not None and encoder is not None:
-                try:
-                    raws[name] = encoder.raw(name, value)
-                except Exception:  # Message.encode says what is wrong
+            if raws is not None:
+                if raw is _FAILED:  # Message.encode says what is wrong
                     cached.raws = raws = None
+                else:
+                    raws[name] = raw
         cached.steady_due[which] = soonest
         return changed
+
+    def _known(
+        self,
+        name: str,
+        wanted: SignalValue | None,
+        fit: _Fitting,
+        known: dict[Any, tuple[Any, Any]] | None,
+    ) -> tuple[Any, Any]:
+        """A steady signal's value for what its motion wants, and its raw (`_FAILED`: one
+        cantools refuses), kept in `known` for the next time (a few values come again and
+        again)."""
+        value = fit(wanted) if wanted is not None else None
+        if value is None:
+            value = self._fixed[name]
+        raw: Any = None
+        if self._raw_encoder is not None:
+            try:
+                raw = self._raw_encoder.raw(name, value)
+            except Exception:  # Message.encode says what is wrong
+                raw = _FAILED
+        found = (value, raw)
+        if known is not None and len(known) < _MEMO_SIZE:
+            known[wanted] = found
+        return found
 
     def _update(self, cached: _Values, group: _Group, state: VehicleState) -> bool:
         """Bring the values of `group` up to `state` (held values win); whether any changed.
         A motion whose value is known to stay until later is not asked again before then."""
         changed = False
-        for name, motion, fit, is_float in group.plain:
-            changed = self._take(cached, (name, motion, fit, None, is_float), state) or changed
-        for signal in group.steady:
-            changed = self._take(cached, signal, state) or changed
+        for name, motion, fit, is_float, _ in group.plain:
+            changed = self._take(cached, (name, motion, None, fit, is_float), state) or changed
+        for name, at, _, fit, is_float in group.steady:
+            changed = self._take(cached, (name, None, at, fit, is_float), state) or changed
         return changed
 
     def _take(
         self,
         cached: _Values,
-        signal: tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool],
+        signal: tuple[str, Motion | None, SteadyAt | None, _Fitting, bool],
         state: VehicleState,
     ) -> bool:
         """Bring one signal's value up to `state` (`_update`); whether it changed."""
-        name, motion, fit, until, is_float = signal
+        name, motion, at, fit, is_float = signal
         held = self._held
         wanted = held.get(name) if held else None
         if wanted is None:
-            if until is not None:
+            if at is not None:
                 if state.time_s < cached.steady.get(name, _NEVER):
                     return False
-                cached.steady[name] = until(state.time_s)
-            wanted = motion(state)
+                wanted, cached.steady[name] = at(state.time_s)
+            elif motion is not None:
+                wanted = motion(state)
         value = fit(wanted) if wanted is not None else None
         if value is None:
             value = self._fixed[name]

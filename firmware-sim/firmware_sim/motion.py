@@ -25,7 +25,7 @@ from firmware_sim.signal_kinds import (
     tokens_of,
 )
 
-__all__ = ["Motion", "body_of", "motion_for", "steady_until"]
+__all__ = ["Motion", "SteadyAt", "body_of", "motion_for", "steady_at", "steady_until"]
 
 SignalValue = float | int | str
 Motion = Callable[[VehicleState], SignalValue | None]
@@ -291,6 +291,16 @@ class _Toggle:
         edge = self.length if phase < self.length else self.cycle
         return time_s - phase + edge - _STEADY_MARGIN_S
 
+    def at(self, time_s: float) -> tuple[float, float]:
+        """(the value at `time_s`, `steady_until(time_s)`) in one call."""
+        t = time_s - self.first
+        if t < 0.0:
+            return self.off, self.first - _STEADY_MARGIN_S
+        phase = t % self.cycle
+        if phase < self.length:
+            return self.on, time_s - phase + self.length - _STEADY_MARGIN_S
+        return self.off, time_s - phase + self.cycle - _STEADY_MARGIN_S
+
 
 def _enumerate(signal: Any, rng: random.Random) -> Motion | None:
     """An enumeration stepping through its labels (those its range allows), a few seconds
@@ -326,6 +336,13 @@ class _Enumerate:
         step = math.floor((time_s + self.shift) / self.dwell) + 1
         return step * self.dwell - self.shift - _STEADY_MARGIN_S
 
+    def at(self, time_s: float) -> tuple[str, float]:
+        """(the label at `time_s`, `steady_until(time_s)`) in one call."""
+        dwell, shift = self.dwell, self.shift
+        steps = (time_s + shift) / dwell
+        label = self.labels[int(steps) % len(self.labels)]
+        return label, (math.floor(steps) + 1) * dwell - shift - _STEADY_MARGIN_S
+
 
 class _Constant:
     """The same value at every moment."""
@@ -341,12 +358,26 @@ class _Constant:
     def steady_until(self, time_s: float) -> float:
         return math.inf
 
+    def at(self, time_s: float) -> tuple[float, float]:
+        return self.value, math.inf
+
+
+SteadyAt = Callable[[float], tuple[SignalValue, float]]
+"""A steady motion's value at a time and until when it stays (`steady_at`)."""
+
 
 def steady_until(motion: Motion) -> Callable[[float], float] | None:
     """For a motion that changes only at moments known in advance (flags that toggle,
     labels in turn, constants): from a time, until when its value stays as it is then.
     None for a motion that follows the model or moves all the time."""
     found: Callable[[float], float] | None = getattr(motion, "steady_until", None)
+    return found
+
+
+def steady_at(motion: Motion) -> SteadyAt | None:
+    """For such a motion (`steady_until`), its value at a time and until when it stays, in
+    one call: it depends on the time alone. None for any other motion."""
+    found: SteadyAt | None = getattr(motion, "at", None)
     return found
 
 

@@ -10,6 +10,7 @@ cantools' `encode_data` does once it has the raw values. The bits are cantools' 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["RawEncoder"]
@@ -48,6 +49,11 @@ class RawEncoder:
         if isinstance(value, str):
             return int(conversion.choice_to_number(value))
         return conversion.numeric_scaled_to_raw(value)  # type: ignore[no-any-return]
+
+    def numeric(self, name: str) -> Callable[[float], RawValue]:
+        """`raw` of a number for one signal: its cantools conversion's own method."""
+        found: Callable[[float], RawValue] = self._conversions[name].numeric_scaled_to_raw
+        return found
 
     def raws(self, values: dict[str, int | float | str]) -> dict[str, RawValue]:
         """Every signal's raw value."""

@@ -191,3 +191,31 @@ def test_a_page_stamps_what_its_slots_write_one_by_one(
         plain(expected, sequence)
         fast(written, sequence)
         assert written == expected
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cycle=st.floats(6.0, 15.0),
+    length=st.floats(1.0, 4.0),
+    first=st.floats(0.5, 8.0),
+    dwell=st.floats(1.5, 4.0),
+    shift=st.floats(0.0, 4.0),
+    times=st.lists(st.floats(0.0, 10_000.0), min_size=1, max_size=20),
+)
+def test_a_steady_motion_at_a_time_is_its_value_and_until_when_it_stays(
+    cycle: float, length: float, first: float, dwell: float, shift: float, times: list[float]
+) -> None:
+    from types import SimpleNamespace
+
+    from firmware_sim.motion import _Constant, _Enumerate, _Toggle, steady_at, steady_until
+
+    motions = [
+        _Toggle(1.0, 0.0, cycle, length, first),
+        _Enumerate(["Off", "On", "Auto"], dwell, shift),
+        _Constant(3.5),
+    ]
+    for motion in motions:
+        at, until = steady_at(motion), steady_until(motion)
+        assert at is not None and until is not None
+        for t in times:
+            assert at(t) == (motion(SimpleNamespace(time_s=t)), until(t))  # type: ignore[arg-type]
