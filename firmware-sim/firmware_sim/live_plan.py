@@ -23,7 +23,14 @@ import can
 from firmware_sim.checksums import Checksum, checksum_for, folds, xor_bytes
 from firmware_sim.e2e import BitSlot, write_raw
 from firmware_sim.model import VehicleState
-from firmware_sim.motion import Motion, SteadyAt, motion_for, steady_at
+from firmware_sim.motion import (
+    Motion,
+    SteadyAt,
+    Walk,
+    motion_for,
+    steady_at,
+    steady_values,
+)
 from firmware_sim.raw_codec import RawEncoder, RawValue
 from firmware_sim.signal_kinds import (
     Kind,
@@ -33,6 +40,7 @@ from firmware_sim.signal_kinds import (
     signal_range,
 )
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
+from firmware_sim.walk_bank import WalkBank
 
 __all__ = ["REFRESH_S", "LivePlan", "Moment", "encodable_signals", "message_signals"]
 
@@ -187,19 +195,27 @@ _Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
 _FAILED: Final = object()  # a raw cantools refuses
 
 
+# name, index in the bank's answers, the raw of a number, the walk and the fit (for
+# `_update`, which asks them one by one)
+_Banked = tuple[str, int, _ToRaw | None, Motion, _Fitting]
+
+
 class _Group:
     """Signals brought up to date together (a page's model quantities, every `REFRESH_S`, or
-    those that move by their kind, every `SLOW_REFRESH_S`): those that move all the time, and
-    those that say until when they stay as they are (`steady_at`)."""
+    those that move by their kind, every `SLOW_REFRESH_S`): those that move all the time, those
+    that say until when they stay as they are (`steady_at`), and walks a `WalkBank` computes
+    with those of the other messages of the same period."""
 
-    __slots__ = ("plain", "steady")
+    __slots__ = ("bank", "banked", "plain", "steady")
 
-    def __init__(self) -> None:
+    def __init__(self, bank: WalkBank | None = None) -> None:
         self.plain: list[_Plain] = []
         self.steady: list[_Steady] = []
+        self.bank = bank
+        self.banked: list[_Banked] = []
 
     def __bool__(self) -> bool:
-        return bool(self.plain or self.steady)
+        return bool(self.plain or self.steady or self.banked)
 
 
 class _Page:
@@ -207,9 +223,10 @@ class _Page:
 
     __slots__ = ("checksum", "counters", "e2e", "fast", "fixed", "slow", "stamp")
 
-    def __init__(self) -> None:
-        self.fast = _Group()  # from the model: every REFRESH_S
-        self.slow = _Group()  # by their kind: every SLOW_REFRESH_S
+    def __init__(self, banks: tuple[WalkBank, WalkBank] | None = None) -> None:
+        fast, slow = banks if banks is not None else (None, None)
+        self.fast = _Group(fast)  # from the model: every REFRESH_S
+        self.slow = _Group(slow)  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
@@ -348,6 +365,7 @@ class LivePlan:
         *,
         seed: int = 0,
         checksum_scheme: str | None = None,
+        walks: tuple[WalkBank, WalkBank] | None = None,
     ) -> None:
         self.message = message
         self.name: str = message.name
@@ -369,8 +387,11 @@ class LivePlan:
         self._frame_id = int(message.frame_id)
         self._page_ids = self._pages()
         self._pages_carried = {page: self._carried(page) for page in self._page_ids}
+        # the walks of a plain message go to the banks of its period's messages: their values
+        # are brought up to date at the same moments (a multiplexed message's pages are not)
+        banks = walks if len(self._page_ids) == 1 else None
         self._pages_by_id = {
-            page: self._page(page, motions, checksum_scheme) for page in self._page_ids
+            page: self._page(page, motions, checksum_scheme, banks) for page in self._page_ids
         }
         self._page_index = 0
         self._cache: dict[int | None, _Values] = {}
@@ -424,9 +445,13 @@ class LivePlan:
         return carried
 
     def _page(
-        self, page: int | None, motions: dict[str, Motion | None], scheme: str | None
+        self,
+        page: int | None,
+        motions: dict[str, Motion | None],
+        scheme: str | None,
+        banks: tuple[WalkBank, WalkBank] | None,
     ) -> _Page:
-        out = _Page()
+        out = _Page(banks)
         encoder = self._raw_encoder
         size = int(self.message.length)
         carried = self._carried(page)
@@ -449,11 +474,23 @@ class LivePlan:
                 group = out.fast if kind is Kind.QUANTITY else out.slow
                 at = steady_at(motion)
                 fit = self._fits[name]
-                if at is None:
-                    to_raw = encoder.numeric(name) if encoder is not None else None
+                to_raw = encoder.numeric(name) if encoder is not None else None
+                index = None
+                if group.bank is not None and isinstance(motion, Walk):
+                    index = group.bank.add(
+                        motion, lo=fit.lo, hi=fit.hi, scale=fit.scale, offset=fit.offset,
+                        raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float,
+                    )  # fmt: skip
+                if index is not None:
+                    group.banked.append((name, index, to_raw, motion, fit.fit))
+                elif at is None:
                     group.plain.append((name, motion, fit.fit, fit.is_float, to_raw))
-                else:  # the fits (and raws) of a steady motion's few values are kept
-                    group.steady.append((name, at, {}, fit, fit.is_float))
+                else:  # the fits (and raws) of a steady motion's few values, worked out once
+                    known: dict[Any, tuple[Any, Any]] = {}
+                    if not fit.is_float:
+                        for value in steady_values(motion)[:_MEMO_SIZE]:
+                            self._known(name, value, fit, known)
+                    group.steady.append((name, at, known, fit, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         out.e2e = bool(out.counters) or out.checksum is not None
@@ -593,8 +630,9 @@ class LivePlan:
 
     def _bring(self, cached: _Values, group: _Group, which: int, state: VehicleState) -> bool:
         """What `_update` does when no value is held (nearly always; written for speed): the
-        signals that move all the time are asked, those that say until when they stay only
-        once the soonest of them is due; whether any value changed."""
+        signals that move all the time are asked, the walks taken from their bank, those that
+        say until when they stay asked once the soonest of them is due; whether any value
+        changed."""
         fixed, encoder = self._fixed, self._raw_encoder
         values, raws = cached.values, cached.raws
         changed = False
@@ -616,9 +654,36 @@ class LivePlan:
                 except Exception:  # Message.encode says what is wrong
                     cached.raws = raws = None
         now = state.time_s
-        if not group.steady or now < cached.steady_due[which]:
-            return changed
-        steady = cached.steady
+        if group.banked:
+            changed = self._bring_banked(cached, group, now) or changed
+        if group.steady and now >= cached.steady_due[which]:
+            changed = self._bring_steady(cached, group, which, now) or changed
+        return changed
+
+    def _bring_banked(self, cached: _Values, group: _Group, now: float) -> bool:
+        """`_bring` for the walks of a bank; whether any value changed."""
+        assert group.bank is not None
+        values, raws = cached.values, cached.raws
+        changed = False
+        fitted = group.bank.at(now)
+        for name, index, to_raw, _, _ in group.banked:
+            physical = fitted[index]
+            if physical == values.get(name):
+                continue  # the same value: the same raw
+            value = int(physical) if physical.is_integer() else physical  # as the fit has it
+            values[name] = value
+            changed = True
+            if raws is not None and to_raw is not None:
+                try:
+                    raws[name] = to_raw(value)
+                except Exception:  # Message.encode says what is wrong
+                    cached.raws = raws = None
+        return changed
+
+    def _bring_steady(self, cached: _Values, group: _Group, which: int, now: float) -> bool:
+        """`_bring` for the signals that say until when they stay; whether any changed."""
+        values, raws, steady = cached.values, cached.raws, cached.steady
+        changed = False
         soonest = math.inf
         for name, at, known, fit, is_float in group.steady:
             until = steady.get(name, _NEVER)
@@ -674,6 +739,8 @@ class LivePlan:
         changed = False
         for name, motion, fit, is_float, _ in group.plain:
             changed = self._take(cached, (name, motion, None, fit, is_float), state) or changed
+        for name, _, _, walk, fit in group.banked:
+            changed = self._take(cached, (name, walk, None, fit, False), state) or changed
         for name, at, _, fit, is_float in group.steady:
             changed = self._take(cached, (name, None, at, fit, is_float), state) or changed
         return changed

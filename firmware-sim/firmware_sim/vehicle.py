@@ -39,6 +39,7 @@ from firmware_sim.signals import (
     find_signal,
     out_of_range_raw,
 )
+from firmware_sim.walk_bank import WalkBank
 
 if TYPE_CHECKING:
     from firmware_sim.scenario import Scenario, ScenarioCycle
@@ -229,6 +230,8 @@ class VirtualVehicle:
         """A plan for every message sent, and the periods chosen for those without one."""
         plans: list[MessagePlan | LivePlan] = []
         periods: list[Period] = []
+        # the walks of the messages of one period, computed together (`WalkBank`)
+        banks: dict[float, tuple[WalkBank, WalkBank]] = {}
         for message in self.db.messages:
             if getattr(message, "is_container", False):
                 continue
@@ -238,7 +241,10 @@ class VirtualVehicle:
                 continue
             period = choose_period(message)
             periods.append(period)
-            plans.append(LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme))
+            walks = banks.setdefault(period.seconds, (WalkBank(), WalkBank()))
+            plans.append(
+                LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme, walks=walks)
+            )
         return plans, periods
 
     def _use_scenario(self, scenario: Scenario | str | Path) -> None:

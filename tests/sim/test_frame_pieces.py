@@ -219,3 +219,58 @@ def test_a_steady_motion_at_a_time_is_its_value_and_until_when_it_stays(
         assert at is not None and until is not None
         for t in times:
             assert at(t) == (motion(SimpleNamespace(time_s=t)), until(t))  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    signals=st.lists(
+        st.tuples(
+            st.integers(1, 52),  # length
+            st.booleans(),  # signed
+            st.sampled_from([1.0, 0.1, 0.01, 0.25, 0.5, 2.0, 0.0625, 1e-3, 3.0, -0.5, 0.03125]),
+            st.sampled_from([0.0, -40.0, 100.0, -0.5, 1e6, -273.15]),
+            st.none() | st.floats(-1e4, 1e4),  # minimum
+            st.none() | st.floats(-1e4, 1e4),  # maximum
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    times=st.lists(st.floats(0.0, 50_000.0), min_size=1, max_size=8),
+)
+def test_a_walk_bank_gives_every_walk_as_the_walk_and_the_fit_give_it(
+    seed: int,
+    signals: list[tuple[int, bool, float, float, float | None, float | None]],
+    times: list[float],
+) -> None:
+    from cantools.database.can import Signal
+    from cantools.database.conversion import BaseConversion
+
+    from firmware_sim.live_plan import _Fit
+    from firmware_sim.motion import Walk, _walk
+    from firmware_sim.walk_bank import WalkBank
+
+    rng = random.Random(seed)
+    bank = WalkBank()
+    walks = []
+    for k, (length, signed, scale, offset, minimum, maximum) in enumerate(signals):
+        conversion = BaseConversion.factory(scale=scale, offset=offset)
+        signal = Signal(
+            f"S{k}", start=0, length=length, is_signed=signed, conversion=conversion,
+            minimum=minimum, maximum=maximum,
+        )  # fmt: skip
+        walk, fit = _walk(signal, rng), _Fit(signal)
+        assert isinstance(walk, Walk)
+        index = bank.add(
+            walk, lo=fit.lo, hi=fit.hi, scale=fit.scale, offset=fit.offset,
+            raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float,
+        )  # fmt: skip
+        if index is not None:
+            walks.append((index, walk, fit))
+    for t in times:
+        banked = bank.at(t)
+        for index, walk, fit in walks:
+            expected = fit.fit(walk.value_at(t))
+            physical = banked[index]
+            found = int(physical) if physical.is_integer() else physical  # as LivePlan takes it
+            assert (type(found), repr(found)) == (type(expected), repr(expected))

@@ -1,0 +1,136 @@
+"""`WalkBank`: the walks of many signals (`firmware_sim.motion.Walk`), brought onto their
+signals' resolution all at once.
+
+Most signals of a database walk; the messages sent at the same moments (one period) bring
+theirs up to date at the same moments too. Asked for one moment, a bank computes every walk
+it holds in a few numpy operations instead of a few dozen Python operations each, and keeps
+the answer for the other messages asking for the same moment.
+
+The values are exactly those of `Walk.value_at` followed by `LivePlan`'s fit (clamped into
+the signal's range, rounded to its resolution; tests/sim/test_frame_pieces.py): numpy's
+`+ - * /`, comparisons and `rint` are IEEE operations, the very ones Python's floats do (each
+a separate operation, nothing fused); the sines are `math.sin`'s, one by one; the three waves
+are summed as `sum` sums them. A signal the bank cannot keep exact (a float signal, a raw
+beyond 2**52, a scale of zero) is not taken (`add` says None) and goes the plain way.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Final
+
+import numpy as np
+
+from firmware_sim.motion import Walk
+
+__all__ = ["WalkBank"]
+
+_EXACT_RAW: Final = 2**52  # every raw below is a double, exactly
+# Python 3.11's sum of floats adds them from 0.0, one after the other; later versions
+# compensate the rounding: there the bank sums each signal's three waves with `sum` itself
+_PLAIN_SUM: Final = sys.version_info < (3, 12)
+
+
+class WalkBank:
+    """Walks and the fits of their signals; `at(t)` is every fitted value at time `t`."""
+
+    def __init__(self) -> None:
+        self._walks: list[Walk] = []
+        self._fits: list[tuple[float, float, float, float, int, int]] = []
+        self._arrays: dict[str, np.ndarray] | None = None
+        self._time: float | None = None
+        self._values: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self._walks)
+
+    def add(
+        self,
+        walk: Walk,
+        *,
+        lo: float,
+        hi: float,
+        scale: float,
+        offset: float,
+        raw_lo: int,
+        raw_hi: int,
+        is_float: bool,
+    ) -> int | None:
+        """Hold `walk` of a signal with this range (`lo`, `hi`), resolution (`scale`,
+        `offset`) and raws; its index in `at`'s answers, or None if it is not taken."""
+        if is_float or not scale or max(abs(raw_lo), abs(raw_hi)) >= _EXACT_RAW:
+            return None
+        if not all(math.isfinite(x) for x in (lo, hi, scale, offset, walk.center, walk.half)):
+            return None
+        self._walks.append(walk)
+        self._fits.append((lo, hi, scale, offset, raw_lo, raw_hi))
+        self._arrays, self._time = None, None
+        return len(self._walks) - 1
+
+    def at(self, t: float) -> list[float]:
+        """Every walk's value at `t` on its signal's range and resolution, in the order they
+        were added (a float: what the fit makes an int is an integral float here)."""
+        if t == self._time:
+            return self._values
+        arrays = self._arrays if self._arrays is not None else self._build()
+        turn = _TWO_PI * t
+        sin = math.sin
+        waves = []
+        for k in "123":
+            phase = np.add(np.divide(turn, arrays["p" + k]), arrays["f" + k])
+            sines = np.fromiter(map(sin, phase.tolist()), float, len(phase))
+            waves.append(np.multiply(arrays["w" + k], sines))
+        if _PLAIN_SUM:
+            mix = np.add(np.add(np.add(0.0, waves[0]), waves[1]), waves[2])
+        else:
+            triples = zip(waves[0].tolist(), waves[1].tolist(), waves[2].tolist(), strict=True)
+            mix = np.fromiter(map(sum, triples), float, len(waves[0]))
+        stretched = np.maximum(
+            -1.0, np.minimum(1.0, np.divide(np.multiply(1.6, mix), arrays["total"]))
+        )
+        value = np.add(arrays["center"], np.multiply(arrays["half"], stretched))
+        self._values = _fitted(value, arrays).tolist()
+        self._time = t
+        return self._values
+
+    def _build(self) -> dict[str, np.ndarray]:
+        columns: dict[str, list[float]] = {name: [] for name in _COLUMNS + _FIT_COLUMNS}
+        for walk, (lo, hi, scale, offset, raw_lo, raw_hi) in zip(
+            self._walks, self._fits, strict=True
+        ):
+            for k, (period, phase, weight) in zip("123", walk.waves, strict=True):
+                columns["p" + k].append(period)
+                columns["f" + k].append(phase)
+                columns["w" + k].append(weight)
+            columns["total"].append(walk.total)
+            columns["center"].append(walk.center)
+            columns["half"].append(walk.half)
+            for name, x in zip(_FIT_COLUMNS, (lo, hi, scale, offset, raw_lo, raw_hi), strict=True):
+                columns[name].append(float(x))
+        self._arrays = {
+            name: np.array(values, dtype=np.float64) for name, values in columns.items()
+        }
+        return self._arrays
+
+
+_TWO_PI: Final = 2 * math.pi
+_FIT_COLUMNS: Final = ("lo", "hi", "scale", "offset", "raw_lo", "raw_hi")
+_COLUMNS: Final = ("p1", "f1", "w1", "p2", "f2", "w2", "p3", "f3", "w3", "total", "center", "half")
+
+
+def _fitted(value: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
+    """`LivePlan`'s fit of finite values, for many signals at once: into the range, onto the
+    resolution (raw rounded half to even as `round` does, kept within the raw bounds), a
+    step back in when the rounding stepped outside the range."""
+    lo, hi, scale, offset = a["lo"], a["hi"], a["scale"], a["offset"]
+    value = np.where(value < lo, lo, np.where(value > hi, hi, value))
+    raw = np.rint(np.divide(np.subtract(value, offset), scale))
+    raw = np.minimum(np.maximum(raw, a["raw_lo"]), a["raw_hi"])
+    physical = np.add(np.multiply(raw, scale), offset)
+    below, above = physical < lo, physical > hi
+    if below.any() or above.any():
+        raw = np.where(below, raw + 1.0, np.where(above, raw - 1.0, raw))
+        physical = np.where(below | above, np.add(np.multiply(raw, scale), offset), physical)
+    result: np.ndarray = physical
+    return result
