@@ -74,18 +74,15 @@ class WalkBank:
         if t == self._time:
             return self._values
         arrays = self._arrays if self._arrays is not None else self._build()
-        turn = _TWO_PI * t
-        sin = math.sin
-        waves = []
-        for k in "123":
-            phase = np.add(np.divide(turn, arrays["p" + k]), arrays["f" + k])
-            sines = np.fromiter(map(sin, phase.tolist()), float, len(phase))
-            waves.append(np.multiply(arrays["w" + k], sines))
+        # the three waves of every walk, wave by wave: one array of three rows
+        phases = np.add(np.divide(_TWO_PI * t, arrays["period"]), arrays["phase"])
+        sines = np.fromiter(map(math.sin, phases.tolist()), float, len(phases))
+        waves = np.multiply(arrays["weight"], sines).reshape(3, -1)
         if _PLAIN_SUM:
             mix = np.add(np.add(np.add(0.0, waves[0]), waves[1]), waves[2])
         else:
-            triples = zip(waves[0].tolist(), waves[1].tolist(), waves[2].tolist(), strict=True)
-            mix = np.fromiter(map(sum, triples), float, len(waves[0]))
+            triples = zip(*waves.tolist(), strict=True)
+            mix = np.fromiter(map(sum, triples), float, waves.shape[1])
         stretched = np.maximum(
             -1.0, np.minimum(1.0, np.divide(np.multiply(1.6, mix), arrays["total"]))
         )
@@ -95,28 +92,22 @@ class WalkBank:
         return self._values
 
     def _build(self) -> dict[str, np.ndarray]:
-        columns: dict[str, list[float]] = {name: [] for name in _COLUMNS + _FIT_COLUMNS}
-        for walk, (lo, hi, scale, offset, raw_lo, raw_hi) in zip(
-            self._walks, self._fits, strict=True
-        ):
-            for k, (period, phase, weight) in zip("123", walk.waves, strict=True):
-                columns["p" + k].append(period)
-                columns["f" + k].append(phase)
-                columns["w" + k].append(weight)
-            columns["total"].append(walk.total)
-            columns["center"].append(walk.center)
-            columns["half"].append(walk.half)
-            for name, x in zip(_FIT_COLUMNS, (lo, hi, scale, offset, raw_lo, raw_hi), strict=True):
+        columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
+        waves: list[list[tuple[float, float, float]]] = [[], [], []]
+        for walk, fit in zip(self._walks, self._fits, strict=True):
+            for row, wave in zip(waves, walk.waves, strict=True):
+                row.append(wave)
+            for name, x in zip(_COLUMNS, (walk.total, walk.center, walk.half, *fit), strict=True):
                 columns[name].append(float(x))
-        self._arrays = {
-            name: np.array(values, dtype=np.float64) for name, values in columns.items()
-        }
-        return self._arrays
+        arrays = {name: np.array(values, dtype=np.float64) for name, values in columns.items()}
+        for k, name in enumerate(("period", "phase", "weight")):
+            arrays[name] = np.array([w[k] for row in waves for w in row], dtype=np.float64)
+        self._arrays = arrays
+        return arrays
 
 
 _TWO_PI: Final = 2 * math.pi
-_FIT_COLUMNS: Final = ("lo", "hi", "scale", "offset", "raw_lo", "raw_hi")
-_COLUMNS: Final = ("p1", "f1", "w1", "p2", "f2", "w2", "p3", "f3", "w3", "total", "center", "half")
+_COLUMNS: Final = ("total", "center", "half", "lo", "hi", "scale", "offset", "raw_lo", "raw_hi")
 
 
 def _fitted(value: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:
