@@ -253,30 +253,34 @@ def _stamper(page: _Page, frame_id: int, size: int) -> Callable[[bytearray, int]
     checksum = page.checksum
     if checksum is not None and (checksum[0].byte is None or checksum[0].byte >= size):
         return None
+    # every position in one tuple (one object to read, not a cell each)
     if checksum is None:
         if counter is None:
             return None
-        c_byte, c_shift, c_mask, c_kept, c_first, c_count = counter
+        counting = counter
 
         def count_only(data: bytearray, sequence: int) -> None:
+            c_byte, c_shift, c_mask, c_kept, c_first, c_count = counting
             data[c_byte] = (
                 data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
             )
 
         return count_only
     slot, function, start, first, count = checksum
-    byte, end = checksum[0].byte or 0, first + count  # a whole byte: checked above
+    byte = checksum[0].byte or 0  # a whole byte: checked above
     # every payload is `size` bytes (cantools encodes a message's length, as RawEncoder does)
     shifts = folds(size) if function is xor_bytes else None
-    c_byte, c_shift, c_mask, c_kept, c_first, c_count = counter or (0, 0, 0, 0xFF, 0, 1)
-    has_counter = counter is not None
+    at = (counter is not None, *(counter or (0, 0, 0, 0xFF, 0, 1)), byte, first, first + count)
+    summing = (shifts, function, frame_id, start, count)
 
     def stamp(data: bytearray, sequence: int) -> None:
+        has_counter, c_byte, c_shift, c_mask, c_kept, c_first, c_count, byte, first, end = at
         if has_counter:
             data[c_byte] = (
                 data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
             )
         data[byte] = 0
+        shifts, function, frame_id, start, count = summing
         if shifts is not None:  # xor_bytes, written out
             raw = int.from_bytes(data, "little")
             for shift in shifts:
