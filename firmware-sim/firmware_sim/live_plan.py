@@ -414,6 +414,16 @@ class LivePlan:
         self._extended = bool(message.is_extended_frame)
         self._is_fd = bool(message.is_fd) or int(message.length) > 8
         self._buffer = bytearray(int(message.length))
+        self.out = self._empty_frame()
+        """The frame `VirtualVehicle` sends this plan's payloads in, again and again
+        (python-can's virtual bus sends a copy; a new frame for each would cost as much)."""
+        self.quiet = _NEVER
+        """Until when `out` holds the next frame's payload as it is, once `restamp` has
+        written its counter and checksum (a plain message between its refreshes)."""
+        self.restamp: Callable[[], None] | None = (
+            self._restamp if self._one_stamp is not None else None
+        )
+        """What writes a frame's own counter and checksum into `out` (None: it has none)."""
 
     # -- structure --------------------------------------------------------------------------
 
@@ -510,12 +520,22 @@ class LivePlan:
         self._held = MappingProxyType({k: v for k, v in values.items() if k in self.by_name})
         self._cache = {}
         self._only = None
+        self.quiet = _NEVER
 
     @property
     def held(self) -> Mapping[str, SignalValue]:
         return self._held
 
     # -- frames -----------------------------------------------------------------------------
+
+    def _empty_frame(self) -> can.Message:
+        return can.Message(
+            arbitration_id=self._frame_id,
+            is_extended_id=self._extended,
+            is_fd=self._is_fd,
+            bitrate_switch=self._is_fd,
+            data=bytearray(len(self._buffer)),
+        )
 
     def frame(
         self, state: VehicleState, out_of_range: Mapping[str, int | float] | None = None
@@ -543,18 +563,31 @@ class LivePlan:
         payload as it is, or a copy with the frame's own counter and checksum."""
         cached = self._only
         if cached is None or out_of_range:
+            self.quiet = _NEVER  # `out` holds what this frame has of its own
             return self._next_page(moment, out_of_range)
         if moment.time_s >= cached.due:
             self._refresh(cached, self._only_page, moment.state())
+        # until the page is due again, `out` holds its payload (or `restamp` writes it)
+        self.quiet = cached.due
         stamp = self._one_stamp
         if stamp is None:
+            self.out.data = cached.body
             return cached.body
-        data = self._buffer
+        data = self.out.data = self._buffer
         data[:] = cached.body
         sequence = self._sent
         self._sent = sequence + 1
         stamp(data, sequence)
         return data
+
+    def _restamp(self) -> None:
+        """`out`'s payload for the next frame of a plain message with a counter or checksum,
+        between its refreshes (`quiet`): the page's payload with the frame's own written."""
+        data = self._buffer
+        data[:] = self._only.body  # type: ignore[union-attr]
+        sequence = self._sent
+        self._sent = sequence + 1
+        self._one_stamp(data, sequence)  # type: ignore[misc]
 
     def _next_page(
         self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -48,9 +49,16 @@ __all__ = ["FAULTS", "VirtualVehicle"]
 
 log = logging.getLogger(__name__)
 
-# a slot's message name, a live plan's payload and frame (None: the plan makes the frame), plan
-_Payload = Callable[[Moment, Mapping[str, int | float] | None], bytearray]
-_Slot = tuple[str, _Payload | None, can.Message, MessagePlan | LivePlan]
+
+class _Loud:
+    """A slot whose frames always need a call (`VirtualVehicle._frame`)."""
+
+    quiet = -math.inf
+    out = can.Message()
+    restamp = None
+
+
+_LOUD = _Loud()
 
 _ERROR_PERIOD_S = 0.05
 _TICK_S = 0.05  # the model advances at least this often, whatever the database sends
@@ -95,19 +103,6 @@ def _database_name(dbc: Any) -> str | None:
     if isinstance(dbc, str | Path):
         return Path(dbc).name
     return None
-
-
-def _frame_of(plan: LivePlan) -> can.Message:
-    """The frame a live plan's payloads are sent in."""
-    message = plan.message
-    fd = bool(message.is_fd) or int(message.length) > 8
-    return can.Message(
-        arbitration_id=int(message.frame_id),
-        is_extended_id=bool(message.is_extended_frame),
-        is_fd=fd,
-        bitrate_switch=fd,
-        data=bytes(int(message.length)),
-    )
 
 
 def written_for_demo_model(db: Any) -> bool:
@@ -211,16 +206,13 @@ class VirtualVehicle:
         # the schedule's slots: every message, the model tick and the error frames
         self._periods = [p.period_s for p in self._plans] + [_TICK_S, _ERROR_PERIOD_S]
         self._schedule: Schedule | None = None
-        # what the sender needs of each slot: the message's name, a live plan's payload and
-        # the frame it is sent in, again and again (python-can's virtual bus sends a copy,
-        # and a new frame for each would cost as much as its copy), the plan; None for the
-        # model's tick and the error frames
-        self._slots: list[_Slot | None] = [
-            (plan.name, plan.payload_at, _frame_of(plan), plan)
-            if isinstance(plan, LivePlan)
-            else (plan.name, None, can.Message(), plan)  # the plan makes its frames
-            for plan in self._plans
-        ] + [None, None]
+        # what the sender reads of each slot: a live plan, that says until when its frame
+        # goes out as it is (`LivePlan.quiet`), or something whose frames always need a call
+        # (the demo model's plans, the model's tick, the error frames); the message's name
+        self._quiet: list[LivePlan | _Loud] = [
+            plan if isinstance(plan, LivePlan) else _LOUD for plan in self._plans
+        ] + [_LOUD, _LOUD]
+        self._names: list[str | None] = [plan.name for plan in self._plans] + [None, None]
         self._error_slot = len(self._plans) + 1
         self._started = False
 
@@ -639,33 +631,80 @@ class VirtualVehicle:
             # the state is snapshot only if a frame needs it (a plan's values are due)
             moment = Moment(self._model.time_s, self._snapshot)
         stamp = self.clock.time()
-        sent, slots, send = self._sent, self._slots, bus.send
+        due = schedule.due(now)
         # faults as they are now (swapped whole by the controls, never changed in place)
         silenced, faults = self._silenced, self._out_of_range
-        for index in schedule.due(now):  # the one loop every frame goes through: kept lean
-            slot = slots[index]
-            if slot is None:  # the model's tick, or the error frames' turn
-                if index == self._error_slot and self._error_frames:
-                    self._send_error(bus, stamp)
-                continue
-            name, payload, frame, plan = slot
-            if silenced and name in silenced:
-                continue
-            out_of_range = faults.get(name) if faults else None
+        sent, send = self._sent, bus.send
+        if silenced or faults:
+            for index in due:
+                name = self._names[index]
+                if name is not None and name in silenced:
+                    continue
+                frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
+                if frame is not None and self._send(send, frame, stamp, index):
+                    sent[index] += 1
+            return
+        quiet, time_s = self._quiet, moment.time_s
+        for index in due:  # the one loop every frame goes through: kept lean
+            plan = quiet[index]
+            if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
+                frame, restamp = plan.out, plan.restamp
+            else:
+                found = self._frame(index, moment, stamp, None)
+                if found is None:
+                    continue
+                frame, restamp = found, None
+            frame.timestamp = stamp
             try:
-                if payload is None:
-                    frame = plan.frame(moment.state(), out_of_range)
-                else:  # a live plan's payload, in its own frame
-                    frame.data = payload(moment, out_of_range)
-                frame.timestamp = stamp
+                if restamp is not None:  # this frame's own counter and checksum
+                    restamp()
                 send(frame)
-            except can.CanError as exc:
-                log.warning("%s not sent: %s", name, exc)
-                continue
-            except Exception:  # keep the other messages going
-                log.exception("%s not sent", name)
+            except Exception as exc:  # keep the other messages going
+                self._not_sent(index, exc)
                 continue
             sent[index] += 1
+
+    def _frame(
+        self,
+        index: int,
+        moment: Moment,
+        stamp: float,
+        out_of_range: Mapping[str, int | float] | None,
+    ) -> can.Message | None:
+        """The frame of slot `index` (None: nothing to send: the model's tick, the error
+        frames' turn, sent here, or a frame that could not be made)."""
+        if index >= len(self._plans):
+            bus = self._bus
+            if index == self._error_slot and self._error_frames and bus is not None:
+                self._send_error(bus, stamp)
+            return None
+        plan = self._plans[index]
+        try:
+            if isinstance(plan, LivePlan):
+                plan.out.data = plan.payload_at(moment, out_of_range)
+                return plan.out
+            return plan.frame(moment.state(), out_of_range)
+        except Exception:  # keep the other messages going
+            log.exception("%s not sent", plan.name)
+            return None
+
+    def _send(
+        self, send: Callable[[can.Message], None], frame: can.Message, stamp: float, index: int
+    ) -> bool:
+        """Send slot `index`'s `frame` stamped `stamp`; whether it went."""
+        frame.timestamp = stamp
+        try:
+            send(frame)
+        except Exception as exc:  # keep the other messages going
+            self._not_sent(index, exc)
+            return False
+        return True
+
+    def _not_sent(self, index: int, exc: Exception) -> None:
+        if isinstance(exc, can.CanError):
+            log.warning("%s not sent: %s", self._names[index], exc)
+        else:
+            log.error("%s not sent", self._names[index], exc_info=exc)
 
     def _send_error(self, bus: can.BusABC, stamp: float) -> None:
         msg = can.Message(
