@@ -12,6 +12,7 @@ benchmarks/bench_sim_cost.py.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -295,6 +296,23 @@ def _stamper(page: _Page, frame_id: int, size: int) -> Callable[[bytearray, int]
     return stamp
 
 
+def _xor_shape(page: _Page, size: int) -> tuple[int, ...] | None:
+    """For a page with one counter within a byte and a whole-byte XOR checksum in another
+    byte: (counter byte, bits kept, first raw, count of raws, mask, shift, checksum byte,
+    first raw, end, count of raws); None for any other page."""
+    checksum = page.checksum
+    if len(page.counters) != 1 or checksum is None:
+        return None
+    slot, first, count = page.counters[0]
+    c_slot, function, _, c_first, c_count = checksum
+    if slot.run is None or c_slot.byte is None or function is not xor_bytes:
+        return None
+    byte, shift, mask, kept = slot.run
+    if byte == c_slot.byte or max(byte, c_slot.byte) >= size:
+        return None
+    return (byte, kept, first, count, mask, shift, c_slot.byte, c_first, c_first + c_count, c_count)
+
+
 def _any_stamp(page: _Page, frame_id: int) -> Callable[[bytearray, int], None]:
     """Writes a page's counters and checksum, whatever their shape."""
     counters, checksum = tuple(page.counters), page.checksum
@@ -317,7 +335,17 @@ class _Values:
     """A page's values as last taken, their raws (None: `Message.encode` encodes them),
     the payload they make, and when they are next due."""
 
-    __slots__ = ("body", "due", "fast_due", "raws", "slow_due", "steady", "steady_due", "values")
+    __slots__ = (
+        "body",
+        "due",
+        "fast_due",
+        "heaps",
+        "raws",
+        "slow_due",
+        "steady",
+        "steady_due",
+        "values",
+    )
 
     def __init__(self, values: dict[str, SignalValue], fast_due: float, slow_due: float) -> None:
         self.values = values
@@ -330,6 +358,8 @@ class _Values:
         # the soonest of `steady` in the fast and in the slow group: none of that group's
         # steady signals is asked again before it
         self.steady_due = [_NEVER, _NEVER]
+        # (until when, position) of the fast and the slow group's steady signals
+        self.heaps: list[list[tuple[float, int]] | None] = [None, None]
 
 
 class Moment:
@@ -420,8 +450,18 @@ class LivePlan:
         self.quiet = _NEVER
         """Until when `out` holds the next frame's payload as it is, once `restamp` has
         written its counter and checksum (a plain message between its refreshes)."""
+        # a counter and a whole-byte XOR checksum apart (most such messages): the checksum is
+        # the XOR of the page's payload without them (worked out once a payload) and the
+        # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
+        self._xor = _xor_shape(self._only_page, int(message.length))
+        self._xor_body: bytearray | None = None
+        self._xor_base = 0
         self.restamp: Callable[[], None] | None = (
-            self._restamp if self._one_stamp is not None else None
+            None
+            if self._one_stamp is None
+            else self._restamp_xor
+            if self._xor is not None
+            else self._restamp
         )
         """What writes a frame's own counter and checksum into `out` (None: it has none)."""
 
@@ -580,6 +620,26 @@ class LivePlan:
         stamp(data, sequence)
         return data
 
+    def _restamp_xor(self) -> None:
+        """`_restamp` of a page with a counter and a whole-byte XOR checksum apart."""
+        body = self._only.body  # type: ignore[union-attr]
+        c_byte, c_kept, c_first, c_count, c_mask, c_shift, byte, first, end, count = self._xor  # type: ignore[misc]
+        if body is not self._xor_body:
+            bare = bytearray(body)
+            bare[c_byte] &= c_kept
+            bare[byte] = 0
+            self._xor_base, self._xor_body = xor_bytes(self._frame_id, bare, 0), body
+        data = self._buffer
+        data[:] = body
+        sequence = self._sent
+        self._sent = sequence + 1
+        counter = ((c_first + sequence % c_count) & c_mask) << c_shift
+        data[c_byte] = data[c_byte] & c_kept | counter
+        raw = self._xor_base ^ counter
+        if not first <= raw < end:  # a range narrower than the bits: fold in
+            raw = first + raw % count
+        data[byte] = raw & 0xFF
+
     def _restamp(self) -> None:
         """`out`'s payload for the next frame of a plain message with a counter or checksum,
         between its refreshes (`quiet`): the page's payload with the frame's own written."""
@@ -718,18 +778,23 @@ class LivePlan:
         return changed
 
     def _bring_steady(self, cached: _Values, group: _Group, which: int, now: float) -> bool:
-        """`_bring` for the signals that say until when they stay; whether any changed."""
-        values, raws, steady = cached.values, cached.raws, cached.steady
+        """`_bring` for the signals that say until when they stay: those due (a heap of
+        their times, each asked once); whether any changed."""
+        values, raws, steady, entries = cached.values, cached.raws, cached.steady, group.steady
+        heap = cached.heaps[which]
+        if heap is None:  # from the times `_update` left
+            heap = [(steady.get(entry[0], _NEVER), k) for k, entry in enumerate(entries)]
+            heapq.heapify(heap)
+            cached.heaps[which] = heap
+        due = []
+        while heap and now >= heap[0][0]:
+            due.append(heapq.heappop(heap)[1])
         changed = False
-        soonest = math.inf
-        for name, at, known, fit, is_float in group.steady:
-            until = steady.get(name, _NEVER)
-            if now < until:
-                soonest = until if until < soonest else soonest
-                continue
+        for k in due:
+            name, at, known, fit, is_float = entries[k]
             wanted, until = at(now)
             steady[name] = until
-            soonest = until if until < soonest else soonest
+            heapq.heappush(heap, (until, k))
             found = known.get(wanted) if not is_float else None
             if found is None:
                 found = self._known(name, wanted, fit, known if not is_float else None)
@@ -743,7 +808,7 @@ class LivePlan:
                     cached.raws = raws = None
                 else:
                     raws[name] = raw
-        cached.steady_due[which] = soonest
+        cached.steady_due[which] = heap[0][0] if heap else math.inf
         return changed
 
     def _known(

@@ -274,3 +274,49 @@ def test_a_walk_bank_gives_every_walk_as_the_walk_and_the_fit_give_it(
             physical = banked[index]
             found = int(physical) if physical.is_integer() else physical  # as LivePlan takes it
             assert (type(found), repr(found)) == (type(expected), repr(expected))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    counter_byte=st.integers(0, 7),
+    counter_bit=st.integers(0, 4),
+    counter_length=st.integers(2, 4),
+    checksum_byte=st.integers(0, 7),
+    bodies=st.lists(st.binary(min_size=8, max_size=8), min_size=1, max_size=4),
+    sequences=st.lists(st.integers(0, 10**6), min_size=1, max_size=6),
+)
+def test_a_counter_and_xor_checksum_apart_stamp_as_written_byte_by_byte(
+    counter_byte: int,
+    counter_bit: int,
+    counter_length: int,
+    checksum_byte: int,
+    bodies: list[bytes],
+    sequences: list[int],
+) -> None:
+    """Between refreshes a plan writes the XOR checksum as the XOR of its payload without the
+    counter and checksum, worked out once a payload, and the counter's bits: the very bytes
+    its slots write one by one."""
+    from types import SimpleNamespace
+
+    from firmware_sim.live_plan import LivePlan
+
+    if checksum_byte == counter_byte:
+        return
+    dbc = (
+        'VERSION ""\nBS_:\nBU_: ECU\nBO_ 256 M: 8 ECU\n'
+        f" SG_ MSG_COUNTER : {counter_byte * 8 + counter_bit}|{counter_length}@1+ (1,0) "
+        f'[0|{(1 << counter_length) - 1}] "" ECU\n'
+        f' SG_ MSG_CHECKSUM : {checksum_byte * 8}|8@1+ (1,0) [0|255] "" ECU\n'
+    )
+    message = cantools.database.load_string(dbc, strict=False).get_message_by_name("M")
+    plan = LivePlan(message, 0.01)
+    assert plan._xor is not None and plan.restamp == plan._restamp_xor
+    stamp = _any_stamp(plan._only_page, plan._frame_id)
+    for body in bodies:
+        plan._only = SimpleNamespace(body=bytearray(body))  # type: ignore[assignment]
+        for sequence in sequences:
+            plan._sent = sequence
+            plan._restamp_xor()
+            expected = bytearray(body)
+            stamp(expected, sequence)
+            assert plan._buffer == expected
