@@ -246,3 +246,16 @@ def test_the_cells_are_each_rounded_to_the_millivolt_at_every_step(
                 round(ocv - model.current * 0.004 + offset, 3) for offset in model.cell_offsets
             )
             assert model.cells == fresh
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    volts=st.floats(-1e12, 1e12)
+    | st.floats(2.9, 3.7)
+    | st.integers(-(10**7), 10**7).map(lambda k: (k + 0.5) / 1000)  # halfway, as near as a double
+    | st.sampled_from([0.0, -0.0, 0.0004, -0.0004, 0.0005, -0.0005, 3.2995, 1e9, -1e9])
+)
+def test_a_cell_is_rounded_to_the_millivolt_as_round_rounds_it(volts: float) -> None:
+    from firmware_sim.model import _to_millivolt
+
+    assert repr(_to_millivolt(volts)) == repr(round(volts, 3))
