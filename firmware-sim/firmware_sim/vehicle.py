@@ -56,6 +56,8 @@ class _Loud:
     quiet = -math.inf
     out = can.Message()
     restamp = None
+    payload_at = None
+    name = ""
 
 
 _LOUD = _Loud()
@@ -237,6 +239,8 @@ class VirtualVehicle:
             plans.append(
                 LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme, walks=walks)
             )
+        for bank in (bank for pair in banks.values() for bank in pair if len(bank)):
+            bank.build()  # with the plans, not on the first frames
         return plans, periods
 
     def _use_scenario(self, scenario: Scenario | str | Path) -> None:
@@ -649,6 +653,13 @@ class VirtualVehicle:
             plan = quiet[index]
             if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
                 frame, restamp = plan.out, plan.restamp
+            elif plan.payload_at is not None:  # a live plan's payload, in its frame
+                try:
+                    plan.out.data = plan.payload_at(moment, None)
+                except Exception:  # keep the other messages going
+                    log.exception("%s not sent", plan.name)
+                    continue
+                frame, restamp = plan.out, None
             else:
                 found = self._frame(index, moment, stamp, None)
                 if found is None:

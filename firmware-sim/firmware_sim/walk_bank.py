@@ -91,6 +91,11 @@ class WalkBank:
         self._time = t
         return self._values
 
+    def build(self) -> None:
+        """Lay the walks out as arrays now (once every walk is added), not at the first `at`."""
+        if self._arrays is None:
+            self._build()
+
     def _build(self) -> dict[str, np.ndarray]:
         columns: dict[str, list[float]] = {name: [] for name in _COLUMNS}
         waves: list[list[tuple[float, float, float]]] = [[], [], []]
