@@ -313,6 +313,23 @@ def _xor_shape(page: _Page, size: int) -> tuple[int, ...] | None:
     return (byte, kept, first, count, mask, shift, c_slot.byte, c_first, c_first + c_count, c_count)
 
 
+def _xor_at(
+    shape: tuple[int, ...] | None,
+) -> tuple[int, tuple[int, ...], int, tuple[int, ...] | None]:
+    """`LivePlan._xor_at` of an `_xor_shape`: what each frame's counter and checksum are
+    (the generic stamp's arithmetic, worked out for every value it can take)."""
+    if shape is None:
+        return 0, (0,), 0, None
+    c_byte, _, c_first, c_count, c_mask, c_shift, byte, first, end, count = shape
+    counters = tuple(((c_first + k) & c_mask) << c_shift for k in range(c_count))
+    folded = None
+    if not (first == 0 and end >= 256):  # a range narrower than the bits: fold in
+        folded = tuple(
+            (raw if first <= raw < end else first + raw % count) & 0xFF for raw in range(256)
+        )
+    return c_byte, counters, byte, folded
+
+
 def _any_stamp(page: _Page, frame_id: int) -> Callable[[bytearray, int], None]:
     """Writes a page's counters and checksum, whatever their shape."""
     counters, checksum = tuple(page.counters), page.checksum
@@ -454,8 +471,11 @@ class LivePlan:
         # the XOR of the page's payload without them (worked out once a payload) and the
         # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
         self._xor = _xor_shape(self._only_page, int(message.length))
-        self._xor_body: bytearray | None = None
-        self._xor_base = 0
+        # for the payload in hand: itself, its counter's byte without the counter, its XOR
+        self._xor_ready: tuple[bytearray | None, int, int] = (None, 0, 0)
+        # counter byte, its bits for each sequence number (modulo their count), checksum
+        # byte, the raw written for each XOR when the range is narrower than 8 bits
+        self._xor_at = _xor_at(self._xor)
         self.restamp: Callable[[], None] | None = (
             None
             if self._one_stamp is None
@@ -623,22 +643,23 @@ class LivePlan:
     def _restamp_xor(self) -> None:
         """`_restamp` of a page with a counter and a whole-byte XOR checksum apart."""
         body = self._only.body  # type: ignore[union-attr]
-        c_byte, c_kept, c_first, c_count, c_mask, c_shift, byte, first, end, count = self._xor  # type: ignore[misc]
-        if body is not self._xor_body:
+        ready = self._xor_ready
+        if ready[0] is not body:  # a new payload: its XOR without them, its counter byte
+            c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
             bare = bytearray(body)
-            bare[c_byte] &= c_kept
+            bare[c_byte] &= kept
             bare[byte] = 0
-            self._xor_base, self._xor_body = xor_bytes(self._frame_id, bare, 0), body
+            ready = self._xor_ready = (body, bare[c_byte], xor_bytes(self._frame_id, bare, 0))
+        _, c_kept, base = ready
+        c_byte, counters, byte, folded = self._xor_at
         data = self._buffer
         data[:] = body
         sequence = self._sent
         self._sent = sequence + 1
-        counter = ((c_first + sequence % c_count) & c_mask) << c_shift
-        data[c_byte] = data[c_byte] & c_kept | counter
-        raw = self._xor_base ^ counter
-        if not first <= raw < end:  # a range narrower than the bits: fold in
-            raw = first + raw % count
-        data[byte] = raw & 0xFF
+        counter = counters[sequence % len(counters)]
+        data[c_byte] = c_kept | counter
+        raw = base ^ counter  # below 256: the XOR of bytes
+        data[byte] = raw if folded is None else folded[raw]
 
     def _restamp(self) -> None:
         """`out`'s payload for the next frame of a plain message with a counter or checksum,

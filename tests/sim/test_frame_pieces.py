@@ -282,6 +282,7 @@ def test_a_walk_bank_gives_every_walk_as_the_walk_and_the_fit_give_it(
     counter_bit=st.integers(0, 4),
     counter_length=st.integers(2, 4),
     checksum_byte=st.integers(0, 7),
+    checksum_range=st.sampled_from([(0, 255), (0, 255), (0, 200), (3, 255), (16, 31)]),
     bodies=st.lists(st.binary(min_size=8, max_size=8), min_size=1, max_size=4),
     sequences=st.lists(st.integers(0, 10**6), min_size=1, max_size=6),
 )
@@ -290,6 +291,7 @@ def test_a_counter_and_xor_checksum_apart_stamp_as_written_byte_by_byte(
     counter_bit: int,
     counter_length: int,
     checksum_byte: int,
+    checksum_range: tuple[int, int],
     bodies: list[bytes],
     sequences: list[int],
 ) -> None:
@@ -306,7 +308,8 @@ def test_a_counter_and_xor_checksum_apart_stamp_as_written_byte_by_byte(
         'VERSION ""\nBS_:\nBU_: ECU\nBO_ 256 M: 8 ECU\n'
         f" SG_ MSG_COUNTER : {counter_byte * 8 + counter_bit}|{counter_length}@1+ (1,0) "
         f'[0|{(1 << counter_length) - 1}] "" ECU\n'
-        f' SG_ MSG_CHECKSUM : {checksum_byte * 8}|8@1+ (1,0) [0|255] "" ECU\n'
+        f" SG_ MSG_CHECKSUM : {checksum_byte * 8}|8@1+ (1,0) "
+        f'[{checksum_range[0]}|{checksum_range[1]}] "" ECU\n'
     )
     message = cantools.database.load_string(dbc, strict=False).get_message_by_name("M")
     plan = LivePlan(message, 0.01)
