@@ -201,7 +201,10 @@ class VirtualVehicle:
         self._error_frames = False
         self._obd_stall = False
         # frames sent per plan: counted by the sender alone, read without a lock
-        self._sent = [0] * len(self._plans)
+        # frames sent per plan: the times its slot was due (the schedule counts them), less
+        # those not sent (counted by the sender alone), plus those of earlier runs
+        self._missed = [0] * len(self._plans)
+        self._sent_before = [0] * len(self._plans)
         self._errors_sent = 0
         self._commands = 0
         self._stepped_at: float | None = None  # when the model was last stepped (monotonic)
@@ -349,6 +352,11 @@ class VirtualVehicle:
             now = self.clock.monotonic()
             with self._lock:
                 self._stepped_at = now
+                if self._schedule is not None:  # started again: the frames sent so far
+                    sent = self._schedule.times()
+                    for slot, missed in enumerate(self._missed):
+                        self._sent_before[slot] += sent[slot] - missed
+                    self._missed = [0] * len(self._plans)
                 self._schedule = Schedule(self._periods, now)  # every slot due now
             self._started = True
             if isinstance(self.clock, SimulatedClock):
@@ -441,8 +449,11 @@ class VirtualVehicle:
     def frames_sent(self) -> dict[str, int]:
         """Frames sent so far, per message."""
         sent: dict[str, int] = {}
-        for plan, count in zip(self._plans, self._sent, strict=True):
-            sent[plan.name] = sent.get(plan.name, 0) + count
+        schedule = self._schedule
+        due = schedule.times() if schedule is not None else [0] * len(self._plans)
+        counts = zip(self._plans, self._sent_before, due, self._missed, strict=False)
+        for plan, before, times, missed in counts:
+            sent[plan.name] = sent.get(plan.name, 0) + before + times - missed
         return sent
 
     @property
@@ -638,15 +649,17 @@ class VirtualVehicle:
         due = schedule.due(now)
         # faults as they are now (swapped whole by the controls, never changed in place)
         silenced, faults = self._silenced, self._out_of_range
-        sent, send = self._sent, bus.send
+        missed, send, plans = self._missed, bus.send, len(self._plans)
         if silenced or faults:
             for index in due:
                 name = self._names[index]
                 if name is not None and name in silenced:
+                    missed[index] += 1
                     continue
                 frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
-                if frame is not None and self._send(send, frame, stamp, index):
-                    sent[index] += 1
+                sent = frame is not None and self._send(send, frame, stamp, index)
+                if not sent and index < plans:
+                    missed[index] += 1
             return
         quiet, time_s = self._quiet, moment.time_s
         for index in due:  # the one loop every frame goes through: kept lean
@@ -658,11 +671,14 @@ class VirtualVehicle:
                     plan.out.data = plan.payload_at(moment, None)
                 except Exception:  # keep the other messages going
                     log.exception("%s not sent", plan.name)
+                    missed[index] += 1
                     continue
                 frame, restamp = plan.out, None
             else:
                 found = self._frame(index, moment, stamp, None)
                 if found is None:
+                    if index < plans:
+                        missed[index] += 1
                     continue
                 frame, restamp = found, None
             frame.timestamp = stamp
@@ -672,8 +688,7 @@ class VirtualVehicle:
                 send(frame)
             except Exception as exc:  # keep the other messages going
                 self._not_sent(index, exc)
-                continue
-            sent[index] += 1
+                missed[index] += 1
 
     def _frame(
         self,
