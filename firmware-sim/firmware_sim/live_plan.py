@@ -549,14 +549,18 @@ class LivePlan:
                 at = steady_at(motion)
                 fit = self._fits[name]
                 to_raw = encoder.numeric(name) if encoder is not None else None
-                index = None
+                banked = None
                 if group.bank is not None and isinstance(motion, Walk):
-                    index = group.bank.add(
+                    banked = group.bank.add(
                         motion, lo=fit.lo, hi=fit.hi, scale=fit.scale, offset=fit.offset,
                         raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float,
+                        to_raw=to_raw,
                     )  # fmt: skip
-                if index is not None:
-                    group.banked.append((name, index, to_raw, motion, fit.fit))
+                if banked is not None:
+                    index, bank_raw = banked  # the bank's raw is its conversion's
+                    group.banked.append(
+                        (name, index, None if bank_raw else to_raw, motion, fit.fit)
+                    )
                 elif at is None:
                     group.plain.append((name, motion, fit.fit, fit.is_float, to_raw))
                 else:  # the fits (and raws) of a steady motion's few values, worked out once
@@ -783,7 +787,7 @@ class LivePlan:
         assert group.bank is not None
         values, raws = cached.values, cached.raws
         changed = False
-        fitted = group.bank.at(now)
+        fitted, bank_raws = group.bank.at(now)
         for name, index, to_raw, _, _ in group.banked:
             physical = fitted[index]
             if physical == values.get(name):
@@ -791,7 +795,10 @@ class LivePlan:
             value = int(physical) if physical.is_integer() else physical  # as the fit has it
             values[name] = value
             changed = True
-            if raws is not None and to_raw is not None:
+            if raws is not None:
+                if to_raw is None:  # the bank's raw: its conversion's
+                    raws[name] = bank_raws[index]
+                    continue
                 try:
                     raws[name] = to_raw(value)
                 except Exception:  # Message.encode says what is wrong

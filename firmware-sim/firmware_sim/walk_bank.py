@@ -18,9 +18,15 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Final
 
 import numpy as np
+from cantools.database.conversion import (
+    IdentityConversion,
+    LinearConversion,
+    LinearIntegerConversion,
+)
 
 from firmware_sim.motion import Walk
 
@@ -37,10 +43,11 @@ class WalkBank:
 
     def __init__(self) -> None:
         self._walks: list[Walk] = []
-        self._fits: list[tuple[float, float, float, float, int, int]] = []
+        self._fits: list[tuple[float, ...]] = []
         self._arrays: dict[str, np.ndarray] | None = None
         self._time: float | None = None
         self._values: list[float] = []
+        self._raws: list[int] = []
 
     def __len__(self) -> int:
         return len(self._walks)
@@ -56,23 +63,27 @@ class WalkBank:
         raw_lo: int,
         raw_hi: int,
         is_float: bool,
-    ) -> int | None:
+        to_raw: Callable[[float], int | float] | None = None,
+    ) -> tuple[int, bool] | None:
         """Hold `walk` of a signal with this range (`lo`, `hi`), resolution (`scale`,
-        `offset`) and raws; its index in `at`'s answers, or None if it is not taken."""
+        `offset`) and raws: (its index in `at`'s answers, whether the bank gives its raw as
+        `to_raw`, its cantools conversion's method, gives it), or None if it is not taken."""
         if is_float or not scale or max(abs(raw_lo), abs(raw_hi)) >= _EXACT_RAW:
             return None
         if not all(math.isfinite(x) for x in (lo, hi, scale, offset, walk.center, walk.half)):
             return None
+        conversion = _linear(to_raw)
         self._walks.append(walk)
-        self._fits.append((lo, hi, scale, offset, raw_lo, raw_hi))
+        self._fits.append((lo, hi, scale, offset, raw_lo, raw_hi, *(conversion or (1.0, 0.0))))
         self._arrays, self._time = None, None
-        return len(self._walks) - 1
+        return len(self._walks) - 1, conversion is not None
 
-    def at(self, t: float) -> list[float]:
+    def at(self, t: float) -> tuple[list[float], list[int]]:
         """Every walk's value at `t` on its signal's range and resolution, in the order they
-        were added (a float: what the fit makes an int is an integral float here)."""
+        were added (a float: what the fit makes an int is an integral float here), and its
+        raw (`add` says for which)."""
         if t == self._time:
-            return self._values
+            return self._values, self._raws
         arrays = self._arrays if self._arrays is not None else self._build()
         # the three waves of every walk, wave by wave: one array of three rows
         phases = np.add(np.divide(_TWO_PI * t, arrays["period"]), arrays["phase"])
@@ -87,9 +98,12 @@ class WalkBank:
             -1.0, np.minimum(1.0, np.divide(np.multiply(1.6, mix), arrays["total"]))
         )
         value = np.add(arrays["center"], np.multiply(arrays["half"], stretched))
-        self._values = _fitted(value, arrays).tolist()
+        physical = _fitted(value, arrays)
+        # what the cantools conversions make of them: round((value - offset) / scale)
+        raws = np.rint(np.divide(np.subtract(physical, arrays["c_offset"]), arrays["c_scale"]))
+        self._values, self._raws = physical.tolist(), raws.astype(np.int64).tolist()
         self._time = t
-        return self._values
+        return self._values, self._raws
 
     def build(self) -> None:
         """Lay the walks out as arrays now (once every walk is added), not at the first `at`."""
@@ -112,7 +126,33 @@ class WalkBank:
 
 
 _TWO_PI: Final = 2 * math.pi
-_COLUMNS: Final = ("total", "center", "half", "lo", "hi", "scale", "offset", "raw_lo", "raw_hi")
+_COLUMNS: Final = (
+    "total", "center", "half", "lo", "hi", "scale", "offset", "raw_lo", "raw_hi",
+    "c_scale", "c_offset",
+)  # fmt: skip
+
+
+def _linear(to_raw: Callable[[float], int | float] | None) -> tuple[float, float] | None:
+    """(scale, offset) of a cantools conversion whose `numeric_scaled_to_raw` is
+    `round((value - offset) / scale)` of a value on its resolution, or None for any other.
+
+    LinearConversion divides so (not a float signal); LinearIntegerConversion divides a
+    whole multiple exactly (its value is an integer, offset and scale too, all below 2**52:
+    the floats are those numbers); IdentityConversion rounds the value, scale 1, offset 0. A
+    signal with choices answers with its conversion's own method (NamedSignalConversion
+    hands it over)."""
+    owner = getattr(to_raw, "__self__", None)
+    if owner is None or getattr(owner, "is_float", True):
+        return None
+    kind = type(owner)
+    if kind is IdentityConversion:
+        return 1.0, 0.0
+    if kind in (LinearConversion, LinearIntegerConversion):
+        scale, offset = float(owner.scale), float(owner.offset)
+        exact = all(float(x).is_integer() and abs(x) < _EXACT_RAW for x in (scale, offset))
+        if kind is LinearConversion or exact:
+            return (scale, offset) if scale and math.isfinite(scale + offset) else None
+    return None
 
 
 def _fitted(value: np.ndarray, a: dict[str, np.ndarray]) -> np.ndarray:

@@ -238,7 +238,7 @@ def test_a_steady_motion_at_a_time_is_its_value_and_until_when_it_stays(
     ),
     times=st.lists(st.floats(0.0, 50_000.0), min_size=1, max_size=8),
 )
-def test_a_walk_bank_gives_every_walk_as_the_walk_and_the_fit_give_it(
+def test_a_walk_bank_gives_every_walk_and_raw_as_the_walk_fit_and_conversion_give_them(
     seed: int,
     signals: list[tuple[int, bool, float, float, float | None, float | None]],
     times: list[float],
@@ -254,26 +254,30 @@ def test_a_walk_bank_gives_every_walk_as_the_walk_and_the_fit_give_it(
     bank = WalkBank()
     walks = []
     for k, (length, signed, scale, offset, minimum, maximum) in enumerate(signals):
-        conversion = BaseConversion.factory(scale=scale, offset=offset)
+        choices = {0: "Zero"} if k % 3 == 2 else None  # one label: a walk, a named conversion
+        conversion = BaseConversion.factory(scale=scale, offset=offset, choices=choices)
         signal = Signal(
             f"S{k}", start=0, length=length, is_signed=signed, conversion=conversion,
             minimum=minimum, maximum=maximum,
         )  # fmt: skip
         walk, fit = _walk(signal, rng), _Fit(signal)
         assert isinstance(walk, Walk)
-        index = bank.add(
+        to_raw = conversion.numeric_scaled_to_raw
+        banked = bank.add(
             walk, lo=fit.lo, hi=fit.hi, scale=fit.scale, offset=fit.offset,
-            raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float,
+            raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float, to_raw=to_raw,
         )  # fmt: skip
-        if index is not None:
-            walks.append((index, walk, fit))
+        assert banked is not None and banked[1]  # every one of these: its raw too
+        walks.append((banked[0], walk, fit, to_raw))
     for t in times:
-        banked = bank.at(t)
-        for index, walk, fit in walks:
+        values, raws = bank.at(t)
+        for index, walk, fit, to_raw in walks:
             expected = fit.fit(walk.value_at(t))
-            physical = banked[index]
+            physical = values[index]
             found = int(physical) if physical.is_integer() else physical  # as LivePlan takes it
             assert (type(found), repr(found)) == (type(expected), repr(expected))
+            raw = to_raw(expected)
+            assert (type(raws[index]), raws[index]) == (type(raw), raw)
 
 
 @settings(max_examples=150, deadline=None)
