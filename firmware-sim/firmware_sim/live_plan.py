@@ -729,8 +729,17 @@ class LivePlan:
                 changed = self._bring(cached, content.slow, 1, state) or changed
             cached.slow_due = now + self._slow_s
         cached.due = min(cached.fast_due, cached.slow_due)
-        if changed or held:
+        if held:
             cached.body = bytearray(self._body(cached, content))
+        elif changed:  # `_body`, written out
+            raws, encoder = cached.raws, self._raw_encoder
+            if raws is not None and encoder is not None:
+                try:
+                    cached.body = bytearray(encoder.encode(raws))
+                    return
+                except Exception:  # Message.encode raises too, and says what is sent instead
+                    pass
+            cached.body = bytearray(self._encode(cached.values, content))
 
     def _first(self, content: _Page, state: VehicleState) -> _Values:
         """A page's values and payload the first time it is sent (or after a hold)."""
@@ -776,33 +785,25 @@ class LivePlan:
                 except Exception:  # Message.encode says what is wrong
                     cached.raws = raws = None
         now = state.time_s
-        if group.banked:
-            changed = self._bring_banked(cached, group, now) or changed
+        if group.banked:  # the walks, from their bank (`_bring_banked`, written out)
+            fitted, bank_raws = group.bank.at(now)  # type: ignore[union-attr]
+            for name, index, to_raw, _, _ in group.banked:
+                physical = fitted[index]
+                if physical == values.get(name):
+                    continue  # the same value: the same raw
+                value = int(physical) if physical.is_integer() else physical  # as the fit has it
+                values[name] = value
+                changed = True
+                if raws is not None:
+                    if to_raw is None:  # the bank's raw: its conversion's
+                        raws[name] = bank_raws[index]
+                        continue
+                    try:
+                        raws[name] = to_raw(value)
+                    except Exception:  # Message.encode says what is wrong
+                        cached.raws = raws = None
         if group.steady and now >= cached.steady_due[which]:
             changed = self._bring_steady(cached, group, which, now) or changed
-        return changed
-
-    def _bring_banked(self, cached: _Values, group: _Group, now: float) -> bool:
-        """`_bring` for the walks of a bank; whether any value changed."""
-        assert group.bank is not None
-        values, raws = cached.values, cached.raws
-        changed = False
-        fitted, bank_raws = group.bank.at(now)
-        for name, index, to_raw, _, _ in group.banked:
-            physical = fitted[index]
-            if physical == values.get(name):
-                continue  # the same value: the same raw
-            value = int(physical) if physical.is_integer() else physical  # as the fit has it
-            values[name] = value
-            changed = True
-            if raws is not None:
-                if to_raw is None:  # the bank's raw: its conversion's
-                    raws[name] = bank_raws[index]
-                    continue
-                try:
-                    raws[name] = to_raw(value)
-                except Exception:  # Message.encode says what is wrong
-                    cached.raws = raws = None
         return changed
 
     def _bring_steady(self, cached: _Values, group: _Group, which: int, now: float) -> bool:
