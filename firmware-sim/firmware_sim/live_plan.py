@@ -353,6 +353,7 @@ class _Values:
     the payload they make, and when they are next due."""
 
     __slots__ = (
+        "asked",
         "body",
         "due",
         "fast_due",
@@ -377,6 +378,8 @@ class _Values:
         self.steady_due = [_NEVER, _NEVER]
         # (until when, position) of the fast and the slow group's steady signals
         self.heaps: list[list[tuple[float, int]] | None] = [None, None]
+        # what the motions of the fast and the slow group last wanted (`_bring`)
+        self.asked: list[list[Any] | None] = [None, None]
 
 
 class Moment:
@@ -767,8 +770,14 @@ class LivePlan:
         fixed, encoder = self._fixed, self._raw_encoder
         values, raws = cached.values, cached.raws
         changed = False
-        for name, motion, fit, is_float, to_raw in group.plain:
+        asked = cached.asked[which]  # what each motion last wanted (the same: the same value)
+        if asked is None:
+            asked = cached.asked[which] = [_MISSING] * len(group.plain)
+        for k, (name, motion, fit, is_float, to_raw) in enumerate(group.plain):
             wanted = motion(state)
+            if wanted == asked[k] and not is_float:
+                continue  # fitted as before: the value it has
+            asked[k] = wanted
             value = fit(wanted) if wanted is not None else None
             if value is None:
                 value = fixed[name]
