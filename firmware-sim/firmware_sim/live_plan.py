@@ -194,6 +194,7 @@ _Plain = tuple[str, Motion, _Fitting, bool, _ToRaw | None]
 # far (`_known`), the fit, whether a float
 _Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
 _FAILED: Final = object()  # a raw cantools refuses
+_NO_PAYLOAD: Final[tuple[bytearray | None, int, int]] = (None, 0, 0)  # `LivePlan._xor_ready`
 
 
 # name, index in the bank's answers, the raw of a number, the walk and the fit (for
@@ -475,7 +476,7 @@ class LivePlan:
         # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
         self._xor = _xor_shape(self._only_page, int(message.length))
         # for the payload in hand: itself, its counter's byte without the counter, its XOR
-        self._xor_ready: tuple[bytearray | None, int, int] = (None, 0, 0)
+        self._xor_ready: tuple[bytearray | None, int, int] = _NO_PAYLOAD
         # counter byte, its bits for each sequence number (modulo their count), checksum
         # byte, the raw written for each XOR when the range is narrower than 8 bits
         self._xor_at = _xor_at(self._xor)
@@ -641,6 +642,7 @@ class LivePlan:
             self.out.data = cached.body
             return cached.body
         data = self.out.data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
         data[:] = cached.body
         sequence = self._sent
         self._sent = sequence + 1
@@ -648,19 +650,20 @@ class LivePlan:
         return data
 
     def _restamp_xor(self) -> None:
-        """`_restamp` of a page with a counter and a whole-byte XOR checksum apart."""
+        """`_restamp` of a page with a counter and a whole-byte XOR checksum apart. The
+        buffer keeps the payload between frames: only the counter's and checksum's bytes
+        change (`_xor_ready` is dropped whenever the buffer is written another way)."""
         body = self._only.body  # type: ignore[union-attr]
         ready = self._xor_ready
+        data = self._buffer
         if ready[0] is not body:  # a new payload: its XOR without them, its counter byte
             c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
-            bare = bytearray(body)
-            bare[c_byte] &= kept
-            bare[byte] = 0
-            ready = self._xor_ready = (body, bare[c_byte], xor_bytes(self._frame_id, bare, 0))
+            data[:] = body
+            data[c_byte] &= kept
+            data[byte] = 0
+            ready = self._xor_ready = (body, data[c_byte], xor_bytes(self._frame_id, data, 0))
         _, c_kept, base = ready
         c_byte, counters, byte, folded = self._xor_at
-        data = self._buffer
-        data[:] = body
         sequence = self._sent
         self._sent = sequence + 1
         counter = counters[sequence % len(counters)]
@@ -672,6 +675,7 @@ class LivePlan:
         """`out`'s payload for the next frame of a plain message with a counter or checksum,
         between its refreshes (`quiet`): the page's payload with the frame's own written."""
         data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
         data[:] = self._only.body  # type: ignore[union-attr]
         sequence = self._sent
         self._sent = sequence + 1
@@ -698,6 +702,7 @@ class LivePlan:
         if not (out_of_range or content.e2e):
             return cached.body  # nothing of this frame's own: the page's payload as it is
         data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
         data[:] = cached.body
         if out_of_range:
             for name, raw in out_of_range.items():
