@@ -624,6 +624,16 @@ class LivePlan:
         (python-can's virtual bus copies a frame as it sends it); not to be changed."""
         return self.payload_at(Moment(state.time_s, state), out_of_range)
 
+    def prepare(self, moment: Moment) -> None:
+        """Bring a plain message's page up to `moment` if it is due, ahead of its frame (a
+        sender refreshes the messages due at a moment together, then sends their frames):
+        `out` then holds the payload as it is until `quiet` (or `restamp` writes it)."""
+        cached = self._only
+        if cached is not None and moment.time_s >= cached.due:
+            self._refresh(cached, self._only_page, moment.state())
+            self.quiet = cached.due
+            self.out.data = cached.body if self._one_stamp is None else self._buffer
+
     def _one_page(
         self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
     ) -> bytearray:

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -662,6 +662,7 @@ class VirtualVehicle:
                     missed[index] += 1
             return
         quiet, time_s = self._quiet, moment.time_s
+        self._prepare(due, moment)
         for index in due:  # the one loop every frame goes through: kept lean
             plan = quiet[index]
             if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
@@ -689,6 +690,18 @@ class VirtualVehicle:
             except Exception as exc:  # keep the other messages going
                 self._not_sent(index, exc)
                 missed[index] += 1
+
+    def _prepare(self, due: Sequence[int], moment: Moment) -> None:
+        """Bring the pages due at `moment` up to it first, one after the other, before any
+        of their frames goes out: the work of a moment done together, then its sends."""
+        quiet, time_s = self._quiet, moment.time_s
+        for index in due:
+            plan = quiet[index]
+            if plan.quiet <= time_s and plan.payload_at is not None:
+                try:
+                    plan.prepare(moment)
+                except Exception:  # its frame asks again, and says what is wrong
+                    continue
 
     def _frame(
         self,
