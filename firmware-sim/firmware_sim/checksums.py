@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-__all__ = ["Checksum", "checksum_for", "scheme_of"]
+__all__ = ["Checksum", "checksum_for", "folds", "scheme_of", "xor_bytes"]
 
 Checksum = Callable[[int, bytes | bytearray, int], int]
 
@@ -71,11 +71,28 @@ def honda(frame_id: int, d: bytes | bytearray, start: int) -> int:
 
 
 def xor_bytes(frame_id: int, d: bytes | bytearray, start: int) -> int:
-    """XOR of every byte (the checksum's own bits are zero)."""
-    out = 0
-    for b in d:
-        out ^= b
-    return out
+    """XOR of every byte (the checksum's own bits are zero): the payload as one number,
+    folded onto itself by halves down to a byte (8 bytes: three folds, not eight steps)."""
+    out = int.from_bytes(d, "little")
+    for shift in _FOLDED[len(d)] if len(d) < len(_FOLDED) else folds(len(d)):
+        out ^= out >> shift
+    return out & 0xFF
+
+
+def folds(size: int) -> tuple[int, ...]:
+    """The shifts that fold `size` bytes (zeros above them, up to a power of two) onto the
+    lowest: 32, 16, 8 for 8 bytes."""
+    bits = 8
+    while bits < size * 8:
+        bits *= 2
+    shifts = []
+    while bits > 8:
+        bits //= 2
+        shifts.append(bits)
+    return tuple(shifts)
+
+
+_FOLDED: Final = tuple(folds(size) for size in range(65))
 
 
 # scheme -> (function, checksum width in bits, whether it must sit in the last byte)

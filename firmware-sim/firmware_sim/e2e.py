@@ -74,7 +74,7 @@ class BitSlot:
     """A signal's bits as runs within bytes, so that writing a raw value on every frame (a
     counter, a checksum) costs a few byte operations instead of a loop over its bits."""
 
-    __slots__ = ("byte", "runs", "width")
+    __slots__ = ("byte", "run", "runs", "width")
 
     def __init__(self, signal: Any) -> None:
         bits = positions(signal)
@@ -90,6 +90,11 @@ class BitSlot:
         self.width = len(bits)
         # a field that is one whole byte (most checksums): written with one store
         self.byte = runs[0][0] if len(runs) == 1 and runs[0][1:] == (0, 0xFF, 0) else None
+        # a field within one byte (most counters): (byte, shift, mask, the bits kept)
+        self.run: tuple[int, int, int, int] | None = None
+        if len(runs) == 1:
+            byte, shift, mask, _ = runs[0]
+            self.run = (byte, shift, mask, ~(mask << shift) & 0xFF)
 
     def write(self, payload: bytearray, raw: int) -> None:
         """Put `raw` (two's complement if negative) into the bits."""
@@ -97,6 +102,12 @@ class BitSlot:
         if byte is not None:
             if byte < len(payload):
                 payload[byte] = raw & 0xFF
+            return
+        run = self.run
+        if run is not None:
+            byte, shift, mask, kept = run
+            if byte < len(payload):
+                payload[byte] = payload[byte] & kept | (raw & mask) << shift
             return
         raw &= (1 << self.width) - 1
         size = len(payload)

@@ -12,6 +12,7 @@ benchmarks/bench_sim_cost.py.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import random
@@ -22,10 +23,17 @@ from typing import Any, Final
 from cantools.database.can import Message as CantoolsMessage
 
 import can
-from firmware_sim.checksums import Checksum, checksum_for
+from firmware_sim.checksums import Checksum, checksum_for, folds, xor_bytes
 from firmware_sim.e2e import BitSlot, positions, write_raw
 from firmware_sim.model import VehicleState
-from firmware_sim.motion import Motion, motion_for, steady_until
+from firmware_sim.motion import (
+    Motion,
+    SteadyAt,
+    Walk,
+    motion_for,
+    steady_at,
+    steady_values,
+)
 from firmware_sim.raw_codec import RawEncoder, RawValue
 from firmware_sim.signal_kinds import (
     Kind,
@@ -35,8 +43,16 @@ from firmware_sim.signal_kinds import (
     signal_range,
 )
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
+from firmware_sim.walk_bank import WalkBank
 
-__all__ = ["REFRESH_S", "LivePlan", "encodable_signals", "message_signals", "packable"]
+__all__ = [
+    "REFRESH_S",
+    "LivePlan",
+    "Moment",
+    "encodable_signals",
+    "message_signals",
+    "packable",
+]
 
 log = logging.getLogger(__name__)
 
@@ -215,30 +231,185 @@ class _Fit:
 
 
 _Fitting = Callable[[SignalValue], SignalValue | None]
-_Moving = tuple[str, Motion, _Fitting, Callable[[float], float] | None, bool]
+_ToRaw = Callable[[float], RawValue]
+# name, motion, fit, whether a float, the raw of a number (its cantools conversion's; None:
+# the message is not encoded from raws)
+_Plain = tuple[str, Motion, _Fitting, bool, _ToRaw | None]
+# name, its value and until when it stays (`steady_at`), the fits and raws of its values so
+# far (`_known`), the fit, whether a float
+_Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
+_FAILED: Final = object()  # a raw cantools refuses
+_NO_PAYLOAD: Final[tuple[bytearray | None, int, int]] = (None, 0, 0)  # `LivePlan._xor_ready`
+
+
+# name, index in the bank's answers, the raw of a number, the walk and the fit (for
+# `_update`, which asks them one by one)
+_Banked = tuple[str, int, _ToRaw | None, Motion, _Fitting]
+
+
+class _Group:
+    """Signals brought up to date together (a page's model quantities, every `REFRESH_S`, or
+    those that move by their kind, every `SLOW_REFRESH_S`): those that move all the time, those
+    that say until when they stay as they are (`steady_at`), and walks a `WalkBank` computes
+    with those of the other messages of the same period."""
+
+    __slots__ = ("bank", "banked", "plain", "steady")
+
+    def __init__(self, bank: WalkBank | None = None) -> None:
+        self.plain: list[_Plain] = []
+        self.steady: list[_Steady] = []
+        self.bank = bank
+        self.banked: list[_Banked] = []
+
+    def __bool__(self) -> bool:
+        return bool(self.plain or self.steady or self.banked)
 
 
 class _Page:
     """What one multiplexer value of a message (or a plain message) carries."""
 
-    __slots__ = ("checksum", "counters", "e2e", "fixed", "moving", "slow")
+    __slots__ = ("checksum", "counters", "e2e", "fast", "fixed", "slow", "stamp")
 
-    def __init__(self) -> None:
-        # name, motion, fit, until when its value is steady (None: not known), float or not
-        self.moving: list[_Moving] = []  # from the model: every REFRESH_S
-        self.slow: list[_Moving] = []  # by their kind: every SLOW_REFRESH_S
+    def __init__(self, banks: tuple[WalkBank, WalkBank] | None = None) -> None:
+        fast, slow = banks if banks is not None else (None, None)
+        self.fast = _Group(fast)  # from the model: every REFRESH_S
+        self.slow = _Group(slow)  # by their kind: every SLOW_REFRESH_S
         self.fixed: dict[str, SignalValue] = {}
         self.counters: list[tuple[BitSlot, int, int]] = []  # slot, first raw, count of raws
         # slot, function, start bit, first raw and count of raws its range allows
         self.checksum: tuple[BitSlot, Checksum, int, int, int] | None = None
         self.e2e = False  # whether every frame writes a counter or a checksum
+        # writes them into a payload, for a frame's sequence number (None: no e2e)
+        self.stamp: Callable[[bytearray, int], None] | None = None
+
+
+def _stamper(page: _Page, frame_id: int, size: int) -> Callable[[bytearray, int], None] | None:
+    """What `_any_stamp` writes into a payload of `size` bytes for the frame of a sequence
+    number, as one function with every position worked out (it runs for every frame of a
+    message with a counter or a checksum): for one counter within a byte and a checksum that
+    is a whole byte, or either alone (the shape of nearly every such message); None for any
+    other shape."""
+    counter: tuple[int, int, int, int, int, int] | None = None
+    if len(page.counters) > 1:
+        return None
+    for slot, first, count in page.counters:
+        if slot.run is None or slot.run[0] >= size:
+            return None
+        byte, shift, mask, kept = slot.run
+        counter = (byte, shift, mask, kept, first, count)
+    checksum = page.checksum
+    if checksum is not None and (checksum[0].byte is None or checksum[0].byte >= size):
+        return None
+    # every position in one tuple (one object to read, not a cell each)
+    if checksum is None:
+        if counter is None:
+            return None
+        counting = counter
+
+        def count_only(data: bytearray, sequence: int) -> None:
+            c_byte, c_shift, c_mask, c_kept, c_first, c_count = counting
+            data[c_byte] = (
+                data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
+            )
+
+        return count_only
+    slot, function, start, first, count = checksum
+    byte = checksum[0].byte or 0  # a whole byte: checked above
+    # every payload is `size` bytes (cantools encodes a message's length, as RawEncoder does)
+    shifts = folds(size) if function is xor_bytes else None
+    at = (counter is not None, *(counter or (0, 0, 0, 0xFF, 0, 1)), byte, first, first + count)
+    summing = (shifts, function, frame_id, start, count)
+
+    def stamp(data: bytearray, sequence: int) -> None:
+        has_counter, c_byte, c_shift, c_mask, c_kept, c_first, c_count, byte, first, end = at
+        if has_counter:
+            data[c_byte] = (
+                data[c_byte] & c_kept | ((c_first + sequence % c_count) & c_mask) << c_shift
+            )
+        data[byte] = 0
+        shifts, function, frame_id, start, count = summing
+        if shifts is not None:  # xor_bytes, written out
+            raw = int.from_bytes(data, "little")
+            for shift in shifts:
+                raw ^= raw >> shift
+            raw &= 0xFF
+        else:
+            raw = function(frame_id, data, start)
+        if not first <= raw < end:  # a range narrower than the bits: fold in
+            raw = first + raw % count
+        data[byte] = raw & 0xFF
+
+    return stamp
+
+
+def _xor_shape(page: _Page, size: int) -> tuple[int, ...] | None:
+    """For a page with one counter within a byte and a whole-byte XOR checksum in another
+    byte: (counter byte, bits kept, first raw, count of raws, mask, shift, checksum byte,
+    first raw, end, count of raws); None for any other page."""
+    checksum = page.checksum
+    if len(page.counters) != 1 or checksum is None:
+        return None
+    slot, first, count = page.counters[0]
+    c_slot, function, _, c_first, c_count = checksum
+    if slot.run is None or c_slot.byte is None or function is not xor_bytes:
+        return None
+    byte, shift, mask, kept = slot.run
+    if byte == c_slot.byte or max(byte, c_slot.byte) >= size:
+        return None
+    return (byte, kept, first, count, mask, shift, c_slot.byte, c_first, c_first + c_count, c_count)
+
+
+def _xor_at(
+    shape: tuple[int, ...] | None,
+) -> tuple[int, tuple[int, ...], int, tuple[int, ...] | None]:
+    """`LivePlan._xor_at` of an `_xor_shape`: what each frame's counter and checksum are
+    (the generic stamp's arithmetic, worked out for every value it can take)."""
+    if shape is None:
+        return 0, (0,), 0, None
+    c_byte, _, c_first, c_count, c_mask, c_shift, byte, first, end, count = shape
+    counters = tuple(((c_first + k) & c_mask) << c_shift for k in range(c_count))
+    folded = None
+    if not (first == 0 and end >= 256):  # a range narrower than the bits: fold in
+        folded = tuple(
+            (raw if first <= raw < end else first + raw % count) & 0xFF for raw in range(256)
+        )
+    return c_byte, counters, byte, folded
+
+
+def _any_stamp(page: _Page, frame_id: int) -> Callable[[bytearray, int], None]:
+    """Writes a page's counters and checksum, whatever their shape."""
+    counters, checksum = tuple(page.counters), page.checksum
+
+    def stamp(data: bytearray, sequence: int) -> None:
+        for slot, first, count in counters:
+            slot.write(data, first + sequence % count)
+        if checksum is not None:
+            slot, function, start, first, count = checksum
+            slot.write(data, 0)
+            raw = function(frame_id, data, start)
+            if not first <= raw < first + count:  # a range narrower than the bits: fold in
+                raw = first + raw % count
+            slot.write(data, raw)
+
+    return stamp
 
 
 class _Values:
     """A page's values as last taken, their raws (None: `Message.encode` encodes them),
     the payload they make, and when they are next due."""
 
-    __slots__ = ("body", "fast_due", "raws", "slow_due", "steady", "values")
+    __slots__ = (
+        "asked",
+        "body",
+        "due",
+        "fast_due",
+        "heaps",
+        "raws",
+        "slow_due",
+        "steady",
+        "steady_due",
+        "values",
+    )
 
     def __init__(self, values: dict[str, SignalValue], fast_due: float, slow_due: float) -> None:
         self.values = values
@@ -246,7 +417,38 @@ class _Values:
         self.body = bytearray()
         self.fast_due = fast_due
         self.slow_due = slow_due
+        self.due = min(fast_due, slow_due)  # the sooner of the two
         self.steady: dict[str, float] = {}  # signal -> until when its value stays
+        # the soonest of `steady` in the fast and in the slow group: none of that group's
+        # steady signals is asked again before it
+        self.steady_due = [_NEVER, _NEVER]
+        # (until when, position) of the fast and the slow group's steady signals
+        self.heaps: list[list[tuple[float, int]] | None] = [None, None]
+        # what the motions of the fast and the slow group last wanted (`_bring`)
+        self.asked: list[list[Any] | None] = [None, None]
+
+
+class Moment:
+    """The moment a frame is made at: the model's time, and its state then, taken only
+    when a plan's values are due (`take`: a function that snapshots the model, or the
+    state itself)."""
+
+    __slots__ = ("_state", "_take", "time_s")
+
+    def __init__(self, time_s: float, take: Callable[[], VehicleState] | VehicleState) -> None:
+        self.time_s = time_s
+        if isinstance(take, VehicleState):
+            self._state: VehicleState | None = take
+            self._take: Callable[[], VehicleState] | None = None
+        else:
+            self._state, self._take = None, take
+
+    def state(self) -> VehicleState:
+        state = self._state
+        if state is None:
+            assert self._take is not None
+            state = self._state = self._take()
+        return state
 
 
 class LivePlan:
@@ -263,6 +465,7 @@ class LivePlan:
         *,
         seed: int = 0,
         checksum_scheme: str | None = None,
+        walks: tuple[WalkBank, WalkBank] | None = None,
     ) -> None:
         self.message = message
         self.name: str = message.name
@@ -282,21 +485,56 @@ class LivePlan:
         self._mux_name: str | None = next(iter(packed._codecs["multiplexers"]), None)
         self._fixed = {s.name: _fixed_value(s, self.kinds[s.name]) for s in message.signals}
         motions = {s.name: motion_for(s, self.kinds[s.name], rng) for s in message.signals}
+        self._raw_encoder = RawEncoder(packed) if RawEncoder.handles(packed) else None
+        self._frame_id = int(message.frame_id)
         self._page_ids = self._pages()
         self._pages_carried = {page: self._carried(page) for page in self._page_ids}
+        # the walks of a plain message go to the banks of its period's messages: their values
+        # are brought up to date at the same moments (a multiplexed message's pages are not)
+        banks = walks if len(self._page_ids) == 1 else None
         self._pages_by_id = {
-            page: self._page(page, motions, checksum_scheme) for page in self._page_ids
+            page: self._page(page, motions, checksum_scheme, banks) for page in self._page_ids
         }
         self._page_index = 0
         self._cache: dict[int | None, _Values] = {}
+        # a plain message's one page (most messages): its values, and the page if every
+        # frame writes a counter or a checksum
+        self._only: _Values | None = None
+        self._only_page = self._pages_by_id[self._page_ids[0]]
+        self._one_stamp = self._only_page.stamp
+        self.payload_at: Callable[[Moment, Mapping[str, int | float] | None], bytearray] = (
+            self._one_page if len(self._page_ids) == 1 else self._next_page
+        )
+        """`payload` at a `Moment`: the state is taken only if a value is due."""
         self._held: Mapping[str, SignalValue] = MappingProxyType({})
         self._sent = 0
         self._warned = False
-        self._frame_id = int(message.frame_id)
         self._extended = bool(message.is_extended_frame)
         self._is_fd = bool(message.is_fd) or int(message.length) > 8
         self._buffer = bytearray(int(message.length))
-        self._raw_encoder = RawEncoder(packed) if RawEncoder.handles(packed) else None
+        self.out = self._empty_frame()
+        """The frame `VirtualVehicle` sends this plan's payloads in, again and again
+        (python-can's virtual bus sends a copy; a new frame for each would cost as much)."""
+        self.quiet = _NEVER
+        """Until when `out` holds the next frame's payload as it is, once `restamp` has
+        written its counter and checksum (a plain message between its refreshes)."""
+        # a counter and a whole-byte XOR checksum apart (most such messages): the checksum is
+        # the XOR of the page's payload without them (worked out once a payload) and the
+        # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
+        self._xor = _xor_shape(self._only_page, int(message.length))
+        # for the payload in hand: itself, its counter's byte without the counter, its XOR
+        self._xor_ready: tuple[bytearray | None, int, int] = _NO_PAYLOAD
+        # counter byte, its bits for each sequence number (modulo their count), checksum
+        # byte, the raw written for each XOR when the range is narrower than 8 bits
+        self._xor_at = _xor_at(self._xor)
+        self.restamp: Callable[[], None] | None = (
+            None
+            if self._one_stamp is None
+            else self._restamp_xor
+            if self._xor is not None
+            else self._restamp
+        )
+        """What writes a frame's own counter and checksum into `out` (None: it has none)."""
 
     # -- structure --------------------------------------------------------------------------
 
@@ -332,9 +570,14 @@ class LivePlan:
         return carried
 
     def _page(
-        self, page: int | None, motions: dict[str, Motion | None], scheme: str | None
+        self,
+        page: int | None,
+        motions: dict[str, Motion | None],
+        scheme: str | None,
+        banks: tuple[WalkBank, WalkBank] | None,
     ) -> _Page:
-        out = _Page()
+        out = _Page(banks)
+        encoder = self._raw_encoder
         size = int(self.message.length)
         carried = self._carried(page)
         for name, mux_value in carried.items():
@@ -353,15 +596,35 @@ class LivePlan:
                 out.checksum = (BitSlot(signal), function, int(signal.start), first, count)
                 out.fixed[signal.name] = self._fixed[signal.name]
             elif motion is not None:
-                group = out.moving if kind is Kind.QUANTITY else out.slow
-                until = steady_until(motion)
+                group = out.fast if kind is Kind.QUANTITY else out.slow
+                at = steady_at(motion)
                 fit = self._fits[name]
-                # the fits of a steady motion's few values are kept; others rarely come again
-                fitting = fit if until is not None else fit.fit
-                group.append((name, motion, fitting, until, fit.is_float))
+                to_raw = encoder.numeric(name) if encoder is not None else None
+                banked = None
+                if group.bank is not None and isinstance(motion, Walk):
+                    banked = group.bank.add(
+                        motion, lo=fit.lo, hi=fit.hi, scale=fit.scale, offset=fit.offset,
+                        raw_lo=fit.raw_lo, raw_hi=fit.raw_hi, is_float=fit.is_float,
+                        to_raw=to_raw,
+                    )  # fmt: skip
+                if banked is not None:
+                    index, bank_raw = banked  # the bank's raw is its conversion's
+                    group.banked.append(
+                        (name, index, None if bank_raw else to_raw, motion, fit.fit)
+                    )
+                elif at is None:
+                    group.plain.append((name, motion, fit.fit, fit.is_float, to_raw))
+                else:  # the fits (and raws) of a steady motion's few values, worked out once
+                    known: dict[Any, tuple[Any, Any]] = {}
+                    if not fit.is_float:
+                        for value in steady_values(motion)[:_MEMO_SIZE]:
+                            self._known(name, value, fit, known)
+                    group.steady.append((name, at, known, fit, fit.is_float))
             else:
                 out.fixed[signal.name] = self._fixed[signal.name]
         out.e2e = bool(out.counters) or out.checksum is not None
+        if out.e2e:
+            out.stamp = _stamper(out, self._frame_id, size) or _any_stamp(out, self._frame_id)
         return out
 
     # -- control ----------------------------------------------------------------------------
@@ -371,12 +634,23 @@ class LivePlan:
         call; values outside a signal's range are brought into it."""
         self._held = MappingProxyType({k: v for k, v in values.items() if k in self.by_name})
         self._cache = {}
+        self._only = None
+        self.quiet = _NEVER
 
     @property
     def held(self) -> Mapping[str, SignalValue]:
         return self._held
 
     # -- frames -----------------------------------------------------------------------------
+
+    def _empty_frame(self) -> can.Message:
+        return can.Message(
+            arbitration_id=self._frame_id,
+            is_extended_id=self._extended,
+            is_fd=self._is_fd,
+            bitrate_switch=self._is_fd,
+            data=bytearray(len(self._buffer)),
+        )
 
     def frame(
         self, state: VehicleState, out_of_range: Mapping[str, int | float] | None = None
@@ -395,55 +669,152 @@ class LivePlan:
     ) -> bytearray:
         """The next frame's payload, in a buffer the plan keeps: valid until its next call
         (python-can's virtual bus copies a frame as it sends it); not to be changed."""
+        return self.payload_at(Moment(state.time_s, state), out_of_range)
+
+    def prepare(self, moment: Moment) -> None:
+        """Bring a plain message's page up to `moment` if it is due, ahead of its frame (a
+        sender refreshes the messages due at a moment together, then sends their frames):
+        `out` then holds the payload as it is until `quiet` (or `restamp` writes it)."""
+        cached = self._only
+        if cached is not None and moment.time_s >= cached.due:
+            self._refresh(cached, self._only_page, moment.state())
+            self.quiet = cached.due
+            self.out.data = cached.body if self._one_stamp is None else self._buffer
+
+    def _one_page(
+        self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
+    ) -> bytearray:
+        """`payload_at` of a plain message between its refreshes (most frames): the page's
+        payload as it is, or a copy with the frame's own counter and checksum."""
+        cached = self._only
+        if cached is None or out_of_range:
+            self.quiet = _NEVER  # `out` holds what this frame has of its own
+            return self._next_page(moment, out_of_range)
+        if moment.time_s >= cached.due:
+            self._refresh(cached, self._only_page, moment.state())
+        # until the page is due again, `out` holds its payload (or `restamp` writes it)
+        self.quiet = cached.due
+        stamp = self._one_stamp
+        if stamp is None:
+            self.out.data = cached.body
+            return cached.body
+        data = self.out.data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
+        data[:] = cached.body
+        sequence = self._sent
+        self._sent = sequence + 1
+        stamp(data, sequence)
+        return data
+
+    def _restamp_xor(self) -> None:
+        """`_restamp` of a page with a counter and a whole-byte XOR checksum apart. The
+        buffer keeps the payload between frames: only the counter's and checksum's bytes
+        change (`_xor_ready` is dropped whenever the buffer is written another way)."""
+        body = self._only.body  # type: ignore[union-attr]
+        ready = self._xor_ready
+        data = self._buffer
+        if ready[0] is not body:  # a new payload: its XOR without them, its counter byte
+            c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
+            data[:] = body
+            data[c_byte] &= kept
+            data[byte] = 0
+            ready = self._xor_ready = (body, data[c_byte], xor_bytes(self._frame_id, data, 0))
+        _, c_kept, base = ready
+        c_byte, counters, byte, folded = self._xor_at
+        sequence = self._sent
+        self._sent = sequence + 1
+        counter = counters[sequence % len(counters)]
+        data[c_byte] = c_kept | counter
+        raw = base ^ counter  # below 256: the XOR of bytes
+        data[byte] = raw if folded is None else folded[raw]
+
+    def _restamp(self) -> None:
+        """`out`'s payload for the next frame of a plain message with a counter or checksum,
+        between its refreshes (`quiet`): the page's payload with the frame's own written."""
+        data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
+        data[:] = self._only.body  # type: ignore[union-attr]
+        sequence = self._sent
+        self._sent = sequence + 1
+        self._one_stamp(data, sequence)  # type: ignore[misc]
+
+    def _next_page(
+        self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
+    ) -> bytearray:
+        """`payload_at` in every case: the next page, its values brought up to date when
+        due, the faults' raw values, counter and checksum."""
         pages = self._page_ids
-        page = pages[self._page_index]
-        self._page_index = (self._page_index + 1) % len(pages)
+        index = self._page_index
+        page = pages[index]
+        index += 1
+        self._page_index = index if index < len(pages) else 0
         content = self._pages_by_id[page]
         cached = self._cache.get(page)
-        now = state.time_s
         if cached is None:
-            cached = self._cache[page] = self._first(content, state)
-        elif now >= cached.fast_due or now >= cached.slow_due:
-            changed = False
-            if now >= cached.fast_due:
-                changed = self._update(cached, content.moving, state)
-                cached.fast_due = now + self._refresh_s
-            if now >= cached.slow_due:
-                changed = self._update(cached, content.slow, state) or changed
-                cached.slow_due = now + self._slow_s
-            if changed or self._held:
-                cached.body = bytearray(self._body(cached, content))
+            cached = self._cache[page] = self._first(content, moment.state())
+            if len(pages) == 1:
+                self._only = cached
+        elif moment.time_s >= cached.due:
+            self._refresh(cached, content, moment.state())
         if not (out_of_range or content.e2e):
             return cached.body  # nothing of this frame's own: the page's payload as it is
         data = self._buffer
+        self._xor_ready = _NO_PAYLOAD  # the buffer is written another way
         data[:] = cached.body
         if out_of_range:
             for name, raw in out_of_range.items():
                 signal = self.by_name.get(name)
                 if signal is not None and name in self._pages_carried[page]:
                     write_raw(data, signal, int(raw))
+        return self._stamp(content, data)
+
+    def _stamp(self, content: _Page, data: bytearray) -> bytearray:
+        """Write this frame's counters and checksum into `data` (the page's payload)."""
         sequence = self._sent
         self._sent = sequence + 1
-        for slot, first, count in content.counters:
-            slot.write(data, first + sequence % count)
-        if content.checksum is not None:
-            slot, function, start, first, count = content.checksum
-            slot.write(data, 0)
-            raw = function(self._frame_id, data, start)
-            if not first <= raw < first + count:  # a range narrower than the bits: fold in
-                raw = first + raw % count
-            slot.write(data, raw)
+        assert content.stamp is not None
+        content.stamp(data, sequence)
         return data
+
+    def _refresh(self, cached: _Values, content: _Page, state: VehicleState) -> None:
+        """Bring the values of a page that are due up to `state`, and its payload with them."""
+        now = state.time_s
+        changed = False
+        held = bool(self._held)
+        if now >= cached.fast_due:
+            if held:
+                changed = self._update(cached, content.fast, state)
+            else:
+                changed = self._bring(cached, content.fast, 0, state)
+            cached.fast_due = now + self._refresh_s
+        if now >= cached.slow_due:
+            if held:
+                changed = self._update(cached, content.slow, state) or changed
+            else:
+                changed = self._bring(cached, content.slow, 1, state) or changed
+            cached.slow_due = now + self._slow_s
+        cached.due = min(cached.fast_due, cached.slow_due)
+        if held:
+            cached.body = bytearray(self._body(cached, content))
+        elif changed:  # `_body`, written out
+            raws, encoder = cached.raws, self._raw_encoder
+            if raws is not None and encoder is not None:
+                try:
+                    cached.body = bytearray(encoder.encode(raws))
+                    return
+                except Exception:  # Message.encode raises too, and says what is sent instead
+                    pass
+            cached.body = bytearray(self._encode(cached.values, content))
 
     def _first(self, content: _Page, state: VehicleState) -> _Values:
         """A page's values and payload the first time it is sent (or after a hold)."""
         now = state.time_s
-        fast_due = now + self._refresh_s if content.moving else math.inf
+        fast_due = now + self._refresh_s if content.fast else math.inf
         # a page with nothing slow to refresh (its values held or fixed) is never refreshed:
         # the payload would come out the same
         slow_due = now + self._slow_s if content.slow else math.inf
         cached = _Values(dict(content.fixed), fast_due, slow_due)
-        self._update(cached, content.moving, state)
+        self._update(cached, content.fast, state)
         self._update(cached, content.slow, state)
         if self._raw_encoder is not None:
             try:
@@ -453,27 +824,22 @@ class LivePlan:
         cached.body = bytearray(self._body(cached, content))
         return cached
 
-    def _update(
-        self,
-        cached: _Values,
-        group: list[_Moving],
-        state: VehicleState,
-    ) -> bool:
-        """Bring the values of `group` up to `state` (held values win); whether any changed.
-        A motion whose value is known to stay until later is not asked again before then."""
-        held = self._held
-        fixed = self._fixed
-        values, raws, steady = cached.values, cached.raws, cached.steady
-        now = state.time_s
+    def _bring(self, cached: _Values, group: _Group, which: int, state: VehicleState) -> bool:
+        """What `_update` does when no value is held (nearly always; written for speed): the
+        signals that move all the time are asked, the walks taken from their bank, those that
+        say until when they stay asked once the soonest of them is due; whether any value
+        changed."""
+        fixed, encoder = self._fixed, self._raw_encoder
+        values, raws = cached.values, cached.raws
         changed = False
-        for name, motion, fit, until, is_float in group:
-            wanted = held.get(name) if held else None
-            if wanted is None:
-                if until is not None:
-                    if now < steady.get(name, _NEVER):
-                        continue
-                    steady[name] = until(now)
-                wanted = motion(state)
+        asked = cached.asked[which]  # what each motion last wanted (the same: the same value)
+        if asked is None:
+            asked = cached.asked[which] = [_MISSING] * len(group.plain)
+        for k, (name, motion, fit, is_float, to_raw) in enumerate(group.plain):
+            wanted = motion(state)
+            if wanted == asked[k] and not is_float:
+                continue  # fitted as before: the value it has
+            asked[k] = wanted
             value = fit(wanted) if wanted is not None else None
             if value is None:
                 value = fixed[name]
@@ -481,12 +847,135 @@ class LivePlan:
                 continue  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
             values[name] = value
             changed = True
-            if raws is not None and self._raw_encoder is not None:
+            if raws is not None and encoder is not None:
                 try:
-                    raws[name] = self._raw_encoder.raw(name, value)
+                    if to_raw is not None and not isinstance(value, str):
+                        raws[name] = to_raw(value)
+                    else:
+                        raws[name] = encoder.raw(name, value)
                 except Exception:  # Message.encode says what is wrong
                     cached.raws = raws = None
+        now = state.time_s
+        if group.banked:  # the walks, from their bank (`_bring_banked`, written out)
+            fitted, bank_raws = group.bank.at(now)  # type: ignore[union-attr]
+            for name, index, to_raw, _, _ in group.banked:
+                physical = fitted[index]
+                if physical == values.get(name):
+                    continue  # the same value: the same raw
+                value = int(physical) if physical.is_integer() else physical  # as the fit has it
+                values[name] = value
+                changed = True
+                if raws is not None:
+                    if to_raw is None:  # the bank's raw: its conversion's
+                        raws[name] = bank_raws[index]
+                        continue
+                    try:
+                        raws[name] = to_raw(value)
+                    except Exception:  # Message.encode says what is wrong
+                        cached.raws = raws = None
+        if group.steady and now >= cached.steady_due[which]:
+            changed = self._bring_steady(cached, group, which, now) or changed
         return changed
+
+    def _bring_steady(self, cached: _Values, group: _Group, which: int, now: float) -> bool:
+        """`_bring` for the signals that say until when they stay: those due (a heap of
+        their times, each asked once); whether any changed."""
+        values, raws, steady, entries = cached.values, cached.raws, cached.steady, group.steady
+        heap = cached.heaps[which]
+        if heap is None:  # from the times `_update` left
+            heap = [(steady.get(entry[0], _NEVER), k) for k, entry in enumerate(entries)]
+            heapq.heapify(heap)
+            cached.heaps[which] = heap
+        due = []
+        while heap and now >= heap[0][0]:
+            due.append(heapq.heappop(heap)[1])
+        changed = False
+        for k in due:
+            name, at, known, fit, is_float = entries[k]
+            wanted, until = at(now)
+            steady[name] = until
+            heapq.heappush(heap, (until, k))
+            found = known.get(wanted) if not is_float else None
+            if found is None:
+                found = self._known(name, wanted, fit, known if not is_float else None)
+            value, raw = found
+            if value == values.get(name) and not is_float:
+                continue
+            values[name] = value
+            changed = True
+            if raws is not None:
+                if raw is _FAILED:  # Message.encode says what is wrong
+                    cached.raws = raws = None
+                else:
+                    raws[name] = raw
+        cached.steady_due[which] = heap[0][0] if heap else math.inf
+        return changed
+
+    def _known(
+        self,
+        name: str,
+        wanted: SignalValue | None,
+        fit: _Fitting,
+        known: dict[Any, tuple[Any, Any]] | None,
+    ) -> tuple[Any, Any]:
+        """A steady signal's value for what its motion wants, and its raw (`_FAILED`: one
+        cantools refuses), kept in `known` for the next time (a few values come again and
+        again)."""
+        value = fit(wanted) if wanted is not None else None
+        if value is None:
+            value = self._fixed[name]
+        raw: Any = None
+        if self._raw_encoder is not None:
+            try:
+                raw = self._raw_encoder.raw(name, value)
+            except Exception:  # Message.encode says what is wrong
+                raw = _FAILED
+        found = (value, raw)
+        if known is not None and len(known) < _MEMO_SIZE:
+            known[wanted] = found
+        return found
+
+    def _update(self, cached: _Values, group: _Group, state: VehicleState) -> bool:
+        """Bring the values of `group` up to `state` (held values win); whether any changed.
+        A motion whose value is known to stay until later is not asked again before then."""
+        changed = False
+        for name, motion, fit, is_float, _ in group.plain:
+            changed = self._take(cached, (name, motion, None, fit, is_float), state) or changed
+        for name, _, _, walk, fit in group.banked:
+            changed = self._take(cached, (name, walk, None, fit, False), state) or changed
+        for name, at, _, fit, is_float in group.steady:
+            changed = self._take(cached, (name, None, at, fit, is_float), state) or changed
+        return changed
+
+    def _take(
+        self,
+        cached: _Values,
+        signal: tuple[str, Motion | None, SteadyAt | None, _Fitting, bool],
+        state: VehicleState,
+    ) -> bool:
+        """Bring one signal's value up to `state` (`_update`); whether it changed."""
+        name, motion, at, fit, is_float = signal
+        held = self._held
+        wanted = held.get(name) if held else None
+        if wanted is None:
+            if at is not None:
+                if state.time_s < cached.steady.get(name, _NEVER):
+                    return False
+                wanted, cached.steady[name] = at(state.time_s)
+            elif motion is not None:
+                wanted = motion(state)
+        value = fit(wanted) if wanted is not None else None
+        if value is None:
+            value = self._fixed[name]
+        if value == cached.values.get(name) and not is_float:
+            return False  # the same value: the same raw (a float's -0.0 is not 0.0's bits)
+        cached.values[name] = value
+        if cached.raws is not None and self._raw_encoder is not None:
+            try:
+                cached.raws[name] = self._raw_encoder.raw(name, value)
+            except Exception:  # Message.encode says what is wrong
+                cached.raws = None
+        return True
 
     def _body(self, cached: _Values, content: _Page) -> bytes:
         """The payload of a page's values, counter and checksum not yet written."""

@@ -62,6 +62,23 @@ _DTC_OVERHEAT = "P0217"
 _PACK_AH = 8.0
 _TANK_L = 50.0
 _CELL_OHM = 0.004
+_CELL_HALF_STEP = 0.0005  # cells are rounded to the millivolt
+_CELL_MARGIN = 1e-9
+_NEAR_HALF = 0.5 - 1e-6  # a thousandth of a millivolt from halfway, or nearer
+
+
+def _to_millivolt(volts: float) -> float:
+    """`round(volts, 3)`, exactly, mostly without its decimal conversion (the cells are
+    worked out every step). `round(x, 3)` is the double nearest x's decimal rounded half to
+    even at three places, k/1000 for an integer k; k/1000.0 is that double (IEEE division of
+    exact operands). Below a million volts the error of `volts * 1000.0` is under 1e-9, so
+    when that is further than 1e-6 from halfway, `round` of it is that k. Nearer halfway,
+    zero (whose sign `round` keeps) or larger: `round(volts, 3)` itself."""
+    scaled = volts * 1000.0
+    k = round(scaled) if -1e9 < scaled < 1e9 else 0
+    if k and abs(scaled - k) < _NEAR_HALF:
+        return k / 1000.0
+    return round(volts, 3)
 
 
 def _lag(value: float, target: float, dt: float, tau: float) -> float:
@@ -297,6 +314,8 @@ class VehicleModel:
         self.current = 0.0
         self.cell_offsets = tuple(rng.uniform(-0.012, 0.012) for _ in range(CELLS))
         self.cells: tuple[float, ...] = ()
+        # the cell voltages' `base` (`_update_cells`) between which they stay as they are
+        self._cells_kept = (math.inf, -math.inf)
         self.battery_temp = self.outside_c + 3.0
         # diagnostics
         self.overheat = False
@@ -536,9 +555,23 @@ class VehicleModel:
 
     def _update_cells(self) -> None:
         ocv = 3.0 + 0.006 * self.soc  # a flat LFP-like curve, 3.0 V empty to 3.6 V full
-        self.cells = tuple(
-            round(ocv - self.current * _CELL_OHM + offset, 3) for offset in self.cell_offsets
-        )
+        base = ocv - self.current * _CELL_OHM  # each cell is this plus its offset, in mV
+        low, high = self._cells_kept
+        if low < base < high:
+            return  # every cell rounds to the millivolt it has
+        offsets = self.cell_offsets
+        cells = self.cells = tuple([_to_millivolt(base + offset) for offset in offsets])
+        # `round(x, 3)` is the double nearest the decimal x rounds to: the same for every x
+        # within half a step of it (less a margin far wider than a double's error near 3 V),
+        # so the same for every cell while `base` stays where all of them do
+        if all(cells):  # but zero keeps the sign of what was rounded: -0.0 or 0.0
+            pairs = list(zip(cells, offsets, strict=True))
+            self._cells_kept = (
+                max(c - _CELL_HALF_STEP + _CELL_MARGIN - o for c, o in pairs),
+                min(c + _CELL_HALF_STEP - _CELL_MARGIN - o for c, o in pairs),
+            )
+        else:
+            self._cells_kept = (math.inf, -math.inf)
 
     def _step_diagnostics(self) -> None:
         if self.coolant < _REARM_C:

@@ -25,7 +25,16 @@ from firmware_sim.signal_kinds import (
     tokens_of,
 )
 
-__all__ = ["Motion", "body_of", "motion_for", "steady_until"]
+__all__ = [
+    "Motion",
+    "SteadyAt",
+    "Walk",
+    "body_of",
+    "motion_for",
+    "steady_at",
+    "steady_until",
+    "steady_values",
+]
 
 SignalValue = float | int | str
 Motion = Callable[[VehicleState], SignalValue | None]
@@ -236,26 +245,41 @@ def _walk(signal: Any, rng: random.Random) -> Motion:
         (rng.uniform(4.0, 25.0), rng.uniform(0, 2 * math.pi), rng.uniform(0.5, 1.0))
         for _ in range(3)
     ]
-    total = sum(w for _, _, w in waves)
-    half = width / 2
-    (p1, f1, w1), (p2, f2, w2), (p3, f3, w3) = waves
-    two_pi, sin = 2 * math.pi, math.sin
+    return Walk(center, width / 2, tuple(waves))
 
-    def walk(s: VehicleState) -> float:
-        t = s.time_s
-        # the three waves written out (this runs for most signals of a database); summed by
-        # `sum` as before, whose float sum differs between Python versions from a + b + c
+
+_TWO_PI: Final = 2 * math.pi
+
+
+class Walk:
+    """Three sines of `waves` (period, phase, weight), summed and stretched over the band of
+    `half` either side of `center`: a pure function of the time alone. Its parameters are
+    open, so that `firmware_sim.walk_bank` computes many walks at once, exactly as here."""
+
+    __slots__ = ("center", "half", "total", "waves")
+
+    def __init__(
+        self, center: float, half: float, waves: tuple[tuple[float, float, float], ...]
+    ) -> None:
+        self.center, self.half, self.waves = center, half, waves
+        self.total = sum(w for _, _, w in waves)
+
+    def __call__(self, s: VehicleState) -> float:
+        return self.value_at(s.time_s)
+
+    def value_at(self, t: float) -> float:
+        (p1, f1, w1), (p2, f2, w2), (p3, f3, w3) = self.waves
+        sin = math.sin
+        # summed by `sum`, whose float sum differs between Python versions from a + b + c
         mix = sum(
             (
-                w1 * sin(two_pi * t / p1 + f1),
-                w2 * sin(two_pi * t / p2 + f2),
-                w3 * sin(two_pi * t / p3 + f3),
+                w1 * sin(_TWO_PI * t / p1 + f1),
+                w2 * sin(_TWO_PI * t / p2 + f2),
+                w3 * sin(_TWO_PI * t / p3 + f3),
             )
         )
         # three sines add up to their peak rarely: stretched, so the walk spans its band
-        return center + half * max(-1.0, min(1.0, 1.6 * mix / total))
-
-    return walk
+        return self.center + self.half * max(-1.0, min(1.0, 1.6 * mix / self.total))
 
 
 def _toggle(signal: Any, rng: random.Random) -> Motion:
@@ -290,6 +314,20 @@ class _Toggle:
         phase = t % self.cycle
         edge = self.length if phase < self.length else self.cycle
         return time_s - phase + edge - _STEADY_MARGIN_S
+
+    def values(self) -> tuple[float, ...]:
+        """Every value the flag shows."""
+        return (self.off, self.on)
+
+    def at(self, time_s: float) -> tuple[float, float]:
+        """(the value at `time_s`, `steady_until(time_s)`) in one call."""
+        t = time_s - self.first
+        if t < 0.0:
+            return self.off, self.first - _STEADY_MARGIN_S
+        phase = t % self.cycle
+        if phase < self.length:
+            return self.on, time_s - phase + self.length - _STEADY_MARGIN_S
+        return self.off, time_s - phase + self.cycle - _STEADY_MARGIN_S
 
 
 def _enumerate(signal: Any, rng: random.Random) -> Motion | None:
@@ -326,6 +364,17 @@ class _Enumerate:
         step = math.floor((time_s + self.shift) / self.dwell) + 1
         return step * self.dwell - self.shift - _STEADY_MARGIN_S
 
+    def values(self) -> tuple[str, ...]:
+        """Every label shown."""
+        return tuple(self.labels)
+
+    def at(self, time_s: float) -> tuple[str, float]:
+        """(the label at `time_s`, `steady_until(time_s)`) in one call."""
+        dwell, shift = self.dwell, self.shift
+        steps = (time_s + shift) / dwell
+        label = self.labels[int(steps) % len(self.labels)]
+        return label, (math.floor(steps) + 1) * dwell - shift - _STEADY_MARGIN_S
+
 
 class _Constant:
     """The same value at every moment."""
@@ -341,6 +390,16 @@ class _Constant:
     def steady_until(self, time_s: float) -> float:
         return math.inf
 
+    def values(self) -> tuple[float, ...]:
+        return (self.value,)
+
+    def at(self, time_s: float) -> tuple[float, float]:
+        return self.value, math.inf
+
+
+SteadyAt = Callable[[float], tuple[SignalValue, float]]
+"""A steady motion's value at a time and until when it stays (`steady_at`)."""
+
 
 def steady_until(motion: Motion) -> Callable[[float], float] | None:
     """For a motion that changes only at moments known in advance (flags that toggle,
@@ -348,6 +407,19 @@ def steady_until(motion: Motion) -> Callable[[float], float] | None:
     None for a motion that follows the model or moves all the time."""
     found: Callable[[float], float] | None = getattr(motion, "steady_until", None)
     return found
+
+
+def steady_at(motion: Motion) -> SteadyAt | None:
+    """For such a motion (`steady_until`), its value at a time and until when it stays, in
+    one call: it depends on the time alone. None for any other motion."""
+    found: SteadyAt | None = getattr(motion, "at", None)
+    return found
+
+
+def steady_values(motion: Motion) -> tuple[SignalValue, ...]:
+    """Every value such a motion (`steady_at`) takes, () for any other."""
+    found: Callable[[], tuple[SignalValue, ...]] | None = getattr(motion, "values", None)
+    return found() if found is not None else ()
 
 
 def _initial_physical(signal: Any) -> float:

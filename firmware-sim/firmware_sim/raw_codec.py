@@ -10,6 +10,7 @@ cantools' `encode_data` does once it has the raw values. The bits are cantools' 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["RawEncoder"]
@@ -25,7 +26,10 @@ class RawEncoder:
     def __init__(self, message: Any) -> None:
         codec = message._codecs
         formats = codec["formats"]
-        self._big, self._little = formats.big_endian, formats.little_endian
+        orders = {s.byte_order for s in codec["signals"]}
+        # a format without a signal (cantools makes both) packs only zeros: not packed
+        self._big = formats.big_endian if "big_endian" in orders else None
+        self._little = formats.little_endian if "little_endian" in orders else None
         self._empty = not codec["signals"]
         self._length = int(message.length)
         self._conversions = {s.name: s.conversion for s in codec["signals"]}
@@ -49,6 +53,11 @@ class RawEncoder:
             return int(conversion.choice_to_number(value))
         return conversion.numeric_scaled_to_raw(value)  # type: ignore[no-any-return]
 
+    def numeric(self, name: str) -> Callable[[float], RawValue]:
+        """`raw` of a number for one signal: its cantools conversion's own method."""
+        found: Callable[[float], RawValue] = self._conversions[name].numeric_scaled_to_raw
+        return found
+
     def raws(self, values: dict[str, int | float | str]) -> dict[str, RawValue]:
         """Every signal's raw value."""
         return {name: self.raw(name, value) for name, value in values.items()}
@@ -57,7 +66,8 @@ class RawEncoder:
         """The payload: what `Message.encode(values, padding=False, strict=False)` returns."""
         if self._empty:
             return bytes(self._length)
-        packed = int.from_bytes(self._big.pack(raws), "big") | int.from_bytes(
-            self._little.pack(raws), "little"
-        )
+        big, little = self._big, self._little
+        packed = int.from_bytes(big.pack(raws), "big") if big is not None else 0
+        if little is not None:
+            packed |= int.from_bytes(little.pack(raws), "little")
         return packed.to_bytes(self._length, "big")

@@ -20,7 +20,7 @@ __all__ = ["Schedule"]
 class Schedule:
     """The due times of slots `0 .. len(periods) - 1`, every one of them due at `start`."""
 
-    __slots__ = ("_base", "_count", "_heap", "_members", "_periods")
+    __slots__ = ("_base", "_count", "_group_of", "_heap", "_members", "_periods", "_times")
 
     def __init__(self, periods: Sequence[float], start: float) -> None:
         groups: dict[float, list[int]] = {}
@@ -28,8 +28,13 @@ class Schedule:
             groups.setdefault(float(period), []).append(slot)
         self._periods = list(groups)
         self._members = [tuple(slots) for slots in groups.values()]
+        self._group_of = [0] * len(periods)
+        for group, slots in enumerate(self._members):
+            for slot in slots:
+                self._group_of[slot] = group
         self._base = [start] * len(groups)
         self._count = [0] * len(groups)
+        self._times = [0] * len(groups)  # how often each group was due
         self._heap = [(start, group) for group in range(len(groups))]
         heapq.heapify(self._heap)
 
@@ -59,7 +64,13 @@ class Schedule:
                 self._again(g, now)
         return out
 
+    def times(self) -> list[int]:
+        """How many times each slot has been due (`due` returned it)."""
+        times = self._times
+        return [times[group] for group in self._group_of]
+
     def _again(self, group: int, now: float) -> None:
+        self._times[group] += 1
         count = self._count[group] = self._count[group] + 1
         period = self._periods[group]
         following = self._base[group] + count * period

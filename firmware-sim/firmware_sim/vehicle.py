@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import threading
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType, TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -24,7 +26,7 @@ import can
 from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import Clock, RealClock, SimulatedClock
 from firmware_sim.faults import FAULTS
-from firmware_sim.live_plan import LivePlan
+from firmware_sim.live_plan import LivePlan, Moment
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
@@ -38,6 +40,7 @@ from firmware_sim.signals import (
     find_signal,
     out_of_range_raw,
 )
+from firmware_sim.walk_bank import WalkBank
 
 if TYPE_CHECKING:
     from firmware_sim.scenario import Scenario, ScenarioCycle
@@ -45,6 +48,19 @@ if TYPE_CHECKING:
 __all__ = ["FAULTS", "VirtualVehicle"]
 
 log = logging.getLogger(__name__)
+
+
+class _Loud:
+    """A slot whose frames always need a call (`VirtualVehicle._frame`)."""
+
+    quiet = -math.inf
+    out = can.Message()
+    restamp = None
+    payload_at = None
+    name = ""
+
+
+_LOUD = _Loud()
 
 _ERROR_PERIOD_S = 0.05
 _TICK_S = 0.05  # the model advances at least this often, whatever the database sends
@@ -89,19 +105,6 @@ def _database_name(dbc: Any) -> str | None:
     if isinstance(dbc, str | Path):
         return Path(dbc).name
     return None
-
-
-def _frame_of(plan: LivePlan) -> can.Message:
-    """The frame a live plan's payloads are sent in."""
-    message = plan.message
-    fd = bool(message.is_fd) or int(message.length) > 8
-    return can.Message(
-        arbitration_id=int(message.frame_id),
-        is_extended_id=bool(message.is_extended_frame),
-        is_fd=fd,
-        bitrate_switch=fd,
-        data=bytes(int(message.length)),
-    )
 
 
 def written_for_demo_model(db: Any) -> bool:
@@ -198,18 +201,24 @@ class VirtualVehicle:
         self._error_frames = False
         self._obd_stall = False
         # frames sent per plan: counted by the sender alone, read without a lock
-        self._sent = [0] * len(self._plans)
+        # frames sent per plan: the times its slot was due (the schedule counts them), less
+        # those not sent (counted by the sender alone), plus those of earlier runs
+        self._missed = [0] * len(self._plans)
+        self._sent_before = [0] * len(self._plans)
         self._errors_sent = 0
         self._commands = 0
         self._stepped_at: float | None = None  # when the model was last stepped (monotonic)
         # the schedule's slots: every message, the model tick and the error frames
         self._periods = [p.period_s for p in self._plans] + [_TICK_S, _ERROR_PERIOD_S]
         self._schedule: Schedule | None = None
-        # a frame per live plan, sent again and again with the plan's payload: python-can's
-        # virtual bus sends a copy, and a new frame for each would cost as much as its copy
-        self._live: list[tuple[LivePlan, can.Message] | None] = [
-            (plan, _frame_of(plan)) if isinstance(plan, LivePlan) else None for plan in self._plans
-        ]
+        # what the sender reads of each slot: a live plan, that says until when its frame
+        # goes out as it is (`LivePlan.quiet`), or something whose frames always need a call
+        # (the demo model's plans, the model's tick, the error frames); the message's name
+        self._quiet: list[LivePlan | _Loud] = [
+            plan if isinstance(plan, LivePlan) else _LOUD for plan in self._plans
+        ] + [_LOUD, _LOUD]
+        self._names: list[str | None] = [plan.name for plan in self._plans] + [None, None]
+        self._error_slot = len(self._plans) + 1
         self._started = False
 
     def _build_plans(
@@ -218,6 +227,8 @@ class VirtualVehicle:
         """A plan for every message sent, and the periods chosen for those without one."""
         plans: list[MessagePlan | LivePlan] = []
         periods: list[Period] = []
+        # the walks of the messages of one period, computed together (`WalkBank`)
+        banks: dict[float, tuple[WalkBank, WalkBank]] = {}
         for message in self.db.messages:
             if getattr(message, "is_container", False):
                 continue
@@ -227,7 +238,12 @@ class VirtualVehicle:
                 continue
             period = choose_period(message)
             periods.append(period)
-            plans.append(LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme))
+            walks = banks.setdefault(period.seconds, (WalkBank(), WalkBank()))
+            plans.append(
+                LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme, walks=walks)
+            )
+        for bank in (bank for pair in banks.values() for bank in pair if len(bank)):
+            bank.build()  # with the plans, not on the first frames
         return plans, periods
 
     def _use_scenario(self, scenario: Scenario | str | Path) -> None:
@@ -336,6 +352,11 @@ class VirtualVehicle:
             now = self.clock.monotonic()
             with self._lock:
                 self._stepped_at = now
+                if self._schedule is not None:  # started again: the frames sent so far
+                    sent = self._schedule.times()
+                    for slot, missed in enumerate(self._missed):
+                        self._sent_before[slot] += sent[slot] - missed
+                    self._missed = [0] * len(self._plans)
                 self._schedule = Schedule(self._periods, now)  # every slot due now
             self._started = True
             if isinstance(self.clock, SimulatedClock):
@@ -404,6 +425,10 @@ class VirtualVehicle:
                 self._step_to(self.clock.monotonic())
             return self._model.snapshot()
 
+    def _snapshot(self) -> VehicleState:
+        with self._lock:
+            return self._model.snapshot()
+
     def _step_to(self, now: float) -> None:
         """Step the model to `now` (caller holds the lock)."""
         if self._stepped_at is not None and now > self._stepped_at:
@@ -424,8 +449,11 @@ class VirtualVehicle:
     def frames_sent(self) -> dict[str, int]:
         """Frames sent so far, per message."""
         sent: dict[str, int] = {}
-        for plan, count in zip(self._plans, self._sent, strict=True):
-            sent[plan.name] = sent.get(plan.name, 0) + count
+        schedule = self._schedule
+        due = schedule.times() if schedule is not None else [0] * len(self._plans)
+        counts = zip(self._plans, self._sent_before, due, self._missed, strict=False)
+        for plan, before, times, missed in counts:
+            sent[plan.name] = sent.get(plan.name, 0) + before + times - missed
         return sent
 
     @property
@@ -613,39 +641,109 @@ class VirtualVehicle:
         bus, schedule = self._bus, self._schedule
         if bus is None or schedule is None:
             return
-        plans, lives = self._plans, self._live
-        tick, error_slot = len(plans), len(plans) + 1
         with self._lock:
             self._step_to(now)
-            state = self._model.snapshot()
+            # the state is snapshot only if a frame needs it (a plan's values are due)
+            moment = Moment(self._model.time_s, self._snapshot)
         stamp = self.clock.time()
-        sent = self._sent
-        for index in schedule.due(now):  # the one loop every frame goes through: kept lean
-            if index >= tick:
-                if index == error_slot and self._error_frames:
-                    self._send_error(bus, stamp)
-                continue
-            plan = plans[index]
-            if plan.name in self._silenced:
-                continue
-            faults = self._out_of_range
-            out_of_range = faults.get(plan.name) if faults else None
-            live = lives[index]
+        due = schedule.due(now)
+        # faults as they are now (swapped whole by the controls, never changed in place)
+        silenced, faults = self._silenced, self._out_of_range
+        missed, send, plans = self._missed, bus.send, len(self._plans)
+        if silenced or faults:
+            for index in due:
+                name = self._names[index]
+                if name is not None and name in silenced:
+                    missed[index] += 1
+                    continue
+                frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
+                sent = frame is not None and self._send(send, frame, stamp, index)
+                if not sent and index < plans:
+                    missed[index] += 1
+            return
+        quiet, time_s = self._quiet, moment.time_s
+        self._prepare(due, moment)
+        for index in due:  # the one loop every frame goes through: kept lean
+            plan = quiet[index]
+            if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
+                frame, restamp = plan.out, plan.restamp
+            elif plan.payload_at is not None:  # a live plan's payload, in its frame
+                try:
+                    plan.out.data = plan.payload_at(moment, None)
+                except Exception:  # keep the other messages going
+                    log.exception("%s not sent", plan.name)
+                    missed[index] += 1
+                    continue
+                frame, restamp = plan.out, None
+            else:
+                found = self._frame(index, moment, stamp, None)
+                if found is None:
+                    if index < plans:
+                        missed[index] += 1
+                    continue
+                frame, restamp = found, None
+            frame.timestamp = stamp
             try:
-                if live is None:
-                    frame = plan.frame(state, out_of_range)
-                else:  # a live plan's payload, in its own frame
-                    live_plan, frame = live
-                    frame.data = live_plan.payload(state, out_of_range)
-                frame.timestamp = stamp
-                bus.send(frame)
-            except can.CanError as exc:
-                log.warning("%s not sent: %s", plan.name, exc)
-                continue
-            except Exception:  # keep the other messages going
-                log.exception("%s not sent", plan.name)
-                continue
-            sent[index] += 1
+                if restamp is not None:  # this frame's own counter and checksum
+                    restamp()
+                send(frame)
+            except Exception as exc:  # keep the other messages going
+                self._not_sent(index, exc)
+                missed[index] += 1
+
+    def _prepare(self, due: Sequence[int], moment: Moment) -> None:
+        """Bring the pages due at `moment` up to it first, one after the other, before any
+        of their frames goes out: the work of a moment done together, then its sends."""
+        quiet, time_s = self._quiet, moment.time_s
+        for index in due:
+            plan = quiet[index]
+            if plan.quiet <= time_s and plan.payload_at is not None:
+                try:
+                    plan.prepare(moment)
+                except Exception:  # its frame asks again, and says what is wrong
+                    continue
+
+    def _frame(
+        self,
+        index: int,
+        moment: Moment,
+        stamp: float,
+        out_of_range: Mapping[str, int | float] | None,
+    ) -> can.Message | None:
+        """The frame of slot `index` (None: nothing to send: the model's tick, the error
+        frames' turn, sent here, or a frame that could not be made)."""
+        if index >= len(self._plans):
+            bus = self._bus
+            if index == self._error_slot and self._error_frames and bus is not None:
+                self._send_error(bus, stamp)
+            return None
+        plan = self._plans[index]
+        try:
+            if isinstance(plan, LivePlan):
+                plan.out.data = plan.payload_at(moment, out_of_range)
+                return plan.out
+            return plan.frame(moment.state(), out_of_range)
+        except Exception:  # keep the other messages going
+            log.exception("%s not sent", plan.name)
+            return None
+
+    def _send(
+        self, send: Callable[[can.Message], None], frame: can.Message, stamp: float, index: int
+    ) -> bool:
+        """Send slot `index`'s `frame` stamped `stamp`; whether it went."""
+        frame.timestamp = stamp
+        try:
+            send(frame)
+        except Exception as exc:  # keep the other messages going
+            self._not_sent(index, exc)
+            return False
+        return True
+
+    def _not_sent(self, index: int, exc: Exception) -> None:
+        if isinstance(exc, can.CanError):
+            log.warning("%s not sent: %s", self._names[index], exc)
+        else:
+            log.error("%s not sent", self._names[index], exc_info=exc)
 
     def _send_error(self, bus: can.BusABC, stamp: float) -> None:
         msg = can.Message(

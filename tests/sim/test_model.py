@@ -6,6 +6,8 @@ import dataclasses
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from firmware_sim.model import IDLE_RPM, ClimateRequest, VehicleModel
 
@@ -207,3 +209,53 @@ def test_body_controls_and_validation() -> None:
     with pytest.raises(ValueError, match="Unlocked"):
         model.set_lock("open")
     assert dataclasses.is_dataclass(state)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10**6),
+    steps=st.lists(
+        st.tuples(
+            st.floats(0.001, 0.2),
+            st.sampled_from(["drive", "throttle", "brake", "ac", "coast"]),
+            st.floats(0.0, 100.0),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+)
+def test_the_cells_are_each_rounded_to_the_millivolt_at_every_step(
+    seed: int, steps: list[tuple[float, str, float]]
+) -> None:
+    """The cells are only rounded again when one of them can change (`_update_cells`):
+    they are what rounding every one of them afresh gives, at every step."""
+    model = VehicleModel(seed)
+    for dt, control, amount in steps:
+        if control == "throttle":
+            model.set_throttle(amount)
+        elif control == "brake":
+            model.set_brake(amount > 50.0)
+        elif control == "ac":
+            model.set_climate(ClimateRequest(setpoint_c=16.0, ac=True, fan_level=7))
+        elif control == "coast":
+            model.pause_driving()
+        for _ in range(1 + int(amount) % 20):
+            model.step(dt)
+            ocv = 3.0 + 0.006 * model.soc
+            fresh = tuple(
+                round(ocv - model.current * 0.004 + offset, 3) for offset in model.cell_offsets
+            )
+            assert model.cells == fresh
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    volts=st.floats(-1e12, 1e12)
+    | st.floats(2.9, 3.7)
+    | st.integers(-(10**7), 10**7).map(lambda k: (k + 0.5) / 1000)  # halfway, as near as a double
+    | st.sampled_from([0.0, -0.0, 0.0004, -0.0004, 0.0005, -0.0005, 3.2995, 1e9, -1e9])
+)
+def test_a_cell_is_rounded_to_the_millivolt_as_round_rounds_it(volts: float) -> None:
+    from firmware_sim.model import _to_millivolt
+
+    assert repr(_to_millivolt(volts)) == repr(round(volts, 3))

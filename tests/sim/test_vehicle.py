@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections import Counter
@@ -242,3 +243,46 @@ def test_start_stop_and_bad_input(channel: str) -> None:
     assert not car.running
     with pytest.raises(ValueError, match="VIN"):
         VirtualVehicle(DEMO, channel=channel, vin="SHORT")
+
+
+@pytest.mark.parametrize("database", ["demo", "opendbc"])
+def test_frames_sent_counts_the_frames_on_the_bus(database: str, channel: str) -> None:
+    """Per message, what `frames_sent` says is what a peer received: with a message silenced
+    for a while, a raw value out of range, error frames, and after a stop and a new start."""
+    from tests.shared_data import DATA, HAVE_SHARED
+
+    if database == "opendbc" and not HAVE_SHARED:
+        pytest.skip("../shared/data is not there")
+    dbc: Any = DEMO if database == "demo" else DATA / "opendbc" / "ford_lincoln_base_pt.dbc"
+    clock = SimulatedClock()
+    received: Counter[int] = Counter()
+    with can.Bus(interface="virtual", channel=channel) as peer:
+        car = VirtualVehicle(dbc, channel=channel, clock=clock, obd=False)
+        names = {int(m.frame_id): m.name for m in car.db.messages}
+
+        def take() -> Counter[str]:
+            now: Counter[str] = Counter()
+            for frame in iter(lambda: peer.recv(0), None):
+                if not frame.is_error_frame:
+                    received[frame.arbitration_id] += 1
+                    now[names[frame.arbitration_id]] += 1
+            return now
+
+        for _ in range(2):
+            with car:
+                clock.advance(0.7)
+                silenced = take().most_common(1)[0][0]  # a message sent often
+                signal = next(
+                    s.name for m in car.db.messages for s in m.signals if m.name != silenced
+                )
+                car.inject_fault("silence", message=silenced)
+                with contextlib.suppress(ValueError):  # a signal carrying any raw is in range
+                    car.inject_fault("out_of_range", signal=signal)
+                car.inject_fault("error_frames")
+                clock.advance(0.5)
+                assert take()[silenced] == 0
+                car.clear_faults()
+                clock.advance(0.4)
+                assert take()[silenced] > 0
+    sent = car.frames_sent
+    assert {names[i]: n for i, n in received.items()} == {k: v for k, v in sent.items() if v}
