@@ -143,8 +143,9 @@ def test_the_folded_xor_is_the_xor_of_every_byte(payload: bytes) -> None:
 def _field(start: int, length: int, big_endian: bool) -> Any:
     from cantools.database.can import Signal
 
-    order = "big_endian" if big_endian else "little_endian"
-    return Signal("S", start=start, length=length, byte_order=order)
+    if big_endian:
+        return Signal("S", start=start, length=length, byte_order="big_endian")
+    return Signal("S", start=start, length=length, byte_order="little_endian")
 
 
 @settings(max_examples=300, deadline=None)
@@ -209,7 +210,7 @@ def test_a_steady_motion_at_a_time_is_its_value_and_until_when_it_stays(
 
     from firmware_sim.motion import _Constant, _Enumerate, _Toggle, steady_at, steady_until
 
-    motions = [
+    motions: list[Any] = [
         _Toggle(1.0, 0.0, cycle, length, first),
         _Enumerate(["Off", "On", "Auto"], dwell, shift),
         _Constant(3.5),
@@ -218,7 +219,7 @@ def test_a_steady_motion_at_a_time_is_its_value_and_until_when_it_stays(
         at, until = steady_at(motion), steady_until(motion)
         assert at is not None and until is not None
         for t in times:
-            assert at(t) == (motion(SimpleNamespace(time_s=t)), until(t))  # type: ignore[arg-type]
+            assert at(t) == (motion(SimpleNamespace(time_s=t)), until(t))
 
 
 @settings(max_examples=200, deadline=None)
@@ -254,7 +255,7 @@ def test_a_walk_bank_gives_every_walk_and_raw_as_the_walk_fit_and_conversion_giv
     bank = WalkBank()
     walks = []
     for k, (length, signed, scale, offset, minimum, maximum) in enumerate(signals):
-        choices = {0: "Zero"} if k % 3 == 2 else None  # one label: a walk, a named conversion
+        choices: Any = {0: "Zero"} if k % 3 == 2 else None  # one label: a walk, a named one
         conversion = BaseConversion.factory(scale=scale, offset=offset, choices=choices)
         signal = Signal(
             f"S{k}", start=0, length=length, is_signed=signed, conversion=conversion,
@@ -274,8 +275,10 @@ def test_a_walk_bank_gives_every_walk_and_raw_as_the_walk_fit_and_conversion_giv
         for index, walk, fit, to_raw in walks:
             expected = fit.fit(walk.value_at(t))
             physical = values[index]
+            assert isinstance(physical, float)
             found = int(physical) if physical.is_integer() else physical  # as LivePlan takes it
             assert (type(found), repr(found)) == (type(expected), repr(expected))
+            assert isinstance(expected, int | float)
             raw = to_raw(expected)
             assert (type(raws[index]), raws[index]) == (type(raw), raw)
 
@@ -315,7 +318,9 @@ def test_a_counter_and_xor_checksum_apart_stamp_as_written_byte_by_byte(
         f" SG_ MSG_CHECKSUM : {checksum_byte * 8}|8@1+ (1,0) "
         f'[{checksum_range[0]}|{checksum_range[1]}] "" ECU\n'
     )
-    message = cantools.database.load_string(dbc, strict=False).get_message_by_name("M")
+    database = cantools.database.load_string(dbc, strict=False)
+    assert isinstance(database, cantools.database.can.Database)
+    message = database.get_message_by_name("M")
     plan = LivePlan(message, 0.01)
     assert plan._xor is not None and plan.restamp == plan._restamp_xor
     stamp = _any_stamp(plan._only_page, plan._frame_id)
