@@ -43,7 +43,14 @@ from firmware_sim.signal_kinds import (
 from firmware_sim.signals import SignalValue, coerce_value, initial_value
 from firmware_sim.walk_bank import WalkBank
 
-__all__ = ["REFRESH_S", "LivePlan", "Moment", "encodable_signals", "message_signals"]
+__all__ = [
+    "REFRESH_S",
+    "SLOW_REFRESH_S",
+    "LivePlan",
+    "Moment",
+    "encodable_signals",
+    "message_signals",
+]
 
 log = logging.getLogger(__name__)
 

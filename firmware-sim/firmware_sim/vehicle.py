@@ -26,7 +26,7 @@ import can
 from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import Clock, RealClock, SimulatedClock
 from firmware_sim.faults import FAULTS
-from firmware_sim.live_plan import LivePlan, Moment
+from firmware_sim.live_plan import REFRESH_S, SLOW_REFRESH_S, LivePlan, Moment
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
@@ -105,6 +105,16 @@ def _database_name(dbc: Any) -> str | None:
     if isinstance(dbc, str | Path):
         return Path(dbc).name
     return None
+
+
+def _bank_key(period: float, interval: float, group: str) -> tuple[str, float]:
+    """Which walk bank a message of `period` takes for a group refreshed every `interval`:
+    one shared by every period that divides the interval (their frames fall on its
+    multiples), or its own period's."""
+    steps = interval / period
+    if period <= interval and abs(steps - round(steps)) < 1e-9:
+        return group, interval
+    return group + " period", period
 
 
 def written_for_demo_model(db: Any) -> bool:
@@ -227,8 +237,10 @@ class VirtualVehicle:
         """A plan for every message sent, and the periods chosen for those without one."""
         plans: list[MessagePlan | LivePlan] = []
         periods: list[Period] = []
-        # the walks of the messages of one period, computed together (`WalkBank`)
-        banks: dict[float, tuple[WalkBank, WalkBank]] = {}
+        # the walks of the messages whose values come due at the same moments, computed
+        # together (`WalkBank`): those of one period, and those of every period a refresh
+        # interval is a whole multiple of (their refreshes land on the same frames)
+        banks: dict[tuple[str, float], WalkBank] = {}
         for message in self.db.messages:
             if getattr(message, "is_container", False):
                 continue
@@ -238,11 +250,14 @@ class VirtualVehicle:
                 continue
             period = choose_period(message)
             periods.append(period)
-            walks = banks.setdefault(period.seconds, (WalkBank(), WalkBank()))
+            walks = (
+                banks.setdefault(_bank_key(period.seconds, REFRESH_S, "fast"), WalkBank()),
+                banks.setdefault(_bank_key(period.seconds, SLOW_REFRESH_S, "slow"), WalkBank()),
+            )
             plans.append(
                 LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme, walks=walks)
             )
-        for bank in (bank for pair in banks.values() for bank in pair if len(bank)):
+        for bank in (bank for bank in banks.values() if len(bank)):
             bank.build()  # with the plans, not on the first frames
         return plans, periods
 
