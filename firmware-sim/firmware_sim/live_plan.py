@@ -850,10 +850,9 @@ class LivePlan:
         while heap and now >= heap[0][0]:
             due.append(heapq.heappop(heap)[1])
         changed = False
-        for k in due:
+        for k in due:  # the heap has their times from now on (`steady` only `_update`'s)
             name, at, known, fit, is_float = entries[k]
             wanted, until = at(now)
-            steady[name] = until
             heapq.heappush(heap, (until, k))
             found = known.get(wanted) if not is_float else None
             if found is None:
