@@ -4,10 +4,12 @@ Each signal gets a `Motion` (`firmware_sim.motion`) from its kind (`firmware_sim
 a multiplexed message goes through its pages one frame after the other; counters count and
 checksums check on every frame. The values are taken from the model at most every
 `REFRESH_S` (or every frame of a slower message), the others every `SLOW_REFRESH_S` (a flag
-or a label not before it can change), and encoded by cantools only when one of them changed
-(`firmware_sim.raw_codec`); the frames in between send that payload as it is, or a copy with
-their own counter and checksum written in place. That is what a frame costs: see
-benchmarks/bench_sim_cost.py.
+or a label not before it can change: a heap of their times), and encoded by cantools only when
+one of them changed (`firmware_sim.raw_codec`). The walks most signals make are computed for
+all the messages refreshed at the same moments at once (`firmware_sim.walk_bank`), exactly as
+one at a time. Between refreshes a plain message's frame (`out`) goes out as it is (`quiet`),
+or with its own counter and checksum written in place (`restamp`). That is what a frame
+costs: see benchmarks/bench_sim_cost.py.
 """
 
 from __future__ import annotations
