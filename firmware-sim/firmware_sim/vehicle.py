@@ -664,39 +664,26 @@ class VirtualVehicle:
         due = schedule.due(now)
         # faults as they are now (swapped whole by the controls, never changed in place)
         silenced, faults = self._silenced, self._out_of_range
-        missed, send, plans = self._missed, bus.send, len(self._plans)
         if silenced or faults:
-            for index in due:
-                name = self._names[index]
-                if name is not None and name in silenced:
-                    missed[index] += 1
-                    continue
-                frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
-                sent = frame is not None and self._send(send, frame, stamp, index)
-                if not sent and index < plans:
-                    missed[index] += 1
+            self._send_faulty(due, moment, stamp, silenced, faults)
             return
-        quiet, time_s = self._quiet, moment.time_s
-        self._prepare(due, moment)
+        missed, send, quiet, time_s = self._missed, bus.send, self._quiet, moment.time_s
+        prepared = False
         for index in due:  # the one loop every frame goes through: kept lean
             plan = quiet[index]
             if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
                 frame, restamp = plan.out, plan.restamp
-            elif plan.payload_at is not None:  # a live plan's payload, in its frame
-                try:
-                    plan.out.data = plan.payload_at(moment, None)
-                except Exception:  # keep the other messages going
-                    log.exception("%s not sent", plan.name)
-                    missed[index] += 1
-                    continue
-                frame, restamp = plan.out, None
             else:
-                found = self._frame(index, moment, stamp, None)
-                if found is None:
-                    if index < plans:
-                        missed[index] += 1
-                    continue
-                frame, restamp = found, None
+                if not prepared and plan.payload_at is not None:  # the pages due: all first
+                    prepared = True
+                    self._prepare(due, moment)
+                if plan.quiet > time_s:  # brought up to date just now
+                    frame, restamp = plan.out, plan.restamp
+                else:
+                    found = self._made(index, moment, stamp)
+                    if found is None:
+                        continue
+                    frame, restamp = found, None
             frame.timestamp = stamp
             try:
                 if restamp is not None:  # this frame's own counter and checksum
@@ -705,6 +692,50 @@ class VirtualVehicle:
             except Exception as exc:  # keep the other messages going
                 self._not_sent(index, exc)
                 missed[index] += 1
+
+    def _send_faulty(
+        self,
+        due: Sequence[int],
+        moment: Moment,
+        stamp: float,
+        silenced: frozenset[str],
+        faults: Mapping[str, Mapping[str, int | float]],
+    ) -> None:
+        """`run_due`'s loop while a fault is on: every frame asks its plan."""
+        bus = self._bus
+        if bus is None:
+            return
+        missed, send, plans = self._missed, bus.send, len(self._plans)
+        for index in due:
+            name = self._names[index]
+            if name is not None and name in silenced:
+                missed[index] += 1
+                continue
+            frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
+            sent = frame is not None and self._send(send, frame, stamp, index)
+            if not sent and index < plans:
+                missed[index] += 1
+
+    def _made(self, index: int, moment: Moment, stamp: float) -> can.Message | None:
+        """Slot `index`'s frame made by its plan (None: nothing to send, or it could not be
+        made: counted as not sent)."""
+        plan = self._quiet[index]
+        if plan.payload_at is not None:  # a live plan's payload, in its frame
+            frame = self._payload_frame(plan, moment)
+        else:
+            frame = self._frame(index, moment, stamp, None)
+        if frame is None and index < len(self._plans):
+            self._missed[index] += 1
+        return frame
+
+    def _payload_frame(self, plan: LivePlan, moment: Moment) -> can.Message | None:
+        """A live plan's frame with its payload at `moment` (None: it could not be made)."""
+        try:
+            plan.out.data = plan.payload_at(moment, None)
+        except Exception:  # keep the other messages going
+            log.exception("%s not sent", plan.name)
+            return None
+        return plan.out
 
     def _prepare(self, due: Sequence[int], moment: Moment) -> None:
         """Bring the pages due at `moment` up to it first, one after the other, before any
