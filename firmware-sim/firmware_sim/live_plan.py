@@ -762,7 +762,8 @@ class LivePlan:
             raws, encoder = cached.raws, self._raw_encoder
             if raws is not None and encoder is not None:
                 try:
-                    cached.body = bytearray(encoder.encode(raws))
+                    cached.body[:] = encoder.encode(raws)  # in place: the same length
+                    self._xor_ready = _NO_PAYLOAD  # a new payload in the same buffer
                     return
                 except Exception:  # Message.encode raises too, and says what is sent instead
                     pass
