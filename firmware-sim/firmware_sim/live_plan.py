@@ -638,10 +638,24 @@ class LivePlan:
         sender refreshes the messages due at a moment together, then sends their frames):
         `out` then holds the payload as it is until `quiet` (or `restamp` writes it)."""
         cached = self._only
-        if cached is not None and moment.time_s >= cached.due:
+        if cached is None or moment.time_s < cached.due:
+            return
+        if self._held:
             self._refresh(cached, self._only_page, moment.state())
-            self.quiet = cached.due
-            self.out.data = cached.body if self._one_stamp is None else self._buffer
+        else:  # `_refresh` when no value is held, written out
+            state = moment.state()
+            now, changed = state.time_s, False
+            if now >= cached.fast_due:
+                changed = self._bring(cached, self._only_page.fast, 0, state)
+                cached.fast_due = now + self._refresh_s
+            if now >= cached.slow_due:
+                changed = self._bring(cached, self._only_page.slow, 1, state) or changed
+                cached.slow_due = now + self._slow_s
+            cached.due = min(cached.fast_due, cached.slow_due)
+            if changed:
+                self._encoded(cached, self._only_page)
+        self.quiet = cached.due
+        self.out.data = cached.body if self._one_stamp is None else self._buffer
 
     def _one_page(
         self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
@@ -758,16 +772,21 @@ class LivePlan:
         cached.due = min(cached.fast_due, cached.slow_due)
         if held:
             cached.body = bytearray(self._body(cached, content))
-        elif changed:  # `_body`, written out
-            raws, encoder = cached.raws, self._raw_encoder
-            if raws is not None and encoder is not None:
-                try:
-                    cached.body[:] = encoder.encode(raws)  # in place: the same length
-                    self._xor_ready = _NO_PAYLOAD  # a new payload in the same buffer
-                    return
-                except Exception:  # Message.encode raises too, and says what is sent instead
-                    pass
-            cached.body = bytearray(self._encode(cached.values, content))
+        elif changed:
+            self._encoded(cached, content)
+
+    def _encoded(self, cached: _Values, content: _Page) -> None:
+        """A page's new payload (`_body`, written out), in its buffer when cantools packs
+        its raws (in place: the same length)."""
+        raws, encoder = cached.raws, self._raw_encoder
+        if raws is not None and encoder is not None:
+            try:
+                cached.body[:] = encoder.encode(raws)
+                self._xor_ready = _NO_PAYLOAD  # a new payload in the same buffer
+                return
+            except Exception:  # Message.encode raises too, and says what is sent instead
+                pass
+        cached.body = bytearray(self._encode(cached.values, content))
 
     def _first(self, content: _Page, state: VehicleState) -> _Values:
         """A page's values and payload the first time it is sent (or after a hold)."""
