@@ -203,7 +203,13 @@ _Plain = tuple[str, Motion, _Fitting, bool, _ToRaw | None]
 # far (`_known`), the fit, whether a float
 _Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
 _FAILED: Final = object()  # a raw cantools refuses
-_NO_PAYLOAD: Final[tuple[bytearray | None, int, int]] = (None, 0, 0)  # `LivePlan._xor_ready`
+# `LivePlan._xor_ready`: the payload in the buffer, its counter byte without the counter, its
+# XOR without the counter and checksum; the counter byte, its bits per sequence number, how
+# many, the checksum byte, the raw written per XOR (None: the XOR itself)
+_XorReady = tuple[
+    bytearray | None, int, int, int, tuple[int, ...], int, int, tuple[int, ...] | None
+]
+_NO_PAYLOAD: Final[_XorReady] = (None, 0, 0, 0, (0,), 1, 0, None)
 
 
 # name, index in the bank's answers, the raw of a number, the walk and the fit (for
@@ -485,7 +491,7 @@ class LivePlan:
         # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
         self._xor = _xor_shape(self._only_page, int(message.length))
         # for the payload in hand: itself, its counter's byte without the counter, its XOR
-        self._xor_ready: tuple[bytearray | None, int, int] = _NO_PAYLOAD
+        self._xor_ready: _XorReady = _NO_PAYLOAD
         # counter byte, its bits for each sequence number (modulo their count), checksum
         # byte, the raw written for each XOR when the range is narrower than 8 bits
         self._xor_at = _xor_at(self._xor)
@@ -688,21 +694,30 @@ class LivePlan:
         change (`_xor_ready` is dropped whenever the buffer is written another way)."""
         body = self._only.body  # type: ignore[union-attr]
         ready = self._xor_ready
-        data = self._buffer
-        if ready[0] is not body:  # a new payload: its XOR without them, its counter byte
-            c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
-            data[:] = body
-            data[c_byte] &= kept
-            data[byte] = 0
-            ready = self._xor_ready = (body, data[c_byte], xor_bytes(self._frame_id, data, 0))
-        _, c_kept, base = ready
-        c_byte, counters, byte, folded = self._xor_at
+        if ready[0] is not body:
+            ready = self._xor_payload(body)
+        _, c_kept, base, c_byte, counters, count, byte, folded = ready
         sequence = self._sent
         self._sent = sequence + 1
-        counter = counters[sequence % len(counters)]
+        counter = counters[sequence % count]
+        data = self._buffer
         data[c_byte] = c_kept | counter
         raw = base ^ counter  # below 256: the XOR of bytes
         data[byte] = raw if folded is None else folded[raw]
+
+    def _xor_payload(self, body: bytearray) -> _XorReady:
+        """A new payload in the buffer for `_restamp_xor`: it, its counter byte without the
+        counter, its XOR without the counter and checksum, and where they go."""
+        c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
+        data = self._buffer
+        data[:] = body
+        data[c_byte] &= kept
+        data[byte] = 0
+        _, counters, _, folded = self._xor_at
+        base = xor_bytes(self._frame_id, data, 0)
+        ready = (body, data[c_byte], base, c_byte, counters, len(counters), byte, folded)
+        self._xor_ready = ready
+        return ready
 
     def _restamp(self) -> None:
         """`out`'s payload for the next frame of a plain message with a counter or checksum,
