@@ -4,10 +4,12 @@ Each signal gets a `Motion` (`firmware_sim.motion`) from its kind (`firmware_sim
 a multiplexed message goes through its pages one frame after the other; counters count and
 checksums check on every frame. The values are taken from the model at most every
 `REFRESH_S` (or every frame of a slower message), the others every `SLOW_REFRESH_S` (a flag
-or a label not before it can change), and encoded by cantools only when one of them changed
-(`firmware_sim.raw_codec`); the frames in between send that payload as it is, or a copy with
-their own counter and checksum written in place. That is what a frame costs: see
-benchmarks/bench_sim_cost.py.
+or a label not before it can change: a heap of their times), and encoded by cantools only when
+one of them changed (`firmware_sim.raw_codec`). The walks most signals make are computed for
+all the messages refreshed at the same moments at once (`firmware_sim.walk_bank`), exactly as
+one at a time. Between refreshes a plain message's frame (`out`) goes out as it is (`quiet`),
+or with its own counter and checksum written in place (`restamp`). That is what a frame
+costs: see benchmarks/bench_sim_cost.py.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from firmware_sim.walk_bank import WalkBank
 
 __all__ = [
     "REFRESH_S",
+    "SLOW_REFRESH_S",
     "LivePlan",
     "Moment",
     "encodable_signals",
@@ -239,7 +242,13 @@ _Plain = tuple[str, Motion, _Fitting, bool, _ToRaw | None]
 # far (`_known`), the fit, whether a float
 _Steady = tuple[str, SteadyAt, dict[Any, tuple[Any, Any]], _Fitting, bool]
 _FAILED: Final = object()  # a raw cantools refuses
-_NO_PAYLOAD: Final[tuple[bytearray | None, int, int]] = (None, 0, 0)  # `LivePlan._xor_ready`
+# `LivePlan._xor_ready`: the payload in the buffer, its counter byte without the counter, its
+# XOR without the counter and checksum; the counter byte, its bits per sequence number, how
+# many, the checksum byte, the raw written per XOR (None: the XOR itself)
+_XorReady = tuple[
+    bytearray | None, int, int, int, tuple[int, ...], int, int, tuple[int, ...] | None
+]
+_NO_PAYLOAD: Final[_XorReady] = (None, 0, 0, 0, (0,), 1, 0, None)
 
 
 # name, index in the bank's answers, the raw of a number, the walk and the fit (for
@@ -523,7 +532,7 @@ class LivePlan:
         # counter's bits (XOR is the same bit by bit, and the counter's bits are its own)
         self._xor = _xor_shape(self._only_page, int(message.length))
         # for the payload in hand: itself, its counter's byte without the counter, its XOR
-        self._xor_ready: tuple[bytearray | None, int, int] = _NO_PAYLOAD
+        self._xor_ready: _XorReady = _NO_PAYLOAD
         # counter byte, its bits for each sequence number (modulo their count), checksum
         # byte, the raw written for each XOR when the range is narrower than 8 bits
         self._xor_at = _xor_at(self._xor)
@@ -676,10 +685,24 @@ class LivePlan:
         sender refreshes the messages due at a moment together, then sends their frames):
         `out` then holds the payload as it is until `quiet` (or `restamp` writes it)."""
         cached = self._only
-        if cached is not None and moment.time_s >= cached.due:
+        if cached is None or moment.time_s < cached.due:
+            return
+        if self._held:
             self._refresh(cached, self._only_page, moment.state())
-            self.quiet = cached.due
-            self.out.data = cached.body if self._one_stamp is None else self._buffer
+        else:  # `_refresh` when no value is held, written out
+            state = moment.state()
+            now, changed = state.time_s, False
+            if now >= cached.fast_due:
+                changed = self._bring(cached, self._only_page.fast, 0, state)
+                cached.fast_due = now + self._refresh_s
+            if now >= cached.slow_due:
+                changed = self._bring(cached, self._only_page.slow, 1, state) or changed
+                cached.slow_due = now + self._slow_s
+            cached.due = min(cached.fast_due, cached.slow_due)
+            if changed:
+                self._encoded(cached, self._only_page)
+        self.quiet = cached.due
+        self.out.data = cached.body if self._one_stamp is None else self._buffer
 
     def _one_page(
         self, moment: Moment, out_of_range: Mapping[str, int | float] | None = None
@@ -712,21 +735,30 @@ class LivePlan:
         change (`_xor_ready` is dropped whenever the buffer is written another way)."""
         body = self._only.body  # type: ignore[union-attr]
         ready = self._xor_ready
-        data = self._buffer
-        if ready[0] is not body:  # a new payload: its XOR without them, its counter byte
-            c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
-            data[:] = body
-            data[c_byte] &= kept
-            data[byte] = 0
-            ready = self._xor_ready = (body, data[c_byte], xor_bytes(self._frame_id, data, 0))
-        _, c_kept, base = ready
-        c_byte, counters, byte, folded = self._xor_at
+        if ready[0] is not body:
+            ready = self._xor_payload(body)
+        _, c_kept, base, c_byte, counters, count, byte, folded = ready
         sequence = self._sent
         self._sent = sequence + 1
-        counter = counters[sequence % len(counters)]
+        counter = counters[sequence % count]
+        data = self._buffer
         data[c_byte] = c_kept | counter
         raw = base ^ counter  # below 256: the XOR of bytes
         data[byte] = raw if folded is None else folded[raw]
+
+    def _xor_payload(self, body: bytearray) -> _XorReady:
+        """A new payload in the buffer for `_restamp_xor`: it, its counter byte without the
+        counter, its XOR without the counter and checksum, and where they go."""
+        c_byte, kept, byte = self._xor[0], self._xor[1], self._xor[6]  # type: ignore[index]
+        data = self._buffer
+        data[:] = body
+        data[c_byte] &= kept
+        data[byte] = 0
+        _, counters, _, folded = self._xor_at
+        base = xor_bytes(self._frame_id, data, 0)
+        ready = (body, data[c_byte], base, c_byte, counters, len(counters), byte, folded)
+        self._xor_ready = ready
+        return ready
 
     def _restamp(self) -> None:
         """`out`'s payload for the next frame of a plain message with a counter or checksum,
@@ -796,15 +828,21 @@ class LivePlan:
         cached.due = min(cached.fast_due, cached.slow_due)
         if held:
             cached.body = bytearray(self._body(cached, content))
-        elif changed:  # `_body`, written out
-            raws, encoder = cached.raws, self._raw_encoder
-            if raws is not None and encoder is not None:
-                try:
-                    cached.body = bytearray(encoder.encode(raws))
-                    return
-                except Exception:  # Message.encode raises too, and says what is sent instead
-                    pass
-            cached.body = bytearray(self._encode(cached.values, content))
+        elif changed:
+            self._encoded(cached, content)
+
+    def _encoded(self, cached: _Values, content: _Page) -> None:
+        """A page's new payload (`_body`, written out), in its buffer when cantools packs
+        its raws (in place: the same length)."""
+        raws, encoder = cached.raws, self._raw_encoder
+        if raws is not None and encoder is not None:
+            try:
+                cached.body[:] = encoder.encode(raws)
+                self._xor_ready = _NO_PAYLOAD  # a new payload in the same buffer
+                return
+            except Exception:  # Message.encode raises too, and says what is sent instead
+                pass
+        cached.body = bytearray(self._encode(cached.values, content))
 
     def _first(self, content: _Page, state: VehicleState) -> _Values:
         """A page's values and payload the first time it is sent (or after a hold)."""
@@ -890,10 +928,9 @@ class LivePlan:
         while heap and now >= heap[0][0]:
             due.append(heapq.heappop(heap)[1])
         changed = False
-        for k in due:
+        for k in due:  # the heap has their times from now on (`steady` only `_update`'s)
             name, at, known, fit, is_float = entries[k]
             wanted, until = at(now)
-            steady[name] = until
             heapq.heappush(heap, (until, k))
             found = known.get(wanted) if not is_float else None
             if found is None:

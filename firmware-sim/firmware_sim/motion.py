@@ -13,6 +13,7 @@ import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any, Final
 
 from firmware_sim.model import VehicleState
@@ -111,32 +112,34 @@ def _quantity(
     """The model's value of a quantity, in the model's unit."""
     name, corner = kind.quantity, kind.corner
     ambient_phase = rng.uniform(0.0, 2 * math.pi)
+    # a quantity the state holds as it is: read by attrgetter (no Python call each time)
+    # a quantity the state holds as it is is read by attrgetter: no Python call each time
     table: dict[str, Callable[[VehicleState], float]] = {
-        "vehicle_speed": lambda s: s.vehicle_speed_kmh,
+        "vehicle_speed": attrgetter("vehicle_speed_kmh"),
         "wheel_speed": lambda s: _wheel_kmh(s, corner),
-        "engine_speed": lambda s: s.engine_speed_rpm,
-        "accelerator": lambda s: s.throttle_pct,
+        "engine_speed": attrgetter("engine_speed_rpm"),
+        "accelerator": attrgetter("throttle_pct"),
         "brake_pressure": lambda s: 25.0 if s.brake else 0.0,
         "brake_pedal_position": lambda s: 30.0 if s.brake else 0.0,
-        "steering_angle": lambda s: s.steering_angle_deg,
-        "yaw_rate": lambda s: s.yaw_rate_dps,
-        "longitudinal_accel": lambda s: s.accel_mps2,
+        "steering_angle": attrgetter("steering_angle_deg"),
+        "yaw_rate": attrgetter("yaw_rate_dps"),
+        "longitudinal_accel": attrgetter("accel_mps2"),
         "lateral_accel": lambda s: s.vehicle_speed_kmh / 3.6 * math.radians(s.yaw_rate_dps),
         "gear": lambda s: _gear(s, lo),
-        "coolant_temp": lambda s: s.coolant_temp_c,
+        "coolant_temp": attrgetter("coolant_temp_c"),
         "oil_temp": lambda s: s.outside_temp_c + (s.coolant_temp_c - s.outside_temp_c) * 0.85,
         "transmission_temp": lambda s: s.transmission_temp_c + (s.engine_load_pct - 18) * 0.05,
-        "intake_temp": lambda s: s.intake_air_temp_c,
+        "intake_temp": attrgetter("intake_air_temp_c"),
         # the model's air is still; a thermometer in the wind is not
         "ambient_temp": lambda s: s.outside_temp_c + 0.8 * math.sin(s.time_s / 5.0 + ambient_phase),
         "battery_voltage": (
-            (lambda s: s.pack_voltage_v) if hi >= 60.0 else (lambda s: s.module_voltage_v)
+            attrgetter("pack_voltage_v") if hi >= 60.0 else attrgetter("module_voltage_v")
         ),
-        "battery_current": lambda s: s.pack_current_a,
-        "state_of_charge": lambda s: s.soc_pct,
+        "battery_current": attrgetter("pack_current_a"),
+        "state_of_charge": attrgetter("soc_pct"),
         # the sender in the tank sloshes as the car speeds up and slows down
         "fuel_level": lambda s: s.fuel_level_pct + 1.5 * s.accel_mps2,
-        "odometer": lambda s: s.odometer_km,
+        "odometer": attrgetter("odometer_km"),
     }
     return table.get(name or "")
 

@@ -2,10 +2,11 @@
 
 `Message.encode` converts every signal's physical value on every call and walks the codec
 tree; a plan that keeps its signals' raw values (converted once, when a value changes, by the
-signal's own cantools conversion) hands them straight to the message's compiled formats, as
-cantools' `encode_data` does once it has the raw values. The bits are cantools' either way
-(the simulator is a witness: it never packs bits itself), and the payload is the very one
-`Message.encode` makes (tests/sim/test_frames_pinned.py).
+signal's own cantools conversion, or for walks by a `WalkBank` doing the same arithmetic for
+many at once) hands them straight to the message's compiled formats, as cantools'
+`encode_data` does once it has the raw values (`Message.encode(..., scaling=False)`). The
+bits are cantools' either way (the simulator is a witness: it never packs bits itself), and
+the payload is the very one `Message.encode` makes (tests/sim/test_frames_pinned.py).
 """
 
 from __future__ import annotations

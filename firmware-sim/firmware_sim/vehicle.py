@@ -26,7 +26,7 @@ import can
 from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import Clock, RealClock, SimulatedClock
 from firmware_sim.faults import FAULTS
-from firmware_sim.live_plan import LivePlan, Moment
+from firmware_sim.live_plan import REFRESH_S, SLOW_REFRESH_S, LivePlan, Moment
 from firmware_sim.model import VehicleModel, VehicleState
 from firmware_sim.obd import DEFAULT_VIN, ObdResponder, check_vin
 from firmware_sim.periods import Period, choose_period, period_summary
@@ -105,6 +105,16 @@ def _database_name(dbc: Any) -> str | None:
     if isinstance(dbc, str | Path):
         return Path(dbc).name
     return None
+
+
+def _bank_key(period: float, interval: float, group: str) -> tuple[str, float]:
+    """Which walk bank a message of `period` takes for a group refreshed every `interval`:
+    one shared by every period that divides the interval (their frames fall on its
+    multiples), or its own period's."""
+    steps = interval / period
+    if period <= interval and abs(steps - round(steps)) < 1e-9:
+        return group, interval
+    return group + " period", period
 
 
 def written_for_demo_model(db: Any) -> bool:
@@ -227,8 +237,10 @@ class VirtualVehicle:
         """A plan for every message sent, and the periods chosen for those without one."""
         plans: list[MessagePlan | LivePlan] = []
         periods: list[Period] = []
-        # the walks of the messages of one period, computed together (`WalkBank`)
-        banks: dict[float, tuple[WalkBank, WalkBank]] = {}
+        # the walks of the messages whose values come due at the same moments, computed
+        # together (`WalkBank`): those of one period, and those of every period a refresh
+        # interval is a whole multiple of (their refreshes land on the same frames)
+        banks: dict[tuple[str, float], WalkBank] = {}
         for message in self.db.messages:
             if getattr(message, "is_container", False):
                 continue
@@ -238,11 +250,14 @@ class VirtualVehicle:
                 continue
             period = choose_period(message)
             periods.append(period)
-            walks = banks.setdefault(period.seconds, (WalkBank(), WalkBank()))
+            walks = (
+                banks.setdefault(_bank_key(period.seconds, REFRESH_S, "fast"), WalkBank()),
+                banks.setdefault(_bank_key(period.seconds, SLOW_REFRESH_S, "slow"), WalkBank()),
+            )
             plans.append(
                 LivePlan(message, period.seconds, seed=seed, checksum_scheme=scheme, walks=walks)
             )
-        for bank in (bank for pair in banks.values() for bank in pair if len(bank)):
+        for bank in (bank for bank in banks.values() if len(bank)):
             bank.build()  # with the plans, not on the first frames
         return plans, periods
 
@@ -649,39 +664,26 @@ class VirtualVehicle:
         due = schedule.due(now)
         # faults as they are now (swapped whole by the controls, never changed in place)
         silenced, faults = self._silenced, self._out_of_range
-        missed, send, plans = self._missed, bus.send, len(self._plans)
         if silenced or faults:
-            for index in due:
-                name = self._names[index]
-                if name is not None and name in silenced:
-                    missed[index] += 1
-                    continue
-                frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
-                sent = frame is not None and self._send(send, frame, stamp, index)
-                if not sent and index < plans:
-                    missed[index] += 1
+            self._send_faulty(due, moment, stamp, silenced, faults)
             return
-        quiet, time_s = self._quiet, moment.time_s
-        self._prepare(due, moment)
+        missed, send, quiet, time_s = self._missed, bus.send, self._quiet, moment.time_s
+        prepared = False
         for index in due:  # the one loop every frame goes through: kept lean
             plan = quiet[index]
             if plan.quiet > time_s:  # a plain message between refreshes: its frame as it is
                 frame, restamp = plan.out, plan.restamp
-            elif plan.payload_at is not None:  # a live plan's payload, in its frame
-                try:
-                    plan.out.data = plan.payload_at(moment, None)
-                except Exception:  # keep the other messages going
-                    log.exception("%s not sent", plan.name)
-                    missed[index] += 1
-                    continue
-                frame, restamp = plan.out, None
             else:
-                found = self._frame(index, moment, stamp, None)
-                if found is None:
-                    if index < plans:
-                        missed[index] += 1
-                    continue
-                frame, restamp = found, None
+                if not prepared and plan.payload_at is not None:  # the pages due: all first
+                    prepared = True
+                    self._prepare(due, moment)
+                if plan.quiet > time_s:  # brought up to date just now
+                    frame, restamp = plan.out, plan.restamp
+                else:
+                    found = self._made(index, moment, stamp)
+                    if found is None:
+                        continue
+                    frame, restamp = found, None
             frame.timestamp = stamp
             try:
                 if restamp is not None:  # this frame's own counter and checksum
@@ -690,6 +692,50 @@ class VirtualVehicle:
             except Exception as exc:  # keep the other messages going
                 self._not_sent(index, exc)
                 missed[index] += 1
+
+    def _send_faulty(
+        self,
+        due: Sequence[int],
+        moment: Moment,
+        stamp: float,
+        silenced: frozenset[str],
+        faults: Mapping[str, Mapping[str, int | float]],
+    ) -> None:
+        """`run_due`'s loop while a fault is on: every frame asks its plan."""
+        bus = self._bus
+        if bus is None:
+            return
+        missed, send, plans = self._missed, bus.send, len(self._plans)
+        for index in due:
+            name = self._names[index]
+            if name is not None and name in silenced:
+                missed[index] += 1
+                continue
+            frame = self._frame(index, moment, stamp, faults.get(name) if name else None)
+            sent = frame is not None and self._send(send, frame, stamp, index)
+            if not sent and index < plans:
+                missed[index] += 1
+
+    def _made(self, index: int, moment: Moment, stamp: float) -> can.Message | None:
+        """Slot `index`'s frame made by its plan (None: nothing to send, or it could not be
+        made: counted as not sent)."""
+        plan = self._quiet[index]
+        if plan.payload_at is not None:  # a live plan's payload, in its frame
+            frame = self._payload_frame(plan, moment)
+        else:
+            frame = self._frame(index, moment, stamp, None)
+        if frame is None and index < len(self._plans):
+            self._missed[index] += 1
+        return frame
+
+    def _payload_frame(self, plan: LivePlan, moment: Moment) -> can.Message | None:
+        """A live plan's frame with its payload at `moment` (None: it could not be made)."""
+        try:
+            plan.out.data = plan.payload_at(moment, None)
+        except Exception:  # keep the other messages going
+            log.exception("%s not sent", plan.name)
+            return None
+        return plan.out
 
     def _prepare(self, due: Sequence[int], moment: Moment) -> None:
         """Bring the pages due at `moment` up to it first, one after the other, before any
