@@ -7,7 +7,6 @@ third-party reader, not ours, is the judge."""
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
 
@@ -15,17 +14,19 @@ import can
 from firmware_sim import VirtualVehicle
 from firmware_sim.checksums import scheme_of
 from firmware_sim.clock import SimulatedClock
+from tests.shared_data import DATA, needs_shared
 
 opendbc_dbc = pytest.importorskip("opendbc.can.dbc", reason="the opendbc extra (Python < 3.13)")
 opendbc_parser = pytest.importorskip("opendbc.can.parser")
 
 
+@needs_shared
 @pytest.mark.parametrize("name", ["vw_mqb", "vw_mlb", "comma_body", "tesla_model3_party"])
 def test_every_checksum_and_counter_passes_opendbcs_parser(name: str) -> None:
     """Before, with XOR in their place, the parser dropped all 25 of vw_mqb's messages that
     carry a checksum, 7 of vw_mlb's 17 and all 6 of comma_body's."""
     database = opendbc_dbc.DBC(name)
-    path = Path(opendbc_dbc.__file__).parents[1] / "dbc" / f"{name}.dbc"
+    path = DATA / "opendbc" / f"{name}.dbc"  # the same as the one in opendbc
     assert scheme_of(name) == f"opendbc:{name}"
     states = {
         address: opendbc_parser.MessageState(address, msg.name, msg.size, list(msg.sigs.values()))
