@@ -18,6 +18,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from firmware_sim.e2e import positions
+
 __all__ = ["Checksum", "checksum_for", "folds", "scheme_of", "xor_bytes"]
 
 Checksum = Callable[[int, bytes | bytearray, int], int]
@@ -155,16 +157,10 @@ def _opendbc_checksum(database_name: str, signal: Any) -> Checksum | None:
     state = _opendbc_state(database_name)
     if state is None:
         return None
+    bits = positions(signal)  # least significant first; a big-endian start is the last
     start, size = int(signal.start), int(signal.length)
     little = signal.byte_order == "little_endian"
-    if little:
-        lsb, msb = start, start + size - 1
-    else:  # DBC big-endian numbering: the start is the most significant bit
-        order = [j + i * 8 for i in range(64) for j in range(7, -1, -1)]
-        at = order.index(start) if start in order else -1
-        if at < 0 or at + size - 1 >= len(order):
-            return None
-        lsb, msb = order[at + size - 1], start
+    lsb, msb = bits[0], bits[-1]
     theirs = Signal(str(signal.name), start, msb, lsb, size, bool(signal.is_signed),
                     float(signal.scale), float(signal.offset), little)  # fmt: skip
     set_signal_type(theirs, state, database_name, 0)

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import cantools
@@ -19,6 +20,7 @@ from benchmarks.drives import GNSS_DBC, generate, score
 from benchmarks.drives_obd import with_obd
 
 from firmware_sim import VirtualVehicle
+from firmware_sim.e2e import positions
 from hwbridge import CanDriver
 from hwbridge.can.transport.adapter import PythonCanAdapter
 from hwbridge.discovery.analysis.obd_reference import ObdFrames
@@ -245,14 +247,8 @@ KMH_PER = {None: 1.0, "km/h": 1.0, "kph": 1.0, "MPH": 1.609344, "mph": 1.609344}
 
 def _bits(start: int, length: int, byte_order: str) -> list[int]:
     """The frame bits a field covers from its least significant up, DBC numbering (a
-    big-endian start is its most significant bit)."""
-    if byte_order == "little_endian":
-        return list(range(start, start + length))
-    bits, bit = [], start
-    for _ in range(length):
-        bits.append(bit)
-        bit = bit - 1 if bit % 8 else bit + 15
-    return bits[::-1]
+    big-endian start is its most significant bit), as the simulator lays them."""
+    return positions(SimpleNamespace(start=start, length=length, byte_order=byte_order))
 
 
 @needs_shared
