@@ -19,7 +19,9 @@ import pytest
 from benchmarks.drives import GNSS_DBC, generate, score
 from benchmarks.drives_obd import with_obd
 
+import can
 from firmware_sim import VirtualVehicle
+from firmware_sim.clock import SimulatedClock
 from firmware_sim.e2e import positions
 from hwbridge import CanDriver
 from hwbridge.can.transport.adapter import PythonCanAdapter
@@ -234,14 +236,16 @@ def test_the_command_records_a_live_bus_with_obd_as_the_reference(
 
 
 QUICK_DRIVE = """
-name = "up to 90 and down to 30"
+name = "towards 90 for 8 s, then down to 20"
 [[phase]]
-seconds = 4
+seconds = 8
 speed_kmh = 90
 [[phase]]
 seconds = 30
-speed_kmh = 30
+speed_kmh = 20
 """
+"""A speed that keeps moving: whole km/h (the OBD-II answer) step often enough for the
+changes of a 0.01 km/h field to be seen moving with them (the model reaches 55 km/h)."""
 KMH_PER = {None: 1.0, "km/h": 1.0, "kph": 1.0, "MPH": 1.609344, "mph": 1.609344}
 
 
@@ -251,25 +255,55 @@ def _bits(start: int, length: int, byte_order: str) -> list[int]:
     return positions(SimpleNamespace(start=start, length=length, byte_order=byte_order))
 
 
+def _polled_drive(dbc: Path, scenario: Path, seconds: int, capture: Path) -> Path:
+    """`capture`: `seconds` simulated seconds of the simulator sending `dbc` through
+    `scenario`, with a tester asking for the speed (01 0D) ten times a second, as
+    `hwbridge discover --bus ... --reference obd` polls it. On a `SimulatedClock` the engine
+    ECU answers from the state at the clock's now, so the frames are the same however busy
+    the machine is."""
+    clock = SimulatedClock()
+    channel = f"mazda-{uuid.uuid4().hex[:8]}"
+    request = bytes.fromhex("02010d5555555555")
+    with (
+        can.Bus(interface="virtual", channel=channel) as tap,
+        can.BLFWriter(str(capture)) as writer,
+        VirtualVehicle([dbc], channel=channel, clock=clock, scenario=scenario),
+    ):
+        for _ in range(seconds * 10):
+            clock.advance(0.1)
+            asked = can.Message(arbitration_id=0x7DF, data=request, is_extended_id=False,
+                                timestamp=clock.time())  # fmt: skip
+            tap.send(asked)
+            writer.on_message_received(asked)
+            deadline = time.monotonic() + 30.0  # the responder's thread, however starved
+            while True:
+                msg = tap.recv(max(0.0, deadline - time.monotonic()))
+                assert msg is not None, "the engine ECU did not answer 01 0D"
+                msg.channel = None
+                writer.on_message_received(msg)
+                if msg.arbitration_id == 0x7E8 and msg.data[1:3] == b"\x41\x0d":
+                    break
+    return capture
+
+
 @needs_shared
 @pytest.mark.slow
 def test_a_users_own_database_in_the_simulator_is_named_and_scaled_from_obd(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The unattended path on a vehicle the work was not built on: opendbc's Mazda 3 in the
-    simulator, `hwbridge discover --bus ... --reference obd` for 20 s (the README's), with
-    nothing but the bus. Every field confirmed as OBD-II SPEED lies inside one of the
-    database's speed signals, at that signal's scale for the bits found (STEER2's 0.00621371 MPH is 0.01 km/h a bit), and the
-    speed is found in at least one of the three messages that carry it (12 s found all three
-    on a quiet machine, none with one core kept busy)."""
+    simulator for 20 s (the README's duration) with a tester polling OBD-II, then
+    `hwbridge discover drive.blf --reference obd`, with nothing but the bus. The speed is
+    found and confirmed in each of the three messages that carry it, every field lies
+    inside that message's speed signal, at that signal's scale for the bits found
+    (STEER2's 0.00621371 MPH is 0.01 km/h a bit). On simulated time: the live path, the
+    poller and the command on a real bus, is `test_the_command_records_a_live_bus_...`."""
     from hwbridge.cli.main import main
 
     dbc = DATA / "opendbc" / "mazda_3_2019.dbc"
     (tmp_path / "quick.toml").write_text(QUICK_DRIVE)
-    name = f"mazda-{uuid.uuid4().hex[:8]}"
-    with VirtualVehicle([dbc], channel=name, scenario=tmp_path / "quick.toml"):
-        code = main(["discover", "--bus", f"virtual:{name}", "--duration", "20",
-                     "--reference", "obd", "--json"])  # fmt: skip
+    capture = _polled_drive(dbc, tmp_path / "quick.toml", 20, tmp_path / "drive.blf")
+    code = main(["discover", str(capture), "--reference", "obd", "--json"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     found = [
@@ -291,7 +325,7 @@ def test_a_users_own_database_in_the_simulator_is_named_and_scaled_from_obd(
         scale = truth.scale * KMH_PER[truth.unit] * 2 ** covered.index(bits[0])
         # the draft's scale; 5%: a field of whole km/h up to 60 fits 3% off now and then
         assert abs(field["scale"] / scale - 1) <= 0.05, (frame_id, field)
-    assert found, "no speed field confirmed"
+    assert {frame_id for frame_id, _ in found} == set(speeds), found
 
 
 @pytest.mark.parametrize(
