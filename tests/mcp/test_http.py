@@ -144,7 +144,9 @@ def test_a_cancelled_wait_over_http(server: Session) -> None:
         return elapsed(cancelled_at), reports
 
     took, progress = server.run(cancelled)
-    assert took < WAIT_MS / 1000 / 2 and progress[0] == 0.5  # at once, not when it ends
+    assert took < WAIT_MS / 1000 / 2  # at once, not when the wait ends
+    # seconds waited, once per PROGRESS_INTERVAL_S: never sooner, later on a busy machine
+    assert PROGRESS_INTERVAL_S <= progress[0] < PROGRESS_INTERVAL_S + BUSY_MARGIN_S
     assert not call(server, "bus_status").is_error  # and the server serves on
 
 
