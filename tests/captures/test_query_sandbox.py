@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from hwbridge.captures import CaptureDriver, decode_captures
+from hwbridge.captures.sql.sandbox import _Killed
 from hwbridge.core.models import ToolError
-from tests.conftest import BUSY_MARGIN_S
+from tests.conftest import BUSY_MARGIN_S, wait_until
 
 from .conftest import FLEET_DBC, drive, write_capture
 from .conftest import ask_query as _query
@@ -310,6 +313,35 @@ def test_a_killed_worker_is_replaced_and_waiting_callers_get_an_answer(
     assert code in (None, "QUERY_TIMEOUT"), detail
     assert code is not None or detail["rows"] == [[200]]
     assert sandbox.worker_pid != before
+    _answers_normally(driver)
+
+
+def test_an_answer_in_the_pipe_at_the_deadline_is_taken_not_killed(
+    driver: CaptureDriver,
+) -> None:
+    """A caller that runs late (a busy machine, another thread holding the interpreter)
+    reaches its deadline after the worker answered: the answer is the outcome and the worker
+    lives on. It was reported as QUERY_TIMEOUT, the worker killed, for a query that had
+    answered in time (a full suite with one core kept busy showed it)."""
+    sandbox = driver.engine.sandbox
+    kills = sandbox.kills
+    worker = sandbox._pool.take()
+    assert worker.proc.stdout is not None
+    request = {"kind": "run", "sql": "SELECT count(*) AS n FROM Engine", "params": []}
+    worker._send(pickle.dumps(request))
+    answered = lambda: bool(select.select([worker.proc.stdout], [], [], 0)[0])  # noqa: E731
+    assert wait_until(answered, BUSY_MARGIN_S)
+    answer = worker._receive(time.monotonic() - 1.0)  # the deadline passed meanwhile
+    assert answer["ok"] and answer["rows"] == [[200]]
+    assert sandbox.kills == kills and worker.proc.poll() is None
+    _answers_normally(driver)
+    # and a worker with nothing to say at the deadline is still stopped there
+    worker._send(pickle.dumps({**request, "sql": "SELECT count(*) FROM range(1000000000000)"}))
+    started = time.monotonic()
+    with pytest.raises(_Killed, match="timeout"):
+        worker._receive(started + 0.2)
+    assert time.monotonic() - started < 0.2 + BUSY_MARGIN_S
+    sandbox._pool.drop()  # as a call does when its worker is stopped
     _answers_normally(driver)
 
 
