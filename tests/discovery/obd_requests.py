@@ -10,11 +10,30 @@ from typing import Any
 import can
 
 OBD_REQUESTS = frozenset({0x7DF, *range(0x7E0, 0x7E8)})
+"""The 11-bit request ids: functional 0x7DF, physical 0x7E0-0x7E7."""
+FUNCTIONAL_29 = 0x18DB33F1
+ENGINE_ANSWERS = ("OBD_7E8", "OBD_18DAF110")
+"""The engine ECU's answers as discovery names them, 11-bit or 29-bit. The simulated vehicle
+answers in both addressings, and the adapter keeps the one that answers its probe first:
+11-bit is tried first (ISO 15765-4), but a busy machine can make its answer late."""
+
+
+def is_request(msg: can.Message) -> bool:
+    """An OBD-II request: 11-bit to 0x7DF or 0x7E0-0x7E7, 29-bit to 0x18DB33F1 or from the
+    tester (F1) to one ECU (0x18DAxxF1)."""
+    if msg.is_extended_id:
+        return msg.arbitration_id == FUNCTIONAL_29 or msg.arbitration_id & 0x1FFF00FF == 0x18DA00F1
+    return msg.arbitration_id in OBD_REQUESTS
+
+
+def is_obd(ident: int) -> bool:
+    """An id OBD-II requests or answers use, in either addressing."""
+    return 0x7DF <= ident <= 0x7EF or ident == FUNCTIONAL_29 or ident >> 16 == 0x18DA
 
 
 class Requests:
-    """Collects the OBD-II requests (11-bit, to 0x7DF and 0x7E0-0x7E7) on `channel`, each
-    with the monotonic time it was seen, until closed."""
+    """Collects the OBD-II requests (`is_request`, either addressing) on `channel`, each with
+    the monotonic time it was seen, until closed."""
 
     def __init__(self, channel: str) -> None:
         self.bus = can.Bus(interface="virtual", channel=channel)
@@ -27,7 +46,7 @@ class Requests:
     def _run(self) -> None:
         while not self._stop.is_set():
             msg = self.bus.recv(0.05)
-            if msg is not None and not msg.is_extended_id and msg.arbitration_id in OBD_REQUESTS:
+            if msg is not None and is_request(msg):
                 with self._lock:
                     self._seen.append((time.monotonic(), msg))
 

@@ -32,7 +32,7 @@ from hwbridge.discovery.live.tools import DiscoveryTools
 from hwbridge.policy import SendPolicy
 from hwbridge.resources import bundled_dbc
 from tests.discovery.bare_car import SPEED_ID, bare_car
-from tests.discovery.obd_requests import Requests
+from tests.discovery.obd_requests import ENGINE_ANSWERS, Requests, is_obd
 from tests.shared_data import DATA, needs_shared
 
 # -- offline -------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) 
             survey = call(driver, "survey_bus", duration_ms=1500)
     finally:
         requests.close()
-    assert found["signal"] == "OBD_7E8.SPEED" and found["unit"] == "km/h"
+    assert found["signal"] in {f"{m}.SPEED" for m in ENGINE_ANSWERS} and found["unit"] == "km/h"
     top = found["candidates"][0]
     # the speed field, 0.01 km/h a bit; on a starved machine the vehicle's steps are coarser
     # and its lowest bit may read as noise: the field from bit 1 then, at 0.02 km/h a bit
@@ -162,8 +162,8 @@ def test_correlate_signal_ranks_the_speed_field_against_obd_speed(vehicle: str) 
     assert top["start_bit"] in (0, 1)
     assert abs(top["scale"] / (0.01 * 2 ** top["start_bit"]) - 1) <= 0.02
     assert top["verdict"] == "confirmed"
-    assert "OBD_7E8" in survey["known_messages"]
-    assert not [m for m in survey["messages"] if m["id"] in (0x7E8, 0x7E9, 0x7DF)]
+    assert set(ENGINE_ANSWERS) & set(survey["known_messages"])
+    assert not [m for m in survey["messages"] if is_obd(m["id"])]
     # what went out: mode 01 requests only, one frame each
     assert requests.frames and all(m.data[1] == 0x01 for m in requests.frames)
 
@@ -230,7 +230,8 @@ def test_the_command_records_a_live_bus_with_obd_as_the_reference(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     doc = json.loads(captured.out)
-    assert "OBD_7E8" in doc["reference_messages"] and doc["captures"] == [f"virtual:{vehicle}"]
+    assert set(ENGINE_ANSWERS) & set(doc["reference_messages"])
+    assert doc["captures"] == [f"virtual:{vehicle}"]
     assert any(m["id"] == 0x110 for m in doc["messages"])
     assert "OBD-II PIDs (mode 01, read-only)" in captured.err
 

@@ -15,7 +15,7 @@ import pytest
 
 from firmware_sim import VirtualVehicle
 from hwbridge.cli.main import main
-from tests.discovery.obd_requests import Requests, vehicle_speed
+from tests.discovery.obd_requests import ENGINE_ANSWERS, Requests, vehicle_speed
 from tests.llm import payloads as P
 from tests.llm.fake import FakeProvider, sse
 
@@ -119,7 +119,7 @@ def test_with_obd_as_the_reference_the_model_correlates_with_the_vehicle_speed(
         for m in fake_openai.requests[1]["messages"]
         if m["role"] == "tool" and m["tool_call_id"] == "call_1"
     )
-    assert answer["signal"] == "OBD_7E8.SPEED" and answer["unit"] == "km/h"
+    assert answer["signal"] in {f"{m}.SPEED" for m in ENGINE_ANSWERS} and answer["unit"] == "km/h"
     speed = vehicle_speed(answer["candidates"])  # 0.01 km/h a step of VehicleSpeed
     assert speed is not None, answer["candidates"][:3]
     assert abs(speed["scale"] / (0.01 * 2 ** speed["start_bit"]) - 1) <= 0.02

@@ -16,7 +16,7 @@ import pytest
 from firmware_sim import VirtualVehicle
 from firmware_sim.socketcand import SocketcandServer
 from tests.cli.conftest import DEMO, Run, run  # noqa: F401  (the runner fixture)
-from tests.discovery.obd_requests import Requests, vehicle_speed
+from tests.discovery.obd_requests import ENGINE_ANSWERS, Requests, vehicle_speed
 from tests.mcp.conftest import Session, stdio_session, text_of
 
 pytestmark = pytest.mark.timeout(90)
@@ -65,7 +65,7 @@ def test_correlate_signal_speed_is_answered_from_obd_polled_within_the_policy(
     took = time.monotonic() - start
     assert not result.is_error, text_of(result)
     found = result.structured_content
-    assert found["signal"] == "OBD_7E8.SPEED" and found["unit"] == "km/h"
+    assert found["signal"] in {f"{m}.SPEED" for m in ENGINE_ANSWERS} and found["unit"] == "km/h"
     speed = vehicle_speed(found["candidates"])  # 0.01 km/h a step of VehicleSpeed
     assert speed is not None, found["candidates"][:3]
     assert speed["verdict"] == "confirmed"
