@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import can
+from firmware_sim.scenario import parse_scenario
 
 OBD_REQUESTS = frozenset({0x7DF, *range(0x7E0, 0x7E8)})
 """The 11-bit request ids: functional 0x7DF, physical 0x7E0-0x7E7."""
@@ -16,6 +17,24 @@ ENGINE_ANSWERS = ("OBD_7E8", "OBD_18DAF110")
 """The engine ECU's answers as discovery names them, 11-bit or 29-bit. The simulated vehicle
 answers in both addressings, and the adapter keeps the one that answers its probe first:
 11-bit is tried first (ISO 15765-4), but a busy machine can make its answer late."""
+
+
+NEVER_STEADY = parse_scenario(
+    """
+name = "never steady"
+repeat = true
+[[phase]]
+seconds = 6
+speed_kmh = 60
+[[phase]]
+seconds = 6
+speed_kmh = 15
+"""
+)
+"""A drive whose speed is never steady: up towards 60 km/h for 6 s, down towards 15 for 6 s,
+again and again (between 16 and 49 km/h, at least 9 km/h in any 4 s). A vehicle left pulling
+away nears its top speed within a minute, where whole-km/h OBD-II answers barely move: a
+correlation recorded then, on a machine slow to get there, fixes no scale."""
 
 
 def is_request(msg: can.Message) -> bool:

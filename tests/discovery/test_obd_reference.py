@@ -32,7 +32,7 @@ from hwbridge.discovery.live.tools import DiscoveryTools
 from hwbridge.policy import SendPolicy
 from hwbridge.resources import bundled_dbc
 from tests.discovery.bare_car import SPEED_ID, bare_car
-from tests.discovery.obd_requests import ENGINE_ANSWERS, Requests, is_obd
+from tests.discovery.obd_requests import ENGINE_ANSWERS, NEVER_STEADY, Requests, is_obd
 from tests.shared_data import DATA, needs_shared
 
 # -- offline -------------------------------------------------------------------------------
@@ -130,11 +130,9 @@ def test_the_truck_log_has_no_obd_and_says_so() -> None:
 
 @pytest.fixture(scope="module")
 def vehicle() -> Iterator[str]:
-    """The simulated demo vehicle pulling away; its engine ECU answers OBD-II."""
+    """The simulated demo vehicle driving `NEVER_STEADY`; its engine ECU answers OBD-II."""
     name = f"obd-ref-{uuid.uuid4().hex[:8]}"
-    with VirtualVehicle([bundled_dbc()], channel=name, drive=False) as car:
-        car.set_gear("D")
-        car.set_throttle(30)
+    with VirtualVehicle([bundled_dbc()], channel=name, scenario=NEVER_STEADY):
         yield name
 
 

@@ -16,7 +16,12 @@ import pytest
 from firmware_sim import VirtualVehicle
 from firmware_sim.socketcand import SocketcandServer
 from tests.cli.conftest import DEMO, Run, run  # noqa: F401  (the runner fixture)
-from tests.discovery.obd_requests import ENGINE_ANSWERS, Requests, vehicle_speed
+from tests.discovery.obd_requests import (
+    ENGINE_ANSWERS,
+    NEVER_STEADY,
+    Requests,
+    vehicle_speed,
+)
 from tests.mcp.conftest import Session, stdio_session, text_of
 
 pytestmark = pytest.mark.timeout(90)
@@ -26,15 +31,14 @@ MAX_RATE_HZ = 10  # ObdPoller's own ceiling, below the default policy's 20 frame
 
 @pytest.fixture(scope="module")
 def vehicle() -> Iterator[tuple[str, Requests, VirtualVehicle]]:
-    """The demo vehicle pulling away on a virtual channel served over socketcand; its engine
-    ECU answers OBD-II. (bus string, the requests seen on its channel, the vehicle)"""
+    """The demo vehicle driving `NEVER_STEADY` on a virtual channel served over socketcand;
+    its engine ECU answers OBD-II. (bus string, the requests seen on its channel, the
+    vehicle)"""
     channel = f"mcp-obd-{uuid.uuid4().hex[:8]}"
     with (
         SocketcandServer({"vcan0": channel}) as server,
-        VirtualVehicle(DEMO, channel=channel, drive=False) as car,
+        VirtualVehicle(DEMO, channel=channel, scenario=NEVER_STEADY) as car,
     ):
-        car.set_gear("D")
-        car.set_throttle(30)
         requests = Requests(channel)
         try:
             yield server.url(), requests, car
