@@ -319,6 +319,8 @@ def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriv
     same bus, over ISO-TP on another bus, or through an ELM327 on a serial port."""
     from hwbridge.core.models import ToolError
     from hwbridge.obd import ObdDriver
+    from hwbridge.obd.database.did_definitions import DidDefinitionError
+    from hwbridge.obd.database.odx import OdxError
 
     target: str = args.obd
     given = getattr(args, "security_key", None)
@@ -334,19 +336,15 @@ def _open_obd(args: argparse.Namespace, policy: SendPolicy, can: Any) -> ObdDriv
         if is_serial_port(target):
             return ObdDriver.from_elm327(target, policy, **options)
         return ObdDriver.from_can(bus=target, policy=policy, **options)
-    except ValueError as exc:
-        from hwbridge.obd.database.did_definitions import DidDefinitionError
-        from hwbridge.obd.database.odx import OdxError
-
-        if isinstance(exc, OdxError | DidDefinitionError):
-            option = "--odx" if isinstance(exc, OdxError) else "--dids"
-            raise CliError(f"{option}: {one_line(str(exc))}") from exc
-        raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
+    except DidDefinitionError as exc:
+        raise CliError(f"--dids: {one_line(str(exc))}") from exc
+    except OdxError as exc:
+        raise CliError(f"--odx: {one_line(str(exc))}") from exc
     except ToolError as exc:
         raise CliError(
             f"--obd {target}: {one_line(exc.message)} ({exc.code})", EXIT_RUNTIME
         ) from exc
-    except (TypeError, ImportError, NotImplementedError) as exc:
+    except (ValueError, TypeError, ImportError, NotImplementedError) as exc:
         raise CliError(f"--obd {target}: {one_line(str(exc))}") from exc
     except OSError as exc:
         reason = one_line(exc.strerror or str(exc))

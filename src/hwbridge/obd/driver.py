@@ -89,7 +89,7 @@ class ObdDriver(HybridDriver, Closing):
             if odx is None and odx_variant is not None:
                 raise ValueError("odx_variant names a variant of odx=FILE.pdx; give odx too")
             self.dids = (
-                dids if isinstance(dids, DidDefinitions | None) else (load_did_definitions(dids))
+                dids if isinstance(dids, DidDefinitions | None) else load_did_definitions(dids)
             )
             description = odx if isinstance(odx, OdxDescription | None) else load_odx(odx)
             self.tool_driver = ObdToolDriver(
